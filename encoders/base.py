@@ -93,6 +93,8 @@ class Encoder(nn.Layer):
 
     #: outputs whose activation gradient is recorded by default (see :meth:`watch`)
     default_watch: tuple[str, ...] = ("prediction",)
+    #: static mode: add an int64 ``label`` feed when ``num_classes`` is set (classifiers)
+    label_feed: bool = True
 
     def __init__(self, scope: str) -> None:
         super().__init__()
@@ -211,7 +213,7 @@ class Encoder(nn.Layer):
             var = paddle.static.data(f"{self.scope}.{name}", shape, spec.allowed_dtypes()[0])
             self._static_outputs[name] = var
             feeds.append(var)
-        if self.num_classes is not None:
+        if self.label_feed and self.num_classes is not None:
             self._static_outputs["label"] = paddle.static.data(
                 f"{self.scope}.label", [None, 1], "int64"
             )
@@ -350,14 +352,17 @@ class Encoder(nn.Layer):
         """Stop recording activation gradients for these outputs (all if none given)."""
         self._watched.difference_update(outputs or set(self._watched))
 
-    def get_gradient(self, x: Any, loss: Any = None) -> dict[str, list]:
+    def get_gradient(self, x: Any, loss: Any = None, layer: bool = False) -> dict[str, list]:
         """Gradients by Parameter, logical layer name, physical name or logical output.
 
         - a Parameter (or list of them, or a ``get_param`` dict): ``{physical: [grad]}``;
         - a logical output (``"prediction"``): ``{output: [d loss / d activation]}`` of the
           last backward (dynamic) or a fetchable Value (static);
-        - a logical layer name: ``{logical: [grads of its parameters]}``;
+        - a logical layer name: ``{logical: [grads of its trainable parameters]}``;
         - a physical name: ``{physical: [grad]}``.
+
+        A name that is both an output and a layer (``prediction``, ``embedding``) means
+        the output; pass ``layer=True`` for the layer's parameter gradients.
 
         Dynamic mode returns tensors from the last ``backward()``. Static mode returns
         Values to put in ``exe.run(fetch_list=...)``: for parameters, the gradient the
@@ -374,10 +379,11 @@ class Encoder(nn.Layer):
                 out.update(self.get_gradient(p, loss))
             return out
         if isinstance(x, str):
-            if x in self._output_names:
+            if x in self._output_names and not layer:
                 return {x: [self._output_grad(x, loss, static)]}
             if x in self.layers:
-                return {x: [self._param_grad(p, loss, static) for p in self._layer_params(x)]}
+                params = [p for p in self._layer_params(x) if p.name not in self._fixed]
+                return {x: [self._param_grad(p, loss, static) for p in params]}
             params = self.get_param(x)
             return {
                 p.name: [self._param_grad(p, loss, static)] for ps in params.values() for p in ps
@@ -421,10 +427,16 @@ class Encoder(nn.Layer):
         return paddle.static.gradients([loss], [self._static_outputs[name]])[0]
 
     def _find_loss(self) -> Any:
-        # optimizer.minimize seeds backward with full_like(loss, 1.0): its input is the loss
+        # backward is seeded with full_like(loss, 1.0) right before the first *_grad op;
+        # forward code may use full_like too, so take the last one before backward starts
+        seed = None
         for op in self.program.global_block().ops:
+            if op.name().endswith("_grad"):
+                if seed is not None:
+                    return seed.operand_source(0)
+                break
             if op.name() == "pd_op.full_like":
-                return op.operand_source(0)
+                seed = op
         raise RuntimeError(
             f"{self._who()}: no backward pass in the program yet; call optimizer.minimize(loss) "
             "first or pass loss= to get_gradient"

@@ -1,0 +1,306 @@
+"""The :class:`Agent` base: a named scope owning encoders/heads, its optimizer, device and seed."""
+
+from __future__ import annotations
+
+import importlib
+import json
+import os
+import zlib
+from collections.abc import Iterable, Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any, TypeVar
+
+import numpy as np
+import paddle
+from paddle import nn
+
+from encoders.naming import build_named, check_scope_syntax
+from encoders.tensorio import (
+    CheckpointError,
+    assign_by_name,
+    atomic_write_json,
+    load_tensors,
+    save_tensors,
+)
+
+from .device import place_of, resolve_device
+from .instantiate import check_targets, safe_instantiate, to_plain
+from .optim import load_optimizer_state, optimizer_state
+
+A = TypeVar("A", bound="Agent")
+
+DEFAULT_OPTIMIZER = {"_target_": "paddle.optimizer.Adam", "_partial_": True}
+
+
+class Agent(nn.Layer):
+    """A learner (or fixed actor) with its own name scope, optimizer, device and seed.
+
+    Every parameter the agent creates is physically named ``<name>.<...>``; the agent's
+    optimizer takes exactly those (:meth:`own_parameters`), so a parameter borrowed from
+    another agent is updated once, by its owner. Subclasses build their modules in
+    ``__init__`` inside ``with self.seeded():`` using :meth:`make_encoder` /
+    :meth:`make_head`, then call :meth:`finish`.
+
+    Args:
+        name: the agent's scope (``generator``, ``policy``...).
+        device: ``cpu``, ``gpu`` or ``gpu:N``.
+        seed: seeds this agent's initial weights (independent of construction order);
+            None uses the global random stream.
+        lr: learning rate given to the optimizer (or its scheduler).
+        optimizer: a ``_partial_`` config of a ``paddle.optimizer`` class.
+        lr_scheduler: optional ``_partial_`` config of a ``paddle.optimizer.lr`` class;
+            it receives ``learning_rate=lr``.
+        grad_clip: clip gradients to this global norm (None: no clipping).
+        config: the subclass's own settings, saved with the agent so :meth:`load`
+            can rebuild it.
+    """
+
+    def __init__(
+        self,
+        name: str,
+        *,
+        device: str = "cpu",
+        seed: int | None = None,
+        lr: float = 1e-3,
+        optimizer: Any = None,
+        lr_scheduler: Any = None,
+        grad_clip: float | None = None,
+        config: dict | None = None,
+    ) -> None:
+        super().__init__()
+        check_scope_syntax(name)
+        self.name = name
+        self.device = resolve_device(device, setting=f"agents.{name}.device")
+        self.place = place_of(self.device)
+        self.seed = seed
+        self.lr = float(lr)
+        self.grad_clip = grad_clip
+        self._optimizer_cfg = to_plain(optimizer) or dict(DEFAULT_OPTIMIZER)
+        self._scheduler_cfg = to_plain(lr_scheduler)
+        common = {
+            "device": device,
+            "seed": seed,
+            "lr": lr,
+            "optimizer": self._optimizer_cfg,
+            "lr_scheduler": self._scheduler_cfg,
+            "grad_clip": grad_clip,
+        }
+        self.config: dict = {**common, **{k: to_plain(v) for k, v in (config or {}).items()}}
+        self.optimizer: paddle.optimizer.Optimizer | None = None
+        self.scheduler: paddle.optimizer.lr.LRScheduler | None = None
+        self.step_count = 0
+
+    # ------------------------------------------------------------------ building
+    @contextmanager
+    def seeded(self) -> Iterator[None]:
+        """Build under this agent's own seed, leaving the global random stream untouched."""
+        if self.seed is None:
+            yield
+            return
+        saved = paddle.get_rng_state()
+        paddle.seed((int(self.seed) * 1_000_003 + zlib.crc32(self.name.encode())) % (2**31))
+        try:
+            yield
+        finally:
+            paddle.set_rng_state(saved)
+
+    def make_encoder(self, cfg: Any, role: str | None = None) -> Any:
+        """Build an encoder from a config (``_target_`` + kwargs) in scope ``<name>[.<role>]``."""
+        scope = self.name if role is None else f"{self.name}.{role}"
+        cfg = dict(to_plain(cfg))
+        cfg.pop("_partial_", None)
+        enc = safe_instantiate(cfg, scope=scope)
+        return enc.build()
+
+    def make_head(self, role: str, factory: Any) -> nn.Layer:
+        """Build a layer whose parameters are named ``<name>.<role>.w_0`` ..."""
+        return build_named(f"{self.name}.{role}", factory)
+
+    def finish(self) -> None:
+        """Move to the device and create the optimizer (call at the end of ``__init__``)."""
+        if self.device != "cpu":
+            self.to(device=self.place)
+        self.build_optimizer()
+
+    def build_optimizer(self) -> None:
+        """(Re)create the optimizer over :meth:`own_parameters` (None if there are none)."""
+        # frozen weights stay in the optimizer (it skips stop_gradient parameters), so
+        # unfreezing mid-training needs no rebuild
+        params = self.own_parameters()
+        if not any(not p.stop_gradient for p in params) and not any(p.trainable for p in params):
+            self.optimizer = None
+            return
+        lr: Any = self.lr
+        if self._scheduler_cfg:
+            self.scheduler = safe_instantiate(self._scheduler_cfg)(learning_rate=self.lr)
+            lr = self.scheduler
+        factory = safe_instantiate(self._optimizer_cfg)
+        clip = nn.ClipGradByGlobalNorm(self.grad_clip) if self.grad_clip else None
+        self.optimizer = factory(learning_rate=lr, parameters=params, grad_clip=clip)
+
+    # ------------------------------------------------------------------ parameters
+    def own_parameters(self) -> list:
+        """Parameters this agent owns (physical name starts with ``<name>.``), deduplicated."""
+        prefix = f"{self.name}."
+        seen: set[int] = set()
+        out = []
+        for p in self.parameters():
+            if p.name.startswith(prefix) and id(p) not in seen:
+                seen.add(id(p))
+                out.append(p)
+        return out
+
+    def trainable_parameters(self) -> list:
+        """Own parameters that currently receive gradients."""
+        return [p for p in self.own_parameters() if not p.stop_gradient]
+
+    def summary(self) -> str:
+        """A table: physical name, shape, trainable, and which optimizer updates it."""
+        own = {id(p) for p in self.own_parameters()}
+        opt_name = type(self.optimizer).__name__ if self.optimizer else "none"
+        rows = []
+        for p in self.parameters():
+            owner = (
+                f"{self.name} ({opt_name})"
+                if id(p) in own
+                else f"{p.name.split('.')[0]} (borrowed; its owner's optimizer)"
+            )
+            rows.append((p.name, "x".join(map(str, p.shape)), str(not p.stop_gradient), owner))
+        head = ("physical", "shape", "trainable", "optimizer")
+        widths = [
+            max(len(h), *(len(r[i]) for r in rows)) if rows else len(h) for i, h in enumerate(head)
+        ]
+        fmt = "  ".join(f"{{:<{w}}}" for w in widths)
+        lines = [f"{type(self).__name__} {self.name!r} on {self.device}", fmt.format(*head)]
+        lines += [fmt.format(*r) for r in rows]
+        return "\n".join(lines)
+
+    # ------------------------------------------------------------------ training helpers
+    def to_tensor(self, x: Any, dtype: str | None = None) -> paddle.Tensor:
+        """``x`` as a tensor on this agent's device."""
+        return paddle.to_tensor(
+            np.asarray(x) if not isinstance(x, paddle.Tensor) else x, dtype=dtype, place=self.place
+        )
+
+    def update(self, loss: paddle.Tensor) -> None:
+        """Backward ``loss`` and take one optimizer step on this agent's own parameters."""
+        if self.optimizer is None:
+            raise RuntimeError(f"agent {self.name!r} has no trainable parameters to update")
+        loss.backward()
+        self.optimizer.step()
+        self.optimizer.clear_grad(set_to_zero=False)
+        self.step_count += 1
+
+    def scheduler_step(self) -> None:
+        """Advance the LR scheduler, if any (arenas call it once per epoch)."""
+        if self.scheduler is not None:
+            self.scheduler.step()
+
+    # ------------------------------------------------------------------ save / load
+    def state_files(self) -> tuple[dict[str, paddle.Tensor], dict[str, paddle.Tensor], dict]:
+        """(weights by physical name, optimizer tensors, JSON metadata) for a checkpoint."""
+        weights = {p.name: p for p in self.parameters()}
+        opt_tensors, opt_meta = optimizer_state(self.optimizer) if self.optimizer else ({}, {})
+        meta = {
+            "class": f"{type(self).__module__}.{type(self).__qualname__}",
+            "name": self.name,
+            "config": self.config,
+            "step": self.step_count,
+            "optimizer": opt_meta,
+            "format": "paddlecraft-agent-1",
+        }
+        return weights, opt_tensors, meta
+
+    def save(self, directory: str | os.PathLike) -> dict[str, str]:
+        """Write ``weights.safetensors``, ``optimizer.safetensors`` and ``agent.json``.
+
+        Returns ``{file name: sha256}``. Files are written atomically; never pickled.
+        """
+        d = Path(directory)
+        d.mkdir(parents=True, exist_ok=True)
+        weights, opt_tensors, meta = self.state_files()
+        sums = {
+            "weights.safetensors": save_tensors(
+                d / "weights.safetensors", weights, {"agent": self.name}
+            )
+        }
+        sums["optimizer.safetensors"] = save_tensors(
+            d / "optimizer.safetensors", opt_tensors, {"agent": self.name}
+        )
+        meta["sha256"] = sums
+        atomic_write_json(d / "agent.json", meta)
+        return sums
+
+    def load_state(
+        self, directory: str | os.PathLike, *, old_name: str | None = None, optimizer: bool = True
+    ) -> None:
+        """Load weights (and optimizer state) written by :meth:`save` into this agent."""
+        d = Path(directory)
+        meta = json.loads((d / "agent.json").read_text())
+        sums = meta.get("sha256", {})
+        arrays, _ = load_tensors(d / "weights.safetensors", sums.get("weights.safetensors"))
+        old = old_name or meta["name"]
+        if old != self.name:  # loaded under another name: rename the scope prefix
+            arrays = {_rename(k, old, self.name): v for k, v in arrays.items()}
+        assign_by_name(self.parameters(), arrays, what=f"agent {self.name!r}")
+        self.step_count = int(meta.get("step", 0))
+        if optimizer and self.optimizer is not None and (d / "optimizer.safetensors").exists():
+            tensors, _ = load_tensors(
+                d / "optimizer.safetensors", sums.get("optimizer.safetensors")
+            )
+            if old != self.name:
+                tensors = {_rename_opt(k, old, self.name): v for k, v in tensors.items()}
+            load_optimizer_state(
+                self.optimizer, tensors, meta.get("optimizer", {}), self.own_parameters()
+            )
+
+    @classmethod
+    def load(
+        cls: type[A],
+        directory: str | os.PathLike,
+        *,
+        name: str | None = None,
+        device: str | None = None,
+        allow: Iterable[str] = (),
+    ) -> A:
+        """Rebuild an agent saved by :meth:`save`, ready for inference or more training.
+
+        ``name`` loads it under another scope (e.g. a frozen opponent beside the live
+        policy); ``device`` overrides the saved device. The class and every ``_target_``
+        in the saved config pass the same allow-list as run configs.
+        """
+        d = Path(directory)
+        if not (d / "agent.json").is_file():
+            raise CheckpointError(
+                f"{str(d)!r} holds no saved agent (agent.json missing); pass the folder that "
+                "Agent.save wrote, e.g. <run dir>/checkpoints/<step>/agents/<name>"
+            )
+        meta = json.loads((d / "agent.json").read_text())
+        target = meta["class"]
+        check_targets({"_target_": target, "config": meta["config"]}, allow)
+        module, _, qual = target.rpartition(".")
+        klass = getattr(importlib.import_module(module), qual)
+        if not (isinstance(klass, type) and issubclass(klass, Agent)):
+            raise CheckpointError(f"{target!r} in {str(d)!r} is not an Agent class")
+        config = dict(meta["config"])
+        if device is not None:
+            config["device"] = device
+        agent = klass(name or meta["name"], **config)
+        agent.load_state(d, old_name=meta["name"])
+        agent.eval()
+        return agent
+
+
+def _rename(key: str, old: str, new: str) -> str:
+    return new + key[len(old) :] if key.startswith(old + ".") else key
+
+
+def _rename_opt(key: str, old: str, new: str) -> str:
+    acc, _, pname = key.partition("/")
+    return f"{acc}/{_rename(pname, old, new)}"
+
+
+def load_agent(directory: str | os.PathLike, **kwargs: Any) -> Agent:
+    """Shortcut for :meth:`Agent.load`."""
+    return Agent.load(directory, **kwargs)

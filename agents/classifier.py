@@ -1,0 +1,58 @@
+"""Classifier: one encoder with a ``prediction`` output, trained with cross-entropy."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import paddle
+import paddle.nn.functional as F
+
+from .base import Agent
+
+
+class Classifier(Agent):
+    """An agent that labels inputs: any encoder whose primary output is class logits.
+
+    Args:
+        name: scope; the encoder's parameters are ``<name>.<logical>.w_0`` ...
+        encoder: encoder config (``_target_`` + kwargs, no scope), e.g.
+            ``{"_target_": "encoders.ImageMLPEncoder", "input_size": 64}``.
+        label_smoothing: cross-entropy label smoothing.
+        **common: :class:`~agents.Agent` settings (device, seed, lr, optimizer, ...).
+    """
+
+    def __init__(
+        self, name: str, encoder: Any, label_smoothing: float = 0.0, **common: Any
+    ) -> None:
+        super().__init__(
+            name, config={"encoder": encoder, "label_smoothing": label_smoothing}, **common
+        )
+        self.label_smoothing = label_smoothing
+        with self.seeded():
+            self.encoder = self.make_encoder(encoder)
+        if "prediction" not in self.encoder.output_names:
+            raise ValueError(
+                f"agents.{name}.encoder: {type(self.encoder).__name__} has no 'prediction' output; "
+                "give it num_classes (a classifier needs class logits)"
+            )
+        self.finish()
+
+    def forward(self, x: paddle.Tensor) -> paddle.Tensor:
+        """Class logits [B, num_classes] for inputs [B, ...]."""
+        return self.encoder(x)
+
+    def loss(self, x: paddle.Tensor, y: paddle.Tensor) -> paddle.Tensor:
+        """Mean cross-entropy of logits against integer labels [B]."""
+        return F.cross_entropy(self(x), y, label_smoothing=self.label_smoothing)
+
+    @paddle.no_grad()
+    def predict(self, x: Any, batch_size: int = 1024) -> np.ndarray:
+        """Predicted labels (int64 [N]) for a numpy/tensor batch, in eval mode."""
+        was_training = self.training
+        self.eval()
+        out = []
+        for i in range(0, len(x), batch_size):
+            out.append(self(self.to_tensor(x[i : i + batch_size])).argmax(-1).numpy())
+        self.train(was_training)
+        return np.concatenate(out) if out else np.zeros((0,), np.int64)

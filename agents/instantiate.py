@@ -1,0 +1,91 @@
+"""Config safety: ``_target_`` may only name this toolkit's classes, Paddle optimizers/layers,
+or what the user allows explicitly. Hydra's ``instantiate`` calls whatever ``_target_`` names
+(``os.system`` included), so every config tree is checked before anything is built.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Iterator, Mapping
+from typing import Any
+
+from hydra.utils import get_object, instantiate
+from omegaconf import DictConfig, ListConfig, OmegaConf
+
+DEFAULT_ALLOWED: tuple[str, ...] = (
+    "agents.",
+    "encoders.",
+    "arenas.",
+    "craftdata.",
+    "paddle.optimizer.",
+    "paddle.nn.",
+)
+
+
+class UnsafeConfigError(ValueError):
+    """A config names a ``_target_`` outside the allow-list."""
+
+
+def iter_targets(cfg: Any, path: str = "") -> Iterator[tuple[str, str]]:
+    """Yield ``(key path, target)`` for every ``_target_`` in a config tree."""
+    if isinstance(cfg, (DictConfig, Mapping)):
+        items = cfg.items_ex(resolve=False) if isinstance(cfg, DictConfig) else cfg.items()
+        for k, v in items:
+            key = f"{path}.{k}" if path else str(k)
+            if k == "_target_":
+                yield key, str(v)
+            else:
+                yield from iter_targets(v, key)
+    elif isinstance(cfg, (ListConfig, list, tuple)):
+        for i, v in enumerate(cfg):
+            yield from iter_targets(v, f"{path}[{i}]")
+
+
+def _allowed(target: str, allow: Iterable[str]) -> bool:
+    return any(target == a or (a.endswith(".") and target.startswith(a)) for a in allow)
+
+
+def check_targets(cfg: Any, allow: Iterable[str] = ()) -> None:
+    """Raise :class:`UnsafeConfigError` unless every ``_target_`` is allowed.
+
+    A target must match the allow-list by name AND resolve to an object defined in an
+    allowed module, so ``encoders.base.os.system`` is refused like ``os.system``.
+    """
+    allow = (*DEFAULT_ALLOWED, *allow)
+    for key, target in iter_targets(cfg):
+        reason = None
+        if not _allowed(target, allow):
+            reason = "it is not in the allow-list"
+        else:
+            try:
+                obj = get_object(target)
+            except Exception as e:  # an ImportError or AttributeError, said plainly
+                raise UnsafeConfigError(
+                    f"config key {key}: _target_ {target!r} cannot be found ({e}). "
+                    "Check the spelling of the class or function."
+                ) from e
+            module = getattr(obj, "__module__", None) or ""
+            if not callable(obj) or not _allowed(module + ".", allow):
+                reason = f"it resolves to {module or '?'}.{getattr(obj, '__name__', obj)!s}"
+        if reason:
+            raise UnsafeConfigError(
+                f"config key {key}: _target_ {target!r} is refused because {reason}. "
+                "Configs may only build this toolkit's classes (agents., encoders., arenas., "
+                "craftdata.), paddle.optimizer.* and paddle.nn.*. To allow your own code, "
+                f"add it explicitly: allow_targets=[{target!r}] (or a module prefix ending "
+                "in '.')."
+            )
+
+
+def safe_instantiate(cfg: Any, *args: Any, allow: Iterable[str] = (), **kwargs: Any) -> Any:
+    """``hydra.utils.instantiate`` after :func:`check_targets` (plain dicts accepted)."""
+    if isinstance(cfg, Mapping) and not isinstance(cfg, DictConfig):
+        cfg = OmegaConf.create(dict(cfg))
+    check_targets(cfg, allow)
+    return instantiate(cfg, *args, **kwargs)
+
+
+def to_plain(cfg: Any) -> Any:
+    """A resolved plain-Python (JSON-able) copy of a config node."""
+    if isinstance(cfg, (DictConfig, ListConfig)):
+        return OmegaConf.to_container(cfg, resolve=True)
+    return cfg

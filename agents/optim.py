@@ -1,0 +1,63 @@
+"""Optimizer state as flat tensors + JSON, keyed by (accumulator, physical parameter name).
+
+Paddle names accumulators ``<param>_moment1_<n>`` with a process-wide counter ``n``, so
+its own ``state_dict`` keys change between processes that build optimizers in another
+order. Keys here are ``<accumulator>/<param name>``, stable across processes.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import numpy as np
+import paddle
+
+from encoders.tensorio import CheckpointError
+
+
+def optimizer_state(opt: paddle.optimizer.Optimizer) -> tuple[dict[str, paddle.Tensor], dict]:
+    """``({"moment1/<param>": tensor, ...}, json_meta)`` for an optimizer."""
+    tensors = {
+        f"{acc}/{pname}": var
+        for acc, per_param in opt._accumulators.items()
+        for pname, var in per_param.items()
+    }
+    meta: dict[str, Any] = {"class": type(opt).__name__}
+    lr = opt._learning_rate
+    if isinstance(lr, paddle.optimizer.lr.LRScheduler):
+        meta["lr_scheduler"] = {
+            k: (v.tolist() if isinstance(v, np.ndarray) else v) for k, v in lr.state_dict().items()
+        }
+    return tensors, meta
+
+
+def load_optimizer_state(
+    opt: paddle.optimizer.Optimizer,
+    tensors: Mapping[str, np.ndarray],
+    meta: Mapping[str, Any],
+    params: Sequence[paddle.Tensor],
+) -> None:
+    """Restore what :func:`optimizer_state` saved into a freshly built optimizer."""
+    saved_cls = meta.get("class")
+    if saved_cls and saved_cls != type(opt).__name__:
+        raise CheckpointError(
+            f"optimizer state was saved from {saved_cls} but the agent now uses "
+            f"{type(opt).__name__}; keep the optimizer config of the run you resume"
+        )
+    wanted = {key.split("/", 1)[1] for key in tensors}
+    todo = [p for p in params if p.name in wanted]
+    if todo:
+        opt._create_accumulators(paddle.static.default_main_program().global_block(), todo)
+    for key, value in tensors.items():
+        acc, pname = key.split("/", 1)
+        try:
+            var = opt._accumulators[acc][pname]
+        except KeyError as e:
+            raise CheckpointError(
+                f"optimizer state has {key!r} but the optimizer has no such accumulator; "
+                "the agent's parameters or optimizer changed since the checkpoint"
+            ) from e
+        var.set_value(np.asarray(value))
+    if "lr_scheduler" in meta and isinstance(opt._learning_rate, paddle.optimizer.lr.LRScheduler):
+        opt._learning_rate.set_state_dict(dict(meta["lr_scheduler"]))

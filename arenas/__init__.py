@@ -1,0 +1,22 @@
+"""Arenas: link agents (chains) or pit them against each other, on the onion engine."""
+
+from .app import ConfigError, run_arena, run_from_config
+from .base import Arena
+from .callbacks import standard_callbacks
+from .check import ArenaCheckError, check_arena
+from .classify import ClassifyArena
+from .engine import Callback, Loop, Runner
+
+__all__ = [
+    "Arena",
+    "ArenaCheckError",
+    "Callback",
+    "ClassifyArena",
+    "ConfigError",
+    "Loop",
+    "Runner",
+    "check_arena",
+    "run_arena",
+    "run_from_config",
+    "standard_callbacks",
+]

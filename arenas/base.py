@@ -1,0 +1,85 @@
+"""The :class:`Arena` base: agents plus the rules by which they learn, from data or each other."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+import numpy as np
+
+from agents import Agent
+
+
+class Arena:
+    """Agents and the rules that make them learn: implement four methods, get a full run.
+
+    A subclass implements :meth:`batches` (one epoch of training inputs, a function of
+    ``(seed, epoch)`` only, so resume can replay the order), :meth:`train_step` (one
+    update, returns float metrics), :meth:`evaluate` (returns float metrics including
+    :attr:`headline`) and, if it keeps state beyond its agents, :meth:`arena_state` /
+    :meth:`load_arena_state`. The engine (:class:`~arenas.engine.Loop`) adds progress,
+    logging, checkpoints, resume, early stopping and NaN guards.
+
+    Args:
+        agents: the agents by name (each owns its optimizer and device).
+        epochs: passes over :meth:`batches`.
+        seed: run seed; data order per epoch derives from it.
+    """
+
+    #: the metric printed, written to results.json and returned to Hydra sweepers
+    headline: str = "score"
+    #: whether a larger headline is better ("max") or smaller ("min")
+    headline_mode: str = "max"
+
+    def __init__(self, agents: Mapping[str, Agent], epochs: int = 1, seed: int = 0) -> None:
+        if epochs < 1:
+            raise ValueError(f"arena.epochs must be >= 1, got {epochs}")
+        self.agents: dict[str, Agent] = dict(agents)
+        self.epochs = int(epochs)
+        self.seed = int(seed)
+
+    def require_agents(self, *names: str) -> None:
+        """Raise a clear error unless every named agent is configured."""
+        missing = [n for n in names if n not in self.agents]
+        if missing:
+            raise ValueError(
+                f"{type(self).__name__} needs agents {list(names)}; missing {missing} "
+                f"(configured: {sorted(self.agents)}). Add them under agents.<name> in the config."
+            )
+
+    def epoch_rng(self, epoch: int) -> np.random.Generator:
+        """A generator that depends only on (seed, epoch): use it for data order."""
+        return np.random.default_rng([self.seed, epoch])
+
+    # ------------------------------------------------------------------ to implement
+    def batches(self, epoch: int) -> Iterable[Any]:
+        """Training inputs of one epoch, in a deterministic order for ``(seed, epoch)``."""
+        raise NotImplementedError
+
+    def steps_per_epoch(self) -> int | None:
+        """How many items :meth:`batches` yields (None if unknown; the bar shows no ETA)."""
+        return None
+
+    def train_step(self, batch: Any) -> dict[str, float]:
+        """One training update; return float metrics (``loss``...)."""
+        raise NotImplementedError
+
+    def evaluate(self) -> dict[str, float]:
+        """Evaluation metrics, including :attr:`headline`."""
+        raise NotImplementedError
+
+    def on_epoch_end(self, epoch: int) -> None:
+        """Called after each full epoch (default: step the agents' LR schedulers)."""
+        for agent in self.agents.values():
+            agent.scheduler_step()
+
+    def arena_state(self) -> dict:
+        """JSON-able state beyond agents and RNG streams (pools, ratings...)."""
+        return {}
+
+    def load_arena_state(self, state: dict) -> None:
+        """Restore :meth:`arena_state`."""
+
+    def artifacts(self, run_dir: str) -> dict[str, str]:
+        """Write end-of-run files (sample grids, sheets); return ``{name: path}``."""
+        return {}

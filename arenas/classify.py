@@ -1,0 +1,137 @@
+"""ClassifyArena: one agent learns labels from a dataset (the seed's case 1 as an arena)."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Mapping
+from pathlib import Path
+from typing import Any
+
+import cv2
+import numpy as np
+import paddle
+import paddle.nn.functional as F
+
+from agents import Agent
+from agents.instantiate import safe_instantiate
+from craftdata import iterate_minibatches
+
+from .base import Arena
+
+
+class ClassifyArena(Arena):
+    """Trains the ``classifier`` agent with cross-entropy on a dataset; headline: test accuracy.
+
+    Args:
+        agents: must contain ``classifier`` (an :class:`agents.Classifier`).
+        data: loader config, e.g. ``{"_target_": "craftdata.load_digits", "seed": 0}``.
+        epochs: passes over the training split.
+        batch_size: training minibatch size.
+        eval_batch_size: batch size for evaluation.
+    """
+
+    headline = "test_accuracy"
+
+    def __init__(
+        self,
+        agents: Mapping[str, Agent],
+        data: Any,
+        epochs: int = 20,
+        batch_size: int = 64,
+        eval_batch_size: int = 1024,
+        seed: int = 0,
+    ) -> None:
+        super().__init__(agents, epochs=epochs, seed=seed)
+        self.require_agents("classifier")
+        self.classifier = self.agents["classifier"]
+        self.data = safe_instantiate(data)
+        self.batch_size, self.eval_batch_size = batch_size, eval_batch_size
+
+    def steps_per_epoch(self) -> int:
+        return -(-len(self.data.train) // self.batch_size)
+
+    def batches(self, epoch: int) -> Iterator[tuple[np.ndarray, np.ndarray]]:
+        return iterate_minibatches(
+            self.data.train.x, self.data.train.y, self.batch_size, self.epoch_rng(epoch)
+        )
+
+    def train_step(self, batch: tuple[np.ndarray, np.ndarray]) -> dict[str, float]:
+        x, y = batch
+        agent = self.classifier
+        agent.train()
+        loss = agent.loss(agent.to_tensor(x), agent.to_tensor(y))
+        agent.update(loss)
+        return {"loss": float(loss)}
+
+    @paddle.no_grad()
+    def _logits(self, x: np.ndarray) -> np.ndarray:
+        agent = self.classifier
+        agent.eval()
+        out = [
+            agent(agent.to_tensor(x[i : i + self.eval_batch_size])).numpy()
+            for i in range(0, len(x), self.eval_batch_size)
+        ]
+        agent.train()
+        return np.concatenate(out)
+
+    def evaluate(self) -> dict[str, float]:
+        test = self.data.test
+        logits = self._logits(test.x)
+        loss = float(F.cross_entropy(paddle.to_tensor(logits), paddle.to_tensor(test.y)))
+        return {
+            "test_accuracy": float((logits.argmax(-1) == test.y).mean()),
+            "test_loss": loss,
+        }
+
+    def artifacts(self, run_dir: str) -> dict[str, str]:
+        """A confusion-matrix picture of the test split."""
+        test = self.data.test
+        pred = self._logits(test.x).argmax(-1)
+        k = self.data.num_classes
+        cm = np.zeros((k, k), np.int64)
+        np.add.at(cm, (test.y, pred), 1)
+        path = Path(run_dir) / "confusion_matrix.png"
+        cv2.imwrite(str(path), render_confusion(cm))
+        return {"confusion_matrix": str(path)}
+
+
+def render_confusion(cm: np.ndarray, cell: int = 40) -> np.ndarray:
+    """A BGR picture of a confusion matrix (rows: true class, columns: predicted)."""
+    k = len(cm)
+    norm = cm / np.maximum(cm.sum(1, keepdims=True), 1)
+    img = np.full((cell * (k + 1), cell * (k + 1), 3), 255, np.uint8)
+    for i in range(k):
+        for j in range(k):
+            shade = int(255 * (1 - norm[i, j]))
+            y0, x0 = cell * (i + 1), cell * (j + 1)
+            img[y0 : y0 + cell, x0 : x0 + cell] = (
+                (255, shade, shade) if i == j else (shade, shade, 255)
+            )
+            ink = (255, 255, 255) if shade < 128 else (0, 0, 0)
+            cv2.putText(
+                img,
+                str(cm[i, j]),
+                (x0 + 4, y0 + cell // 2 + 5),
+                cv2.FONT_HERSHEY_SIMPLEX,
+                0.4,
+                ink,
+                1,
+            )
+        cv2.putText(
+            img,
+            str(i),
+            (8, cell * (i + 1) + cell // 2 + 5),
+            cv2.FONT_HERSHEY_SIMPLEX,
+            0.5,
+            (0, 0, 0),
+            1,
+        )
+        cv2.putText(
+            img,
+            str(i),
+            (cell * (i + 1) + 14, cell - 12),
+            cv2.FONT_HERSHEY_SIMPLEX,
+            0.5,
+            (0, 0, 0),
+            1,
+        )
+    return img

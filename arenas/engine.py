@@ -1,0 +1,228 @@
+"""The training loop as an onion (the seed's Runner + RunnerItem): phases call callbacks.
+
+Start phases (``run_start``, ``epoch_start``, ``step_start``, ``eval_start``) call the
+callbacks in list order; end phases call them in reverse, so the first callback wraps all
+the others like the outer skin of an onion. An evaluation is a nested onion run from
+inside training (every N steps or each epoch); a loop without training callbacks is
+plain inference.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import signal
+import time
+from collections.abc import Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from .rng import capture_rng, restore_rng
+
+if TYPE_CHECKING:
+    from .base import Arena
+
+START_PHASES = ("run_start", "epoch_start", "step_start", "eval_start")
+END_PHASES = ("run_end", "epoch_end", "step_end", "eval_end")
+
+
+class Callback:
+    """One skin of the onion. Override the phases you need; each gets the :class:`Loop`.
+
+    ``on_step_end`` and ``on_eval_end`` also get the metrics dict of that step/evaluation.
+    A callback with state that must survive resume implements ``state_dict`` /
+    ``load_state_dict`` (JSON-able dicts).
+    """
+
+    #: key under which the callback's state is checkpointed (defaults to the class name)
+    key: str | None = None
+
+    def on_run_start(self, loop: Loop) -> None: ...
+    def on_run_end(self, loop: Loop) -> None: ...
+    def on_epoch_start(self, loop: Loop) -> None: ...
+    def on_epoch_end(self, loop: Loop) -> None: ...
+    def on_step_start(self, loop: Loop) -> None: ...
+    def on_step_end(self, loop: Loop, metrics: dict[str, float]) -> None: ...
+    def on_eval_start(self, loop: Loop) -> None: ...
+    def on_eval_end(self, loop: Loop, metrics: dict[str, float]) -> None: ...
+
+    def state_dict(self) -> dict:
+        """JSON-able state to checkpoint."""
+        return {}
+
+    def load_state_dict(self, state: dict) -> None:
+        """Restore :meth:`state_dict` output."""
+
+    def state_key(self) -> str:
+        """Where this callback's state lives in a checkpoint."""
+        return self.key or type(self).__name__
+
+
+class Runner:
+    """Calls a phase on a list of callbacks: start phases in order, end phases reversed."""
+
+    def __init__(self, callbacks: Sequence[Callback]) -> None:
+        self.callbacks = list(callbacks)
+
+    def fire(self, phase: str, loop: Loop, *args: Any) -> None:
+        """Run ``on_<phase>`` of every callback in onion order."""
+        order = reversed(self.callbacks) if phase in END_PHASES else self.callbacks
+        for cb in order:
+            getattr(cb, f"on_{phase}")(loop, *args)
+
+
+class Loop:
+    """Runs an :class:`~arenas.Arena`: epochs of steps, nested evaluations, stop requests.
+
+    Position (``epoch``, ``batch_in_epoch``, ``step``) plus the arena's and callbacks'
+    state are what a checkpoint stores; data order comes from ``arena.batches(epoch)``
+    which must be a function of the seed and epoch, so a resumed loop skips the batches
+    already consumed and continues bit-identically.
+    """
+
+    def __init__(
+        self,
+        arena: Arena,
+        callbacks: Sequence[Callback] = (),
+        run_dir: str | os.PathLike = ".",
+        max_steps: int | None = None,
+        handle_signals: bool = True,
+    ) -> None:
+        self.arena = arena
+        self.runner = Runner(callbacks)
+        self.run_dir = Path(run_dir)
+        self.max_steps = max_steps
+        self.handle_signals = handle_signals
+        self.epoch = 0
+        self.batch_in_epoch = 0
+        self.step = 0
+        self.stop_reason: str | None = None
+        self.status = "running"  # running | finished | interrupted | stopped | failed
+        self.last_eval: dict[str, float] = {}
+        self.last_metrics: dict[str, float] = {}
+        self.started = time.time()
+        self._signals = 0
+
+    @property
+    def callbacks(self) -> list[Callback]:
+        """The onion's skins, outermost first."""
+        return self.runner.callbacks
+
+    @property
+    def total_steps(self) -> int | None:
+        """Steps in the whole run, when the arena knows its epoch length."""
+        per = self.arena.steps_per_epoch()
+        total = None if per is None else per * self.arena.epochs
+        if self.max_steps is not None:
+            total = self.max_steps if total is None else min(total, self.max_steps)
+        return total
+
+    def request_stop(self, reason: str, status: str = "stopped") -> None:
+        """Stop after the current step (callbacks still see run_end)."""
+        if self.stop_reason is None:
+            self.stop_reason, self.status = reason, status
+
+    # ------------------------------------------------------------------ running
+    def run(self) -> dict[str, Any]:
+        """Train until the arena's epochs are done or a stop is requested; return a summary."""
+        old_handlers = self._install_signals()
+        self.runner.fire("run_start", self)
+        try:
+            while self.epoch < self.arena.epochs and self.stop_reason is None:
+                self.runner.fire("epoch_start", self)
+                for i, batch in enumerate(self.arena.batches(self.epoch)):
+                    if i < self.batch_in_epoch:
+                        continue  # consumed before the checkpoint we resumed from
+                    self.runner.fire("step_start", self)
+                    metrics = self.arena.train_step(batch)
+                    if not isinstance(metrics, dict):
+                        raise TypeError(
+                            f"{type(self.arena).__name__}.train_step must return a dict of "
+                            f"metrics, got {type(metrics).__name__}"
+                        )
+                    self.step += 1
+                    self.batch_in_epoch = i + 1
+                    self.last_metrics = metrics
+                    self.runner.fire("step_end", self, metrics)
+                    if self.max_steps is not None and self.step >= self.max_steps:
+                        self.request_stop(f"max_steps={self.max_steps} reached", "finished")
+                    if self.stop_reason is not None:
+                        break
+                else:
+                    self.epoch += 1
+                    self.batch_in_epoch = 0
+                    self.arena.on_epoch_end(self.epoch)
+                    self.runner.fire("epoch_end", self)
+            if self.stop_reason is None:
+                self.status = "finished"
+        except BaseException:
+            self.status = "failed" if self.status == "running" else self.status
+            raise
+        finally:
+            try:
+                self.runner.fire("run_end", self)
+            finally:
+                self._restore_signals(old_handlers)
+        return self.summary()
+
+    def evaluate(self) -> dict[str, float]:
+        """Run the nested evaluation onion; training RNG streams are left untouched."""
+        rng = capture_rng()
+        self.runner.fire("eval_start", self)
+        metrics = self.arena.evaluate()
+        restore_rng(rng)
+        self.last_eval = dict(metrics)
+        self.runner.fire("eval_end", self, metrics)
+        return metrics
+
+    def summary(self) -> dict[str, Any]:
+        """Status, position, last metrics and the headline value."""
+        head = self.arena.headline
+        return {
+            "status": self.status,
+            "stop_reason": self.stop_reason,
+            "step": self.step,
+            "epoch": self.epoch,
+            "headline": head,
+            "headline_value": self.last_eval.get(head, math.nan),
+            "metrics": self.last_eval,
+            "last_train_metrics": self.last_metrics,
+            "elapsed_s": round(time.time() - self.started, 3),
+            "run_dir": str(self.run_dir),
+        }
+
+    # ------------------------------------------------------------------ position state
+    def position(self) -> dict[str, int]:
+        """Where the loop is (checkpointed)."""
+        return {"epoch": self.epoch, "batch_in_epoch": self.batch_in_epoch, "step": self.step}
+
+    def set_position(self, pos: dict[str, int]) -> None:
+        """Jump to a checkpointed position."""
+        self.epoch, self.batch_in_epoch, self.step = (
+            pos["epoch"],
+            pos["batch_in_epoch"],
+            pos["step"],
+        )
+
+    # ------------------------------------------------------------------ signals
+    def _install_signals(self) -> dict:
+        if not self.handle_signals:
+            return {}
+        old = {}
+        for sig in (signal.SIGINT, signal.SIGTERM):
+            try:
+                old[sig] = signal.signal(sig, self._on_signal)
+            except ValueError:  # not the main thread
+                return old
+        return old
+
+    def _restore_signals(self, old: dict) -> None:
+        for sig, handler in old.items():
+            signal.signal(sig, handler)
+
+    def _on_signal(self, signum: int, frame: Any) -> None:
+        self._signals += 1
+        if self._signals > 1:
+            os._exit(130)  # second Ctrl-C: leave now (checkpoints on disk are atomic)
+        name = signal.Signals(signum).name
+        self.request_stop(f"{name} received", "interrupted")
