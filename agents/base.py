@@ -15,6 +15,7 @@ import numpy as np
 import paddle
 from paddle import nn
 
+from encoders.base import Encoder
 from encoders.naming import build_named, check_scope_syntax
 from encoders.tensorio import (
     CheckpointError,
@@ -139,16 +140,43 @@ class Agent(nn.Layer):
         clip = nn.ClipGradByGlobalNorm(self.grad_clip) if self.grad_clip else None
         self.optimizer = factory(learning_rate=lr, parameters=params, grad_clip=clip)
 
+    def release_scopes(self) -> None:
+        """Free the name scopes this agent's encoders hold (call when the agent is done)."""
+        from encoders.base import Encoder
+        from encoders.naming import release_scope
+
+        for layer in self.sublayers(include_self=False):
+            if isinstance(layer, Encoder):
+                release_scope(layer.scope)
+
     # ------------------------------------------------------------------ parameters
     def own_parameters(self) -> list:
-        """Parameters this agent owns (physical name starts with ``<name>.``), deduplicated."""
+        """Parameters this agent owns (physical name starts with ``<name>.``), deduplicated.
+
+        A layer borrowed from another agent's encoder (:meth:`Encoder.share`) is never
+        owned, even when that agent's name starts with ``<name>.`` (``team`` vs ``team.gen``).
+        """
         prefix = f"{self.name}."
+        borrowed = self._borrowed_from()
         seen: set[int] = set()
         out = []
         for p in self.parameters():
-            if p.name.startswith(prefix) and id(p) not in seen:
+            if p.name.startswith(prefix) and id(p) not in seen and id(p) not in borrowed:
                 seen.add(id(p))
                 out.append(p)
+        return out
+
+    def _borrowed_from(self) -> dict[int, str]:
+        """``{id(param): lender scope}`` for layers this agent's encoders borrowed elsewhere."""
+        mine = {id(layer) for layer in self.sublayers()}
+        out: dict[int, str] = {}
+        for layer in self.sublayers():
+            if not (isinstance(layer, Encoder) and layer.built):
+                continue
+            for logical, (lender, _) in layer._borrowed.items():
+                if id(lender) not in mine:  # sharing between two of my own encoders is mine
+                    for p in layer.layers[logical].parameters():
+                        out[id(p)] = lender.scope
         return out
 
     def trainable_parameters(self) -> list:
@@ -158,13 +186,14 @@ class Agent(nn.Layer):
     def summary(self) -> str:
         """A table: physical name, shape, trainable, and which optimizer updates it."""
         own = {id(p) for p in self.own_parameters()}
+        lenders = self._borrowed_from()
         opt_name = type(self.optimizer).__name__ if self.optimizer else "none"
         rows = []
         for p in self.parameters():
             owner = (
                 f"{self.name} ({opt_name})"
                 if id(p) in own
-                else f"{p.name.split('.')[0]} (borrowed; its owner's optimizer)"
+                else f"{lenders.get(id(p), p.name.split('.')[0])} (borrowed; its owner's optimizer)"
             )
             rows.append((p.name, "x".join(map(str, p.shape)), str(not p.stop_gradient), owner))
         head = ("physical", "shape", "trainable", "optimizer")

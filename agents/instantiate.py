@@ -47,12 +47,15 @@ def _allowed(target: str, allow: Iterable[str]) -> bool:
 def check_targets(cfg: Any, allow: Iterable[str] = ()) -> None:
     """Raise :class:`UnsafeConfigError` unless every ``_target_`` is allowed.
 
-    A target must match the allow-list by name AND resolve to an object defined in an
-    allowed module, so ``encoders.base.os.system`` is refused like ``os.system``.
+    A target must be named exactly in the allow-list, or match an allowed prefix AND
+    resolve to an object defined in an allowed module, so ``encoders.base.os.system`` is
+    refused like ``os.system``.
     """
     allow = (*DEFAULT_ALLOWED, *allow)
     for key, target in iter_targets(cfg):
         reason = None
+        if target in allow:
+            continue  # named exactly: the user vouched for this one object
         if not _allowed(target, allow):
             reason = "it is not in the allow-list"
         else:

@@ -1,0 +1,147 @@
+"""run.py end to end in subprocesses: smoke runs, SIGKILL/SIGINT + resume, multirun."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+from safetensors.numpy import load_file
+
+ROOT = Path(__file__).resolve().parents[1]
+ARENAS = sorted(p.stem for p in (ROOT / "conf" / "arena").glob("*.yaml"))
+BASE = ["trainer.progress=false", "arena.epochs=3", "trainer.checkpoint_every=20"]
+
+
+def _cmd(run_dir: Path, *overrides: str) -> list[str]:
+    return [sys.executable, str(ROOT / "run.py"), *overrides, f"hydra.run.dir={run_dir}"]
+
+
+def _final_weights(run_dir: Path) -> dict[str, np.ndarray]:
+    newest = sorted((run_dir / "checkpoints").glob("step_*"))[-1]
+    out = {}
+    for f in (newest / "agents").glob("*/weights.safetensors"):
+        out.update(load_file(f))
+    return out
+
+
+def _wait_for_checkpoint(proc: subprocess.Popen, run_dir: Path, timeout: float = 120) -> None:
+    deadline = time.time() + timeout
+    while time.time() < deadline:
+        if list((run_dir / "checkpoints").glob("step_*")):
+            return
+        if proc.poll() is not None:
+            pytest.fail(f"run ended (rc {proc.returncode}) before its first checkpoint")
+        time.sleep(0.01)
+    pytest.fail("no checkpoint appeared")
+
+
+@pytest.fixture(scope="module")
+def uninterrupted(tmp_path_factory) -> Path:
+    run_dir = tmp_path_factory.mktemp("full") / "run"
+    subprocess.run(_cmd(run_dir, *BASE), check=True, cwd=ROOT, capture_output=True)
+    return run_dir
+
+
+@pytest.mark.parametrize("arena", ARENAS)
+def test_one_step_smoke_run_of_every_arena(arena, tmp_path):
+    run_dir = tmp_path / "run"
+    r = subprocess.run(
+        _cmd(run_dir, f"arena={arena}", "trainer.max_steps=1", "trainer.progress=false"),
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+    )
+    assert r.returncode == 0, r.stderr[-3000:]
+    results = json.loads((run_dir / "results.json").read_text())
+    assert results["status"] == "finished" and results["step"] == 1
+    assert np.isfinite(results["headline_value"])
+    assert (run_dir / "metrics.jsonl").exists() and (run_dir / "config.yaml").exists()
+
+
+def test_sigkill_mid_training_then_resume_matches_uninterrupted(uninterrupted, tmp_path):
+    run_dir = tmp_path / "run"
+    proc = subprocess.Popen(
+        _cmd(run_dir, *BASE), cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
+    )
+    _wait_for_checkpoint(proc, run_dir)
+    proc.send_signal(signal.SIGKILL)
+    assert proc.wait() == -signal.SIGKILL
+    assert not (run_dir / "results.json").exists()  # it really died mid-run
+    r = subprocess.run(
+        _cmd(tmp_path / "resume_log", f"resume={run_dir}"), cwd=ROOT, capture_output=True, text=True
+    )
+    assert r.returncode == 0, r.stderr[-3000:]
+    assert "resumed from" in r.stderr + r.stdout
+    results = json.loads((run_dir / "results.json").read_text())
+    assert results["status"] == "finished"
+    ref, got = _final_weights(uninterrupted), _final_weights(run_dir)
+    assert ref.keys() == got.keys() and ref
+    for k in ref:
+        assert np.array_equal(ref[k], got[k]), k
+    ref_results = json.loads((uninterrupted / "results.json").read_text())
+    assert results["metrics"] == ref_results["metrics"]
+
+
+def test_sigint_saves_checkpoint_and_exits_cleanly_then_resumes(uninterrupted, tmp_path):
+    run_dir = tmp_path / "run"
+    proc = subprocess.Popen(
+        _cmd(run_dir, *BASE), cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True
+    )
+    _wait_for_checkpoint(proc, run_dir)
+    proc.send_signal(signal.SIGINT)
+    out, _ = proc.communicate(timeout=120)
+    assert proc.returncode == 0, out[-3000:]
+    results = json.loads((run_dir / "results.json").read_text())
+    if results["status"] == "finished":
+        pytest.skip("the run finished before SIGINT arrived")  # machine far faster than expected
+    assert results["status"] == "interrupted" and "SIGINT" in results["stop_reason"]
+    assert f"Resume with: python run.py resume={run_dir}" in out
+    newest = sorted((run_dir / "checkpoints").glob("step_*"))[-1]
+    assert newest.name == f"step_{results['step']:08d}"  # saved where it stopped
+    r = subprocess.run(
+        _cmd(tmp_path / "resume_log", f"resume={run_dir}"), cwd=ROOT, capture_output=True, text=True
+    )
+    assert r.returncode == 0, r.stderr[-3000:]
+    ref, got = _final_weights(uninterrupted), _final_weights(run_dir)
+    for k in ref:
+        assert np.array_equal(ref[k], got[k]), k
+
+
+def test_bad_override_exits_nonzero_with_the_key(tmp_path):
+    r = subprocess.run(
+        _cmd(tmp_path / "run", "arena.epoch=3"), cwd=ROOT, capture_output=True, text=True
+    )
+    assert r.returncode != 0
+    assert "arena.epoch" in r.stderr
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("launcher", ["basic", "joblib"])
+def test_two_job_multirun(launcher, tmp_path):
+    sweep = tmp_path / "sweep"
+    r = subprocess.run(
+        [
+            sys.executable, str(ROOT / "run.py"), "-m", f"hydra/launcher={launcher}",
+            "agents.classifier.lr=0.001,0.002", "arena.epochs=1", "trainer.progress=false",
+            f"hydra.sweep.dir={sweep}",
+        ],
+        cwd=ROOT, capture_output=True, text=True, env={**os.environ, "HYDRA_FULL_ERROR": "1"},
+    )  # fmt: skip
+    assert r.returncode == 0, r.stderr[-3000:]
+    jobs = sorted(p.name for p in sweep.iterdir() if (p / "results.json").exists())
+    # readable names: the job's overrides (trainer.progress is excluded in conf/config.yaml)
+    assert jobs == [
+        "0_agents.classifier.lr=0.001,arena.epochs=1",
+        "1_agents.classifier.lr=0.002,arena.epochs=1",
+    ]
+    for j, lr in zip(jobs, ("0.001", "0.002")):
+        results = json.loads((sweep / j / "results.json").read_text())
+        assert f"agents.classifier.lr={lr}" in results["overrides"]
+        assert results["status"] == "finished" and results["headline_value"] > 0.5

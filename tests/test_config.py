@@ -1,0 +1,139 @@
+"""Hydra configs: every file composes and instantiates, typos fail at compose, targets are safe."""
+
+from __future__ import annotations
+
+import gzip
+import struct
+from pathlib import Path
+
+import numpy as np
+import pytest
+from hydra import compose, initialize_config_dir
+from hydra.errors import ConfigCompositionException
+from omegaconf import OmegaConf
+
+from agents import DeviceError, UnsafeConfigError
+from arenas.app import build_agents, build_arena, run_from_config, validate
+from arenas.schema import register_configs
+
+CONF = Path(__file__).resolve().parents[1] / "conf"
+ARENAS = sorted(p.stem for p in (CONF / "arena").glob("*.yaml"))
+ENCODERS = sorted(p.stem for p in (CONF / "encoder").glob("*.yaml"))
+AGENTS = sorted(p.stem for p in (CONF / "agent").glob("*.yaml"))
+
+
+@pytest.fixture(scope="module", autouse=True)
+def _schemas():
+    register_configs()
+
+
+def _compose(*overrides: str):
+    with initialize_config_dir(config_dir=str(CONF), version_base="1.3"):
+        return compose("config", overrides=list(overrides))
+
+
+@pytest.mark.parametrize("arena", ARENAS)
+def test_every_arena_config_composes_and_instantiates(arena):
+    cfg = _compose(f"arena={arena}")
+    validate(cfg)
+    agents = build_agents(cfg)
+    built = build_arena(cfg, agents)
+    assert built.agents is not None and set(built.agents) == set(cfg.agents)
+    assert built.headline
+    for a in agents.values():
+        assert all(p.name.startswith(a.name + ".") for p in a.own_parameters())
+    _release(agents)
+
+
+@pytest.mark.parametrize("encoder", ENCODERS)
+def test_every_encoder_config_instantiates_in_the_classifier(encoder):
+    cfg = _compose("arena=classify", f"encoder@agents.classifier.encoder={encoder}")
+    assert OmegaConf.select(cfg, "agents.classifier.encoder._target_").startswith("encoders.")
+    agents = build_agents(cfg)
+    x = np.zeros((2, 1, 8, 8), np.float32)
+    assert agents["classifier"].predict(x).shape == (2,)
+    _release(agents)
+
+
+@pytest.mark.parametrize("agent", AGENTS)
+def test_every_agent_config_composes(agent):
+    cfg = _compose("arena=classify", f"agent@agents.classifier={agent}")
+    assert cfg.agents.classifier._target_.startswith("agents.")
+
+
+def _write_idx(path: Path, arr: np.ndarray) -> None:
+    dims = arr.shape
+    header = struct.pack(">HBB", 0, 0x08, len(dims)) + b"".join(struct.pack(">I", d) for d in dims)
+    with gzip.open(path, "wb") as f:
+        f.write(header + arr.astype(np.uint8).tobytes())
+
+
+def test_mnist_data_config_reads_idx_files(tmp_path):
+    rng = np.random.default_rng(0)
+    for split, n in (("train", 40), ("t10k", 20)):
+        _write_idx(tmp_path / f"{split}-images-idx3-ubyte.gz", rng.integers(0, 255, (n, 28, 28)))
+        _write_idx(tmp_path / f"{split}-labels-idx1-ubyte.gz", np.arange(n) % 10)
+    cfg = _compose("arena=classify", "data=mnist", f"data.loader.path={tmp_path}")
+    assert cfg.agents.classifier.encoder.input_size == 784
+    agents = build_agents(cfg)
+    arena = build_arena(cfg, agents)
+    assert arena.data.train.x.shape == (40, 1, 28, 28)
+    _release(agents)
+
+
+def test_typo_in_key_fails_at_compose_naming_the_full_key():
+    with pytest.raises(ConfigCompositionException) as e:
+        _compose("arena=classify", "agents.classifier.lrr=0.1")
+    msg = str(e.value) + str(e.value.__cause__)
+    assert "agents.classifier.lrr" in msg
+
+
+def test_wrong_type_fails_at_compose():
+    with pytest.raises(ConfigCompositionException) as e:
+        _compose("arena=classify", "arena.epochs=many")
+    assert "arena.epochs" in str(e.value) + str(e.value.__cause__)
+
+
+def test_typo_in_encoder_key_fails_at_compose():
+    with pytest.raises(ConfigCompositionException) as e:
+        _compose("arena=classify", "agents.classifier.encoder.hiden_size=3")
+    assert "hiden_size" in str(e.value) + str(e.value.__cause__)
+
+
+def test_os_system_target_is_refused_before_anything_runs(monkeypatch, tmp_path):
+    calls = []
+    monkeypatch.setattr("os.system", lambda *a: calls.append(a) or 0)
+    cfg = _compose("arena=classify", "arena._target_=os.system")
+    with pytest.raises(
+        UnsafeConfigError, match=r"config key arena\._target_: _target_ 'os.system' is refused"
+    ):
+        run_from_config(cfg, tmp_path / "run")
+    assert calls == []
+    assert not (tmp_path / "run").exists()
+
+
+def test_user_allow_list_is_explicit():
+    cfg = _compose("arena=classify", "agents.classifier.optimizer._target_=collections.OrderedDict")
+    with pytest.raises(UnsafeConfigError, match="allow_targets"):
+        validate(cfg)
+    cfg = _compose(
+        "arena=classify",
+        "agents.classifier.optimizer._target_=collections.OrderedDict",
+        "allow_targets=[collections.OrderedDict]",
+    )
+    validate(cfg)
+
+
+def test_gpu_on_cpu_build_is_one_clear_line_before_work(tmp_path):
+    cfg = _compose("arena=classify", "agents.classifier.device=gpu:0")
+    with pytest.raises(DeviceError) as e:
+        run_from_config(cfg, tmp_path / "run")
+    msg = str(e.value)
+    assert "\n" not in msg
+    assert "agents.classifier.device='gpu:0'" in msg and "CPU-only" in msg and "=cpu" in msg
+    assert not (tmp_path / "run").exists()
+
+
+def _release(agents):
+    for a in agents.values():
+        a.release_scopes()

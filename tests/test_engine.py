@@ -1,0 +1,195 @@
+"""The onion engine: phase order, checkpoints, resume, signals, guards, check_arena, run.py."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+from safetensors.numpy import load_file
+
+from arenas import ArenaCheckError, Callback, ClassifyArena, Loop, check_arena, run_arena
+from arenas.callbacks import standard_callbacks
+from arenas.checkpoint import latest_good_checkpoint, list_checkpoints
+from arenas.rng import seed_everything
+from tests.toy_arenas import ForgetfulArena, Regressor, ShufflingArena, ToyArena
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def _toy(cls=ToyArena, **kw):
+    return cls({"reg": Regressor("reg", seed=1, lr=0.05)}, **kw)
+
+
+def _quiet(**kw):
+    kw.setdefault("progress", False)
+    return standard_callbacks(**kw)
+
+
+class Recorder(Callback):
+    def __init__(self, tag, events):
+        self.tag, self.events = tag, events
+        self.key = tag
+
+    def on_run_start(self, loop):
+        self.events.append(f"{self.tag}:run_start")
+
+    def on_run_end(self, loop):
+        self.events.append(f"{self.tag}:run_end")
+
+    def on_step_start(self, loop):
+        self.events.append(f"{self.tag}:step_start")
+
+    def on_step_end(self, loop, metrics):
+        self.events.append(f"{self.tag}:step_end")
+
+    def on_eval_start(self, loop):
+        self.events.append(f"{self.tag}:eval_start")
+
+    def on_eval_end(self, loop, metrics):
+        self.events.append(f"{self.tag}:eval_end")
+
+
+class EvalEvery(Callback):
+    def __init__(self, n):
+        self.n = n
+
+    def on_step_end(self, loop, metrics):
+        if loop.step % self.n == 0:
+            loop.evaluate()
+
+
+def test_onion_order_and_nested_evaluation(tmp_path):
+    events: list[str] = []
+    arena = _toy(epochs=1)
+    loop = Loop(
+        arena,
+        [Recorder("outer", events), Recorder("inner", events), EvalEvery(2)],
+        tmp_path,
+        max_steps=2,
+    )
+    loop.run()
+    assert events == [
+        "outer:run_start", "inner:run_start",
+        "outer:step_start", "inner:step_start", "inner:step_end", "outer:step_end",
+        "outer:step_start", "inner:step_start",
+        "outer:eval_start", "inner:eval_start", "inner:eval_end", "outer:eval_end",
+        "inner:step_end", "outer:step_end",
+        "inner:run_end", "outer:run_end",
+    ]  # fmt: skip
+
+
+def test_loop_without_training_callbacks_is_inference(tmp_path):
+    arena = _toy()
+    loop = Loop(arena, [], tmp_path)
+    metrics = loop.evaluate()
+    assert set(metrics) == {"neg_mse"} and metrics["neg_mse"] < 0
+
+
+def _weights(run_dir: Path, agent: str = "reg") -> dict[str, np.ndarray]:
+    newest = list_checkpoints(run_dir)[0]
+    return load_file(newest / "agents" / agent / "weights.safetensors")
+
+
+def test_resume_from_mid_run_checkpoint_is_bit_identical(tmp_path):
+    seed_everything(0)
+    full = _toy(epochs=3)
+    run_arena(full, tmp_path / "full", _quiet(checkpoint_every=5))
+    ref = {p.name.split(".", 1)[1]: p.numpy() for p in full.agents["reg"].parameters()}
+
+    seed_everything(0)
+    part = _toy(epochs=3)
+    run_arena(part, tmp_path / "part", _quiet(checkpoint_every=5), max_steps=13)
+    assert list_checkpoints(tmp_path / "part")[0].name == "step_00000013"
+    # "crash": drop the final checkpoint so resume starts from step 10, mid-epoch
+    import shutil
+
+    shutil.rmtree(list_checkpoints(tmp_path / "part")[0])
+    seed_everything(99)  # whatever the new process's RNG is, the checkpoint's wins
+    resumed = _toy(epochs=3)  # a fresh process rebuilds the same arena and agent
+    out = run_arena(resumed, tmp_path / "part", _quiet(checkpoint_every=5), resume=True)
+    assert out["status"] == "finished" and out["step"] == 24
+    got = {p.name.split(".", 1)[1]: p.numpy() for p in resumed.agents["reg"].parameters()}
+    assert got.keys() == ref.keys()
+    for k in ref:
+        assert np.array_equal(got[k], ref[k]), k
+    assert resumed.steps_done == full.steps_done == 24  # arena state restored too
+
+
+def test_truncated_checkpoint_is_detected_and_previous_used(tmp_path, caplog):
+    arena = _toy(epochs=2)
+    run_arena(arena, tmp_path, _quiet(checkpoint_every=4))
+    ckpts = list_checkpoints(tmp_path)
+    assert [c.name for c in ckpts][:2] == ["step_00000016", "step_00000012"]
+    w = ckpts[0] / "agents" / "reg" / "weights.safetensors"
+    w.write_bytes(w.read_bytes()[:50])
+    with caplog.at_level("WARNING"):
+        path, state = latest_good_checkpoint(tmp_path)
+    assert path.name == "step_00000012" and state["position"]["step"] == 12
+    assert "step_00000016 is corrupted" in caplog.text and "weights.safetensors" in caplog.text
+
+
+def test_nan_guard_stops_and_keeps_last_good_checkpoint(tmp_path):
+    arena = _toy(epochs=3, nan_at_step=7)
+    out = run_arena(arena, tmp_path, _quiet(checkpoint_every=5))
+    assert out["status"] == "diverged" and out["step"] == 7
+    assert "non-finite training metric at step 7" in out["stop_reason"]
+    assert [c.name for c in list_checkpoints(tmp_path)] == ["step_00000005"]
+    results = json.loads((tmp_path / "results.json").read_text())
+    assert results["status"] == "diverged"
+
+
+class Flat(ToyArena):
+    def evaluate(self):
+        return {"neg_mse": -1.0}
+
+
+def test_early_stopping_after_patience(tmp_path):
+    arena = _toy(cls=Flat, epochs=50)
+    out = run_arena(arena, tmp_path, _quiet(early_stopping_patience=3))
+    # evaluations at epochs 1..4: first sets best, next three do not improve
+    assert out["status"] == "finished" and out["epoch"] == 4
+    assert "early stopping" in out["stop_reason"]
+
+
+def test_metrics_jsonl_and_results_json(tmp_path):
+    arena = _toy(epochs=2)
+    out = run_arena(arena, tmp_path, _quiet(log_every=2, overrides=["arena.epochs=2"]))
+    records = [json.loads(line) for line in (tmp_path / "metrics.jsonl").read_text().splitlines()]
+    train = [r for r in records if r["kind"] == "train"]
+    evals = [r for r in records if r["kind"] == "eval"]
+    assert [r["step"] for r in train] == list(range(2, 17, 2))
+    assert [r["step"] for r in evals] == [8, 16] and all("neg_mse" in r for r in evals)
+    results = json.loads((tmp_path / "results.json").read_text())
+    assert results["overrides"] == ["arena.epochs=2"]
+    assert results["headline"] == "neg_mse" and results["headline_value"] == evals[-1]["neg_mse"]
+    assert out["headline_value"] == results["headline_value"]
+
+
+def test_check_arena_passes_on_classify(make_scope):
+    from agents import Classifier
+
+    name = make_scope("clf")
+    enc = {"_target_": "encoders.ImageMLPEncoder", "input_size": 64, "hidden_size": 32}
+    agent = Classifier(name, encoder=enc, seed=0)
+    data = {"_target_": "craftdata.load_digits"}
+    arena = ClassifyArena({"classifier": agent}, data=data, epochs=1)
+    with pytest.raises(ArenaCheckError, match="key and agent name must match"):
+        check_arena(arena)
+    arena.agents = {name: agent}
+    passed = check_arena(arena, steps=3)
+    assert "resume from a checkpoint is bit-identical" in passed
+    assert "callbacks fire in onion order" in passed
+
+
+def test_check_arena_passes_on_toy():
+    assert "resume from a checkpoint is bit-identical" in check_arena(_toy(), steps=3)
+
+
+def test_check_arena_fails_with_useful_message_on_broken_arenas():
+    with pytest.raises(ArenaCheckError) as e:
+        check_arena(_toy(cls=ForgetfulArena), steps=3)
+    assert "does not reproduce the run" in str(e.value) and "arena_state()" in str(e.value)
+    with pytest.raises(ArenaCheckError, match=r"batches\(0\) gave a different order"):
+        check_arena(_toy(cls=ShufflingArena), steps=3)

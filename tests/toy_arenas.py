@@ -1,0 +1,100 @@
+"""Small arenas for engine tests: a linear regression arena, and deliberately broken ones.
+
+Regressor builds a plain head (no encoder), so its name is not a held scope and tests may
+reuse "reg" freely.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import paddle
+
+from agents import Agent
+from arenas import Arena
+
+
+class Regressor(Agent):
+    """y = w.x + b with one Linear head; trained by MSE."""
+
+    def __init__(self, name: str, dim: int = 4, **common) -> None:
+        super().__init__(name, config={"dim": dim}, **common)
+        with self.seeded():
+            self.head = self.make_head("head", lambda: paddle.nn.Linear(dim, 1))
+        self.finish()
+
+    def forward(self, x):
+        return self.head(x)
+
+
+class ToyArena(Arena):
+    """Noisy linear regression; uses paddle's global RNG (dropout-like noise) every step."""
+
+    headline = "neg_mse"
+
+    def __init__(self, agents, epochs=2, seed=0, n=64, batch_size=8, nan_at_step=None):
+        super().__init__(agents, epochs=epochs, seed=seed)
+        self.agent = next(iter(self.agents.values()))
+        rng = np.random.default_rng(seed)
+        self.x = rng.normal(size=(n, 4)).astype("float32")
+        self.y = (self.x @ np.array([1.0, -2.0, 0.5, 3.0], "float32"))[:, None]
+        self.batch_size = batch_size
+        self.nan_at_step = nan_at_step
+        self.steps_done = 0
+
+    def steps_per_epoch(self):
+        return len(self.x) // self.batch_size
+
+    def batches(self, epoch):
+        idx = self.epoch_rng(epoch).permutation(len(self.x))
+        for i in range(0, len(idx), self.batch_size):
+            j = idx[i : i + self.batch_size]
+            yield self.x[j], self.y[j]
+
+    def train_step(self, batch):
+        x, y = batch
+        agent = self.agent
+        noise = paddle.randn([len(x), 1]) * 0.01
+        loss = ((agent(agent.to_tensor(x)) - agent.to_tensor(y) - noise) ** 2).mean()
+        agent.update(loss)
+        self.steps_done += 1
+        value = float(loss)
+        if self.nan_at_step is not None and self.steps_done >= self.nan_at_step:
+            value = math.nan
+        return {"loss": value}
+
+    def evaluate(self):
+        agent = self.agent
+        with paddle.no_grad():
+            pred = agent(agent.to_tensor(self.x)).numpy()
+        return {"neg_mse": -float(((pred - self.y) ** 2).mean())}
+
+    def arena_state(self):
+        return {"steps_done": self.steps_done}
+
+    def load_arena_state(self, state):
+        self.steps_done = state["steps_done"]
+
+
+class ForgetfulArena(ToyArena):
+    """Broken on purpose: keeps its own random generator and never checkpoints it."""
+
+    def __init__(self, agents, **kw):
+        super().__init__(agents, **kw)
+        self.private_rng = np.random.default_rng(123)
+
+    def train_step(self, batch):
+        x, y = batch
+        y = y + self.private_rng.normal(size=y.shape).astype("float32")
+        return super().train_step((x, y))
+
+
+class ShufflingArena(ToyArena):
+    """Broken on purpose: data order comes from an unseeded global draw."""
+
+    def batches(self, epoch):
+        idx = np.random.permutation(len(self.x))
+        for i in range(0, len(idx), self.batch_size):
+            j = idx[i : i + self.batch_size]
+            yield self.x[j], self.y[j]
