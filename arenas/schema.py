@@ -8,6 +8,7 @@ composes the config, with Hydra's message naming the full key
 
 from __future__ import annotations
 
+import importlib
 from dataclasses import dataclass, field
 from typing import Any, Optional  # noqa: UP035 (OmegaConf needs typing forms)
 
@@ -128,10 +129,15 @@ SCHEMAS: dict[str, dict[str, type]] = {
 }
 
 
+#: modules holding a ``SCHEMAS`` dict like the one above (one per arena family)
+SCHEMA_MODULES: tuple[str, ...] = ("arenas.schema",)
+
+
 def register_configs() -> None:
     """Put the schemas in Hydra's ConfigStore (idempotent; run.py and tests call it)."""
     cs = ConfigStore.instance()
     cs.store(name="run_schema", node=RunConfig)
-    for group, nodes in SCHEMAS.items():
-        for name, node in nodes.items():
-            cs.store(group=group, name=name, node=node)
+    for module in SCHEMA_MODULES:
+        for group, nodes in importlib.import_module(module).SCHEMAS.items():
+            for name, node in nodes.items():
+                cs.store(group=group, name=name, node=node)
