@@ -1,5 +1,7 @@
 """Arenas: link agents (chains) or pit them against each other, on the onion engine."""
 
+from encoders import cpu_tuning  # noqa: F401  (first: before paddle is imported)
+
 from .app import ConfigError, run_arena, run_from_config
 from .base import Arena
 from .callbacks import standard_callbacks

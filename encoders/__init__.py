@@ -1,5 +1,6 @@
 """Standard encoders as APIs: declared, trained, saved and loaded, operated by logical names."""
 
+from . import cpu_tuning  # noqa: F401  (first: it must run before paddle is imported)
 from .base import Encoder, EncoderInputError, InputSpec, LayerSpec, SummaryTable, init_missing
 from .image_cnn import ImageCNNEncoder
 from .image_decoder import ImageDecoder

@@ -1,0 +1,49 @@
+"""CPU tuning applied before Paddle is imported, only for settings the user left unset.
+
+Measured on this project's 2-core machines (bench/core_bench.py prints the gain):
+
+- ``import paddle`` sets ``OMP_NUM_THREADS=1`` when it is unset, so Paddle's MKL uses one
+  core: a 1024^3 sgemm ran at ~130 GFLOP/s, ~255 GFLOP/s with ``OMP_NUM_THREADS=2``.
+  We set it to the number of cores this process may use.
+- Paddle's bundled MKL takes a slow path on AMD CPUs; ``MKL_DEBUG_CPU_TYPE=5`` doubled its
+  sgemm there (PADDLE_NOTES). We set it on AMD CPUs only (on Intel it does not help).
+
+Nothing is changed if Paddle was already imported (too late to matter), for variables the
+user set, or when ``PADDLECRAFT_CPU_TUNING=0``. What was applied is recorded in
+``PADDLECRAFT_CPU_TUNING`` (e.g. ``OMP_NUM_THREADS=2``) for benchmarks and logs.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+
+
+def _cpu_vendor() -> str:
+    try:
+        with open("/proc/cpuinfo") as f:
+            for line in f:
+                if line.startswith("vendor_id"):
+                    return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return ""
+
+
+def apply_cpu_tuning() -> dict[str, str]:
+    """Set unset thread/MKL variables before ``import paddle``; return what was set."""
+    if os.environ.get("PADDLECRAFT_CPU_TUNING") == "0" or "paddle" in sys.modules:
+        return {}
+    applied: dict[str, str] = {}
+    if "OMP_NUM_THREADS" not in os.environ:
+        cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
+        applied["OMP_NUM_THREADS"] = str(max(1, cores or 1))
+    if "MKL_DEBUG_CPU_TYPE" not in os.environ and _cpu_vendor() == "AuthenticAMD":
+        applied["MKL_DEBUG_CPU_TYPE"] = "5"
+    os.environ.update(applied)
+    if applied:
+        os.environ["PADDLECRAFT_CPU_TUNING"] = ",".join(f"{k}={v}" for k, v in applied.items())
+    return applied
+
+
+apply_cpu_tuning()
