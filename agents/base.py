@@ -26,6 +26,7 @@ from encoders.tensorio import (
 )
 
 from .device import place_of, resolve_device
+from .distributed import allreduce_gradients, world_size
 from .instantiate import check_targets, safe_instantiate, to_plain
 from .optim import load_optimizer_state, optimizer_state
 
@@ -212,11 +213,18 @@ class Agent(nn.Layer):
             np.asarray(x) if not isinstance(x, paddle.Tensor) else x, dtype=dtype, place=self.place
         )
 
-    def update(self, loss: paddle.Tensor) -> None:
-        """Backward ``loss`` and take one optimizer step on this agent's own parameters."""
+    def update(self, loss: paddle.Tensor, batch_share: float | None = None) -> None:
+        """Backward ``loss`` and take one optimizer step on this agent's own parameters.
+
+        Under data-parallel launch, gradients are all-reduced first, weighted by
+        ``batch_share`` (this process's fraction of the global batch; default 1/world).
+        """
         if self.optimizer is None:
             raise RuntimeError(f"agent {self.name!r} has no trainable parameters to update")
         loss.backward()
+        if world_size() > 1:
+            share = batch_share if batch_share is not None else 1.0 / world_size()
+            allreduce_gradients(self.own_parameters(), share)
         self.optimizer.step()
         self.optimizer.clear_grad(set_to_zero=False)
         self.step_count += 1

@@ -16,6 +16,7 @@ from omegaconf import DictConfig, OmegaConf
 
 from agents import Agent
 from agents.device import resolve_device
+from agents.distributed import describe, init_if_launched, is_main_process
 from agents.instantiate import check_targets, safe_instantiate
 from encoders.tensorio import CheckpointError, atomic_write_bytes
 
@@ -87,6 +88,7 @@ def trainer_callbacks(cfg: DictConfig, overrides: Sequence[str] = ()) -> list[Ca
         visualdl=t.visualdl,
         nan_guard=t.nan_guard,
         overrides=list(overrides),
+        writer=is_main_process(),
     )
 
 
@@ -123,9 +125,11 @@ def run_from_config(
         run_dir = Path(resume)
         cfg = _config_for_resume(cfg, run_dir)
     validate(cfg)
+    if init_if_launched():
+        log.info("data-parallel: %s", describe())
     run_dir = Path(run_dir)
     run_dir.mkdir(parents=True, exist_ok=True)
-    if not resume:
+    if not resume and is_main_process():
         saved = OmegaConf.to_yaml(cfg, resolve=True)
         atomic_write_bytes(run_dir / "config.yaml", saved.encode())
     seed_everything(int(cfg.seed))

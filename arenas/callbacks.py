@@ -303,16 +303,21 @@ def standard_callbacks(
     visualdl: bool = False,
     nan_guard: bool = True,
     overrides: list[str] | None = None,
+    writer: bool = True,
 ) -> list[Callback]:
     """The default onion, outermost first (end phases run innermost first).
 
     Evaluator is innermost so that, at each end phase, evaluation happens before the
-    checkpoint is written and before loggers and results see the metrics.
+    checkpoint is written and before loggers and results see the metrics. With
+    ``writer=False`` (data-parallel ranks other than 0) nothing is written to disk, but
+    evaluation, early stopping and the NaN guard still run so every rank stops together.
     """
-    cbs: list[Callback] = [ResultsWriter(overrides), Progress(progress), JsonlLogger(log_every)]
-    if visualdl:
-        cbs.append(VisualDLLogger(log_every))
-    cbs.append(Checkpointer(checkpoint_every, keep_checkpoints))
+    cbs: list[Callback] = []
+    if writer:
+        cbs += [ResultsWriter(overrides), Progress(progress), JsonlLogger(log_every)]
+        if visualdl:
+            cbs.append(VisualDLLogger(log_every))
+        cbs.append(Checkpointer(checkpoint_every, keep_checkpoints))
     if early_stopping_patience:
         cbs.append(EarlyStopping(early_stopping_patience))
     if nan_guard:

@@ -12,6 +12,7 @@ import paddle
 import paddle.nn.functional as F
 
 from agents import Agent
+from agents.distributed import shard
 from agents.instantiate import safe_instantiate
 from craftdata import iterate_minibatches
 
@@ -55,11 +56,11 @@ class ClassifyArena(Arena):
         )
 
     def train_step(self, batch: tuple[np.ndarray, np.ndarray]) -> dict[str, float]:
-        x, y = batch
+        (x, y), share = shard(*batch)  # data-parallel: this process's rows; else all
         agent = self.classifier
         agent.train()
         loss = agent.loss(agent.to_tensor(x), agent.to_tensor(y))
-        agent.update(loss)
+        agent.update(loss, batch_share=share)
         return {"loss": float(loss)}
 
     @paddle.no_grad()

@@ -51,8 +51,12 @@ def bench_overhead(steps: int = 200, repeats: int = 5) -> dict:
 
     def toolkit(rep: int) -> float:
         agent = Classifier(f"bench_clf_{rep}", encoder=enc, seed=0)
-        arena = ClassifyArena({"classifier": agent}, data={"_target_": "craftdata.load_digits"},
-                              epochs=10**6, batch_size=batch)
+        arena = ClassifyArena(
+            {"classifier": agent},
+            data={"_target_": "craftdata.load_digits"},
+            epochs=10**6,
+            batch_size=batch,
+        )
         arena.evaluate = lambda: {}  # no evaluation in the timed region
         cbs = [Progress(False), JsonlLogger(10), NanGuard()]
         loop = Loop(arena, cbs, run_dir, max_steps=steps, handle_signals=False)
@@ -132,7 +136,11 @@ print(json.dumps({{"train_gflops": flops / dt / 1e9, "numpy_sgemm_gflops": np_ra
 
 
 def _flops_child(env_extra: dict[str, str], steps: int) -> dict:
-    env = {k: v for k, v in os.environ.items() if k not in ("OMP_NUM_THREADS", "MKL_DEBUG_CPU_TYPE", "PADDLECRAFT_CPU_TUNING")}
+    env = {
+        k: v
+        for k, v in os.environ.items()
+        if k not in ("OMP_NUM_THREADS", "MKL_DEBUG_CPU_TYPE", "PADDLECRAFT_CPU_TUNING")
+    }
     env.update(env_extra)
     out = subprocess.run(
         [sys.executable, "-c", _FLOPS_CHILD.format(root=str(ROOT), steps=steps)],
@@ -146,7 +154,10 @@ def bench_flops(steps: int = 60) -> dict:
     tuned = _flops_child({}, steps)
     default = _flops_child({"PADDLECRAFT_CPU_TUNING": "0"}, steps)
     return {
-        "tuned": {**tuned, "fraction_of_numpy": tuned["train_gflops"] / tuned["numpy_sgemm_gflops"]},
+        "tuned": {
+            **tuned,
+            "fraction_of_numpy": tuned["train_gflops"] / tuned["numpy_sgemm_gflops"],
+        },
         "paddle_default": {
             **default,
             "fraction_of_numpy": default["train_gflops"] / default["numpy_sgemm_gflops"],

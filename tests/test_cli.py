@@ -123,7 +123,7 @@ def test_bad_override_exits_nonzero_with_the_key(tmp_path):
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("launcher", ["basic", "joblib"])
+@pytest.mark.parametrize("launcher", ["basic", "local", "slurm_local"])
 def test_two_job_multirun(launcher, tmp_path):
     sweep = tmp_path / "sweep"
     r = subprocess.run(
