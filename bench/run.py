@@ -1,0 +1,153 @@
+"""PaddleCraft benchmark suite: every figure a ratio against a peer measured in the same run.
+
+    python bench/run.py            # full suite (~10 min on 2 cores), writes bench/results.json
+    python bench/run.py --quick    # reduced sizes, under 2 minutes
+    python bench/run.py --only overhead,decode
+
+Sections: toolkit overhead vs a hand-written loop; training FLOP/s vs numpy sgemm (with and
+without the CPU tuning); GAN steps/s vs PyTorch (when torch is installed: pip install -e
+'.[bench]'); self-play collection vs the PettingZoo way; batched beam search vs one
+sentence at a time; peak RSS of each default arena run.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import subprocess
+import sys
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "bench"))
+
+
+def machine() -> dict:
+    """What the figures came from."""
+    cpu = ""
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                cpu = line.split(":", 1)[1].strip()
+                break
+    except OSError:
+        pass
+    import numpy
+    import paddle
+
+    return {
+        "cpu": cpu or platform.processor(),
+        "cores": len(os.sched_getaffinity(0))
+        if hasattr(os, "sched_getaffinity")
+        else os.cpu_count(),
+        "python": platform.python_version(),
+        "paddle": paddle.__version__,
+        "numpy": numpy.__version__,
+        "load_avg_1m": os.getloadavg()[0],
+        "cpu_tuning": os.environ.get("PADDLECRAFT_CPU_TUNING", "none"),
+    }
+
+
+def peak_rss(quick: bool) -> dict:
+    """Peak resident memory (MiB) of each default arena run, each in its own process."""
+    arenas = [p.stem for p in sorted((ROOT / "conf" / "arena").glob("*.yaml"))]
+    steps = "20" if quick else "200"
+    out = {}
+    for arena in arenas:
+        run_dir = Path(os.environ.get("TMPDIR", "/tmp")) / f"pc_rss_{arena}_{os.getpid()}"
+        cmd = [sys.executable, str(ROOT / "run.py"), f"arena={arena}", f"trainer.max_steps={steps}",
+               "trainer.progress=false", f"hydra.run.dir={run_dir}"]  # fmt: skip
+        proc = subprocess.Popen(cmd, cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        _, status, usage = os.wait4(proc.pid, 0)
+        out[arena] = {
+            "peak_rss_mib": round(usage.ru_maxrss / 1024, 1),
+            "ok": os.waitstatus_to_exitcode(status) == 0,
+            "steps": int(steps),
+        }
+    return out
+
+
+def _sections(quick: bool) -> dict[str, Callable[[], dict]]:
+    import core_bench
+    import decode_bench
+
+    sections: dict[str, Callable[[], dict]] = {
+        "overhead": lambda: core_bench.bench_overhead(100 if quick else 200, 3 if quick else 5),
+        "flops": lambda: core_bench.bench_flops(20 if quick else 60),
+        "decode": lambda: decode_bench.bench_decoding(128 if quick else 256),
+    }
+    for name, module, fn in (
+        ("gan_vs_torch", "gan_bench", "bench_gan_vs_torch"),
+        ("selfplay", "selfplay_bench", "bench_selfplay"),
+    ):
+        if (ROOT / "bench" / f"{module}.py").exists():
+            mod = __import__(module)
+            sections[name] = lambda m=mod, f=fn: getattr(m, f)(quick=quick)
+    sections["peak_rss"] = lambda: peak_rss(quick)
+    return sections
+
+
+def _row(name: str, r: dict) -> str:
+    """One human line per section."""
+    if "error" in r:
+        return f"{name:<14} ERROR {r['error']}"
+    if name == "overhead":
+        return f"{name:<14} toolkit/hand-written time per step = {r['ratio']:.3f}x (target <= 1.05)"
+    if name == "flops":
+        t, d = r["tuned"], r["paddle_default"]
+        return (
+            f"{name:<14} MLP training {t['train_gflops']:.0f} GFLOP/s = {t['fraction_of_numpy']:.2f}x numpy "
+            f"sgemm ({t['numpy_sgemm_gflops']:.0f}); Paddle default {d['train_gflops']:.0f} GFLOP/s; "
+            f"CPU tuning gain {r['tuning_gain']:.2f}x [{t['tuning']}]"
+        )
+    if name == "decode":
+        return (
+            f"{name:<14} batched beam-{r['beam']} {r['batched_sentences_per_s']:.0f} sent/s vs one at a "
+            f"time {r['one_at_a_time_sentences_per_s']:.0f} = {r['speedup']:.1f}x (same output: {r['same_output']})"
+        )
+    if name == "peak_rss":
+        return f"{name:<14} " + ", ".join(f"{a} {v['peak_rss_mib']:.0f} MiB" for a, v in r.items())
+    if "summary" in r:
+        return f"{name:<14} {r['summary']}"
+    return f"{name:<14} {json.dumps(r)[:160]}"
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--quick", action="store_true", help="reduced sizes; under 2 minutes")
+    parser.add_argument("--only", default="", help="comma-separated section names")
+    parser.add_argument("--out", default=str(ROOT / "bench" / "results.json"))
+    args = parser.parse_args()
+    sections = _sections(args.quick)
+    wanted = [s for s in args.only.split(",") if s] or list(sections)
+    unknown = set(wanted) - set(sections)
+    if unknown:
+        parser.error(f"unknown sections {sorted(unknown)}; have {list(sections)}")
+    import encoders  # noqa: F401  (applies the CPU tuning before paddle, as run.py does)
+
+    results: dict = {"machine": machine(), "quick": args.quick, "sections": {}}
+    t0 = time.time()
+    for name in wanted:
+        t = time.time()
+        try:
+            results["sections"][name] = sections[name]()
+        except Exception as e:  # one broken section must not hide the others' figures
+            results["sections"][name] = {"error": f"{type(e).__name__}: {e}"}
+        results["sections"][name]["seconds"] = round(time.time() - t, 1)
+        print(_row(name, results["sections"][name]), flush=True)
+    results["seconds"] = round(time.time() - t0, 1)
+    m = results["machine"]
+    print(f"machine: {m['cpu']}, {m['cores']} cores, paddle {m['paddle']}, load {m['load_avg_1m']:.2f}; "
+          f"{results['seconds']:.0f} s")  # fmt: skip
+    Path(args.out).write_text(json.dumps(results, indent=2) + "\n")
+    if any("error" in r for r in results["sections"].values()):
+        sys.exit(1)
+
+
+if __name__ == "__main__":
+    main()
