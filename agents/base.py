@@ -130,7 +130,7 @@ class Agent(nn.Layer):
         # frozen weights stay in the optimizer (it skips stop_gradient parameters), so
         # unfreezing mid-training needs no rebuild
         params = self.own_parameters()
-        if not any(not p.stop_gradient for p in params) and not any(p.trainable for p in params):
+        if not params:  # a fixed actor (e.g. a synthesiser) has nothing to optimise
             self.optimizer = None
             return
         lr: Any = self.lr
