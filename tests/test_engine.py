@@ -193,3 +193,29 @@ def test_check_arena_fails_with_useful_message_on_broken_arenas():
     assert "does not reproduce the run" in str(e.value) and "arena_state()" in str(e.value)
     with pytest.raises(ArenaCheckError, match=r"batches\(0\) gave a different order"):
         check_arena(_toy(cls=ShufflingArena), steps=3)
+
+
+def test_visualdl_is_imported_only_when_enabled_and_explains_how_to_get_it(tmp_path, monkeypatch):
+    import builtins
+
+    real_import = builtins.__import__
+
+    def no_visualdl(name, *a, **k):
+        if name == "visualdl":
+            raise ImportError("No module named 'visualdl'")
+        return real_import(name, *a, **k)
+
+    monkeypatch.setattr(builtins, "__import__", no_visualdl)
+    run_arena(_toy(epochs=1), tmp_path / "off", _quiet())  # disabled: never imported
+    with pytest.raises(ImportError, match=r"pip install visualdl\), or set trainer.visualdl=false"):
+        run_arena(_toy(epochs=1), tmp_path / "on", _quiet(visualdl=True))
+
+
+def test_first_signal_requests_stop_second_exits_at_once(tmp_path, monkeypatch):
+    exits = []
+    monkeypatch.setattr(os, "_exit", lambda code: exits.append(code))
+    loop = Loop(_toy(epochs=1), [], tmp_path)
+    loop._on_signal(signal.SIGTERM, None)
+    assert loop.stop_reason == "SIGTERM received" and loop.status == "interrupted" and exits == []
+    loop._on_signal(signal.SIGINT, None)
+    assert exits == [130]
