@@ -16,9 +16,14 @@ Decisions:
   ``logit = critic(h) + <label_projection(y), h>`` with ``h`` the encoder's embedding.
   Conditional generator: the ImageDecoder's own label embedding concatenated to ``z``.
 - :func:`no_param_grads` marks an agent's parameters ``stop_gradient`` for the duration
-  of the other agent's step, so the generator's backward computes (and leaves) no
-  gradient on the discriminator, and vice versa; :func:`keep_running_stats` restores
-  batch-norm statistics changed by a forward in the other agent's step.
+  of the other agent's step (the arena uses it on the discriminator during the
+  generator's step), so that backward computes, and leaves, no gradient on them;
+  :func:`keep_running_stats` restores batch-norm statistics moved by a train-mode
+  forward in the other agent's step.
+- ``CriticCNNEncoder`` is an :class:`~encoders.Encoder` (logical names, save/load,
+  freeze...) kept in this module beside the agent that uses it; ``encoders.ImageCNNEncoder``
+  also works as a discriminator body (``critic@agents.discriminator.encoder=cnn``) but
+  not for WGAN-GP (batch norm, ``paddle.flatten``).
 """
 
 from __future__ import annotations
@@ -116,7 +121,9 @@ class CriticCNNEncoder(Encoder):
         c = in_channels
         for i, c_out in enumerate(channels, start=1):
             stride = 2 if min(h, w) > min_spatial else 1
-            self.declare(f"conv_{i}", _critic_block(c, c_out, stride, norm if i > 1 else "none", slope))
+            self.declare(
+                f"conv_{i}", _critic_block(c, c_out, stride, norm if i > 1 else "none", slope)
+            )
             h, w, c = (h + stride - 1) // stride, (w + stride - 1) // stride, c_out
         self.feature_shape = (c, h, w)
         self.slope = slope

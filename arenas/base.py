@@ -37,6 +37,9 @@ class Arena:
         self.agents: dict[str, Agent] = dict(agents)
         self.epochs = int(epochs)
         self.seed = int(seed)
+        #: the run folder, for files written during training; the engine sets it at run
+        #: start unless the arena was given one
+        self.run_dir: str | None = None
 
     def require_agents(self, *names: str) -> None:
         """Raise a clear error unless every named agent is configured."""

@@ -126,6 +126,8 @@ class Loop:
     def run(self) -> dict[str, Any]:
         """Train until the arena's epochs are done or a stop is requested; return a summary."""
         old_handlers = self._install_signals()
+        if getattr(self.arena, "run_dir", None) is None:
+            self.arena.run_dir = str(self.run_dir)
         self.runner.fire("run_start", self)
         try:
             while self.epoch < self.arena.epochs and self.stop_reason is None:

@@ -6,6 +6,9 @@ Nothing in this package downloads anything.
 from craftdata.batches import iterate_minibatches
 from craftdata.digits import Dataset, Split, load_digits, stratified_split
 from craftdata.mnist import load_mnist, read_idx, read_mnist_csv
+from craftdata.shapes import load_shapes
+from craftdata.speech import load_spoken_digits, synthesize
+from craftdata.wav import load_wav_folder
 
 __all__ = [
     "Dataset",
@@ -13,7 +16,11 @@ __all__ = [
     "iterate_minibatches",
     "load_digits",
     "load_mnist",
+    "load_shapes",
+    "load_spoken_digits",
+    "load_wav_folder",
     "read_idx",
     "read_mnist_csv",
     "stratified_split",
+    "synthesize",
 ]

@@ -1,0 +1,190 @@
+"""Policy: an actor-critic agent for board games (an encoder, a policy head, a value head)."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+import paddle
+import paddle.nn.functional as F
+from paddle import nn
+
+from .base import Agent
+
+#: added to the logits of illegal actions (finite, so masked terms never produce NaN)
+MASK_PENALTY = 1e9
+
+
+class Policy(Agent):
+    """Plays turn-based board games from PettingZoo-style planes with an action mask.
+
+    The encoder reads the board planes ``[B, rows, cols, 2]`` (mover's stones, opponent's
+    stones): an :class:`~encoders.ImageCNNEncoder` gets them channels-first
+    ``[B, 2, rows, cols]`` and its ``embedding`` output; an
+    :class:`~encoders.ImageMLPEncoder` gets them flattened and its ``prediction`` output
+    (after a ReLU) is the feature vector. Two linear heads follow: ``policy_head``
+    (action logits) and ``value_head`` (tanh, the expected outcome in [-1, 1] for the
+    mover). Illegal actions get ``logit - 1e9``; log-probabilities come from
+    ``log_softmax`` of the masked logits, never from ``paddle.distribution.Categorical``
+    (which normalises by the sum, see PADDLE_NOTES). BatchNorm layers, if the encoder
+    has any, always use their running statistics so that the policy that collected a
+    batch and the one that is updated compute the same function (PPO's ratio needs that).
+
+    Args:
+        name: scope (``policy``).
+        encoder: encoder config (``_target_`` + kwargs, no scope).
+        obs_shape: ``[rows, cols, 2]``.
+        num_actions: size of the action space.
+        **common: :class:`~agents.Agent` settings (device, seed, lr, optimizer, ...).
+
+    ``policy.act(observations, action_masks, greedy=True)`` works on batches (or one
+    board) and always returns legal actions; ``Agent.load(dir)`` restores a saved policy
+    for play outside any arena.
+    """
+
+    def __init__(
+        self,
+        name: str,
+        encoder: Any,
+        obs_shape: Sequence[int] = (3, 3, 2),
+        num_actions: int = 9,
+        **common: Any,
+    ) -> None:
+        obs_shape = tuple(int(s) for s in obs_shape)
+        super().__init__(
+            name,
+            config={"encoder": encoder, "obs_shape": list(obs_shape), "num_actions": num_actions},
+            **common,
+        )
+        if len(obs_shape) != 3:
+            raise ValueError(
+                f"agents.{name}.obs_shape must be [rows, cols, planes], got {obs_shape}"
+            )
+        self.obs_shape, self.num_actions = obs_shape, int(num_actions)
+        with self.seeded():
+            self.encoder = self.make_encoder(encoder)
+            outs = self.encoder.output_names
+            self._use_embedding = "embedding" in outs
+            feat = (
+                int(self.encoder.embedding_dim)
+                if self._use_embedding
+                else int(self.encoder.num_classes)
+            )
+            self._channels_first = len(self.encoder._inputs["input"].shape) == 3
+            self.policy_head = self.make_head("policy_head", lambda: nn.Linear(feat, num_actions))
+            self.value_head = self.make_head("value_head", lambda: nn.Linear(feat, 1))
+            with paddle.no_grad():  # near-uniform first policy: small policy-head weights
+                self.policy_head.weight.set_value(self.policy_head.weight * 0.01)
+                self.policy_head.bias.set_value(paddle.zeros_like(self.policy_head.bias))
+        self.finish()
+
+    # ------------------------------------------------------------------ modes
+    def train(self, mode: bool = True) -> Policy:  # type: ignore[override]
+        super().train(mode)
+        if mode:
+            for layer in self.sublayers():
+                if isinstance(layer, nn.layer.norm._BatchNormBase):
+                    layer.eval()
+        return self
+
+    # ------------------------------------------------------------------ forward
+    def _prepare(self, obs: Any) -> paddle.Tensor:
+        x = obs if isinstance(obs, paddle.Tensor) else self.to_tensor(np.asarray(obs, np.float32))
+        if x.dtype != paddle.float32:
+            x = x.astype("float32")
+        if self._channels_first:
+            return x.transpose([0, 3, 1, 2])  # [B, rows, cols, 2] -> [B, 2, rows, cols]
+        return x.reshape([x.shape[0], -1])
+
+    def forward(self, obs: Any) -> tuple[paddle.Tensor, paddle.Tensor]:
+        """``(logits [B, A], value [B])`` for planes ``[B, rows, cols, 2]``."""
+        x = self._prepare(obs)
+        if self._use_embedding:
+            h = self.encoder.forward_all(x)["embedding"]
+        else:
+            h = F.relu(self.encoder(x))
+        return self.policy_head(h), paddle.tanh(self.value_head(h)).squeeze(-1)
+
+    def masked_log_probs(self, logits: paddle.Tensor, mask: Any) -> paddle.Tensor:
+        """``log_softmax`` of logits with illegal actions pushed to ~-1e9."""
+        m = mask if isinstance(mask, paddle.Tensor) else self.to_tensor(np.asarray(mask, bool))
+        return F.log_softmax(logits + (m.astype(logits.dtype) - 1.0) * MASK_PENALTY, axis=-1)
+
+    def evaluate_actions(
+        self, obs: Any, mask: Any, actions: Any
+    ) -> tuple[paddle.Tensor, paddle.Tensor, paddle.Tensor]:
+        """``(log_prob [B], entropy [B], value [B])`` of ``actions`` (for PPO / A2C losses)."""
+        logits, value = self(obs)
+        logp_all = self.masked_log_probs(logits, mask)
+        a = actions if isinstance(actions, paddle.Tensor) else self.to_tensor(actions, "int64")
+        logp = paddle.take_along_axis(logp_all, a.reshape([-1, 1]), axis=1).squeeze(-1)
+        entropy = -(logp_all.exp() * logp_all).sum(-1)
+        return logp, entropy, value
+
+    # ------------------------------------------------------------------ acting
+    @paddle.no_grad()
+    def act(
+        self,
+        observations: Any,
+        action_masks: Any,
+        greedy: bool = True,
+        rng: Any = None,
+        return_info: bool = False,
+    ) -> Any:
+        """Legal actions for a batch of boards (or one board).
+
+        Args:
+            observations: planes ``[B, rows, cols, 2]`` (or ``[rows, cols, 2]``).
+            action_masks: ``[B, num_actions]`` (or ``[num_actions]``), nonzero = legal.
+            greedy: the most probable legal action; else sample from the masked policy.
+            rng: ``np.random.Generator`` or the ``np.random`` module for sampling
+                (default: numpy's global stream, which checkpoints capture).
+            return_info: also return ``(log_prob, value)`` numpy arrays.
+
+        Returns int64 actions ``[B]`` (an int for one board), each legal.
+        """
+        obs = np.asarray(observations)
+        masks = np.asarray(action_masks).astype(bool)
+        single = obs.ndim == len(self.obs_shape)
+        if single:
+            obs, masks = obs[None], masks[None]
+        if obs.shape[1:] != self.obs_shape or masks.shape[1:] != (self.num_actions,):
+            raise ValueError(
+                f"Policy({self.name!r}).act: expected observations [B, {', '.join(map(str, self.obs_shape))}] "
+                f"and masks [B, {self.num_actions}], got {list(obs.shape)} and {list(masks.shape)}"
+            )
+        if len(obs) and not masks.any(axis=1).all():
+            raise ValueError(f"Policy({self.name!r}).act: a board has no legal action")
+        was_training = self.training
+        self.eval()
+        logits, value = self(obs) if len(obs) else (None, None)
+        if was_training:
+            self.train()
+        if logits is None:
+            out = np.zeros(0, np.int64)
+            info = (np.zeros(0, np.float32), np.zeros(0, np.float32))
+        else:
+            logp = self.masked_log_probs(logits, masks).numpy().astype(np.float64)
+            if greedy:
+                out = np.where(masks, logp, -np.inf).argmax(axis=1).astype(np.int64)
+            else:
+                out = sample_from_log_probs(logp, masks, rng if rng is not None else np.random)
+            info = (logp[np.arange(len(out)), out].astype(np.float32), value.numpy())
+        if single:
+            out = int(out[0])
+        return (out, *info) if return_info else out
+
+
+def sample_from_log_probs(logp: np.ndarray, masks: np.ndarray, rng: Any) -> np.ndarray:
+    """Sample one action per row from log-probabilities ``[B, A]``, never an illegal one."""
+    p = np.where(masks, np.exp(logp - logp.max(axis=1, keepdims=True)), 0.0)
+    cdf = np.cumsum(p, axis=1)
+    u = rng.random(len(p))[:, None] * cdf[:, -1:]
+    out = (cdf <= u).sum(axis=1)  # first index whose cdf exceeds u
+    out = np.minimum(out, p.shape[1] - 1)
+    bad = ~masks[np.arange(len(out)), out]
+    if bad.any():  # u landed on a rounding edge: take the last legal action instead
+        last = p.shape[1] - 1 - np.argmax(masks[:, ::-1], axis=1)
+        out[bad] = last[bad]
+    return out.astype(np.int64)

@@ -1,0 +1,128 @@
+"""Two-player board games for the self-play arena: batched numpy environments, baselines,
+and an adapter for PettingZoo's classic games.
+
+``GameSpec`` names a game for configs (``data.loader`` of ``arena=selfplay``)::
+
+    spec = GameSpec("connect_four")          # or "tictactoe", or "pettingzoo:connect_four_v3"
+    game = spec.make(1024)                   # 1024 games in numpy arrays
+    planes, mask = game.observe()            # [1024, 6, 7, 2] int8, [1024, 7] bool
+    won, done = game.step(actions)
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from .baselines import MCTSPlayer, MinimaxPlayer, Player, RandomPlayer, make_baseline
+from .connect_four import ConnectFour
+from .core import BoardGame, BoardGameVectorEnv, IllegalMoveError, random_legal
+from .tictactoe import TicTacToe
+
+GAMES: dict[str, type[BoardGame]] = {"tictactoe": TicTacToe, "connect_four": ConnectFour}
+
+
+def TicTacToeVectorEnv(num_envs: int = 1) -> BoardGameVectorEnv:  # noqa: N802 (env factory)
+    """A gymnasium vector env of ``num_envs`` tic-tac-toe games."""
+    return BoardGameVectorEnv(TicTacToe, num_envs)
+
+
+def ConnectFourVectorEnv(num_envs: int = 1) -> BoardGameVectorEnv:  # noqa: N802 (env factory)
+    """A gymnasium vector env of ``num_envs`` Connect Four games."""
+    return BoardGameVectorEnv(ConnectFour, num_envs)
+
+
+@dataclass
+class GameSpec:
+    """Which game an arena plays: a native name or ``pettingzoo:<classic env>``.
+
+    Args:
+        name: ``tictactoe``, ``connect_four``, or ``pettingzoo:<module>`` for any AEC
+            classic game with PettingZoo's planes + action-mask observations
+            (``pettingzoo:connect_four_v3``, ``pettingzoo:tictactoe_v3``; needs
+            ``pip install 'paddlecraft[pettingzoo]'``).
+    """
+
+    name: str = "tictactoe"
+
+    def __post_init__(self) -> None:
+        if not self.name.startswith("pettingzoo:") and self.name not in GAMES:
+            raise ValueError(
+                f"unknown game {self.name!r}: use one of {sorted(GAMES)} or pettingzoo:<env>, "
+                "e.g. pettingzoo:connect_four_v3"
+            )
+        self._probe: Any = None
+
+    @property
+    def is_pettingzoo(self) -> bool:
+        return self.name.startswith("pettingzoo:")
+
+    def make(self, num_envs: int) -> Any:
+        """``num_envs`` fresh games with the batched interface of :class:`BoardGame`.
+
+        PettingZoo environments are costly to build, so they are kept per size and reset.
+        """
+        if self.is_pettingzoo:
+            from .pettingzoo_adapter import PettingZooGame
+
+            cache = self.__dict__.setdefault("_envs", {})
+            if num_envs not in cache:
+                cache[num_envs] = PettingZooGame(self.name.split(":", 1)[1], num_envs)
+            game = cache[num_envs]
+            game.reset()
+            return game
+        return GAMES[self.name](num_envs)
+
+    def _info(self) -> Any:
+        if self._probe is None:
+            self._probe = self.make(1)
+        return self._probe
+
+    @property
+    def rules(self) -> type[BoardGame] | None:
+        """Native rules (for minimax/MCTS anchors), or None for an unknown PettingZoo game."""
+        if self.is_pettingzoo:
+            return self._info().rules
+        return GAMES[self.name]
+
+    @property
+    def obs_shape(self) -> tuple[int, int, int]:
+        return tuple(self._info().obs_shape())
+
+    @property
+    def num_actions(self) -> int:
+        return int(self._info().num_actions)
+
+    @property
+    def max_moves(self) -> int:
+        return int(self._info().max_moves)
+
+    @property
+    def short_name(self) -> str:
+        """``tictactoe``, ``connect_four``, or the PettingZoo module name."""
+        return self.name.split(":", 1)[-1]
+
+
+def make_game(name: str, num_envs: int = 1) -> Any:
+    """``GameSpec(name).make(num_envs)``."""
+    return GameSpec(name).make(num_envs)
+
+
+__all__ = [
+    "GAMES",
+    "BoardGame",
+    "BoardGameVectorEnv",
+    "ConnectFour",
+    "ConnectFourVectorEnv",
+    "GameSpec",
+    "IllegalMoveError",
+    "MCTSPlayer",
+    "MinimaxPlayer",
+    "Player",
+    "RandomPlayer",
+    "TicTacToe",
+    "TicTacToeVectorEnv",
+    "make_baseline",
+    "make_game",
+    "random_legal",
+]

@@ -1,0 +1,49 @@
+"""Connect Four as a batched bitboard game (PettingZoo ``connect_four_v3`` conventions).
+
+Bitboard layout (John Tromp / Pascal Pons): column ``c`` uses bits ``7c .. 7c+5`` from
+the bottom row up, and bit ``7c+6`` stays empty as a sentinel, so a line test is a
+shift and an AND per direction and never wraps across columns. Playing column ``c``
+adds ``mask + bottom(c)`` restricted to the column: the carry lands on the lowest
+empty cell. Observation row 0 is the top row, as in PettingZoo.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from .core import U64, BoardGame
+
+ROWS, COLS = 6, 7
+_COL = np.arange(COLS, dtype=U64)
+BOTTOM = U64(1) << (_COL * U64(7))
+TOP = U64(1) << (_COL * U64(7) + U64(ROWS - 1))
+COLUMN = U64((1 << ROWS) - 1) << (_COL * U64(7))
+_SHIFTS = (1, 7, 6, 8)  # vertical, horizontal, two diagonals
+
+
+class ConnectFour(BoardGame):
+    """6x7 Connect Four; the action is the column; a game lasts at most 42 moves."""
+
+    name = "connect_four"
+    rows, cols, num_actions, max_moves = ROWS, COLS, COLS, ROWS * COLS
+    # cell (r, c) with r = 0 on top is bit 7c + (5 - r)
+    POS = np.array([[7 * c + (ROWS - 1 - r) for c in range(COLS)] for r in range(ROWS)])
+    FULL = U64(int(COLUMN.sum()))
+
+    @classmethod
+    def legal(cls, mask: np.ndarray) -> np.ndarray:
+        return (np.asarray(mask, U64)[:, None] & TOP[None, :]) == 0
+
+    @classmethod
+    def new_stone(cls, mask: np.ndarray, actions: np.ndarray) -> np.ndarray:
+        a = np.asarray(actions, np.int64)
+        return (np.asarray(mask, U64) + BOTTOM[a]) & COLUMN[a]
+
+    @classmethod
+    def wins(cls, stones: np.ndarray) -> np.ndarray:
+        p = np.asarray(stones, U64)
+        out = np.zeros(p.shape, bool)
+        for s in _SHIFTS:
+            m = p & (p >> U64(s))
+            out |= (m & (m >> U64(2 * s))) != 0
+        return out

@@ -1,0 +1,222 @@
+"""Self-play throughput: batched games, a one-game-at-a-time loop, and the arena's loop.
+
+    python bench/selfplay_bench.py            # ~1 minute; prints a table
+    python bench/selfplay_bench.py --quick    # shorter timings
+
+Measures, on this machine:
+
+1. random legal moves on 1024 batched Connect Four games: through the gymnasium vector
+   env (observations, masks, same-step autoreset) and through the bare game arrays;
+2. the same random play one game at a time, the way a PettingZoo AEC loop steps
+   (``env.last()`` -> mask -> action -> ``env.step``): PettingZoo's own
+   ``connect_four_v3`` when it is installed, and the native game with one environment;
+3. the arena with the policy in the loop: self-play collection (positions the learner
+   moved on per second, with the default Connect Four network and batch), the PPO
+   update, and a batched MCTS-100 move.
+
+Writes ``bench/results_selfplay.json`` beside this file.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from arenas.games import ConnectFour, ConnectFourVectorEnv, MCTSPlayer, random_legal  # noqa: E402
+
+
+def _timed(fn, seconds: float) -> tuple[int, float]:
+    """Call ``fn`` (returns moves made) until ``seconds`` pass; return (moves, elapsed)."""
+    moves, t0 = 0, time.perf_counter()
+    while time.perf_counter() - t0 < seconds:
+        moves += fn()
+    return moves, time.perf_counter() - t0
+
+
+def bench_vector_env(n: int, seconds: float) -> float:
+    env = ConnectFourVectorEnv(n)
+    obs, _ = env.reset(seed=0)
+    rng = np.random.default_rng(0)
+    state = {"obs": obs}
+
+    def step() -> int:
+        a = random_legal(state["obs"]["action_mask"].astype(bool), rng)
+        state["obs"], *_ = env.step(a)
+        return n
+
+    moves, dt = _timed(step, seconds)
+    return moves / dt
+
+
+def bench_core(n: int, seconds: float) -> float:
+    g = ConnectFour(n)
+    rng = np.random.default_rng(0)
+
+    def step() -> int:
+        g.step(random_legal(g.legal_mask(), rng))
+        g.reset(g.done)
+        return n
+
+    moves, dt = _timed(step, seconds)
+    return moves / dt
+
+
+def bench_one_at_a_time_native(seconds: float) -> float:
+    env = ConnectFourVectorEnv(1)
+    obs, _ = env.reset(seed=0)
+    rng = np.random.default_rng(0)
+    state = {"obs": obs}
+
+    def step() -> int:
+        mask = state["obs"]["action_mask"][0]
+        a = rng.choice(np.flatnonzero(mask))
+        state["obs"], *_ = env.step(np.array([a]))
+        return 1
+
+    moves, dt = _timed(step, seconds)
+    return moves / dt
+
+
+def bench_pettingzoo(seconds: float) -> float | None:
+    try:
+        from pettingzoo.classic import connect_four_v3
+    except ImportError:
+        return None
+    env = connect_four_v3.env()
+    env.reset(seed=0)
+    rng = np.random.default_rng(0)
+
+    def step() -> int:
+        obs, reward, term, trunc, info = env.last()
+        if term or trunc:
+            env.reset()
+            return 0
+        env.step(int(rng.choice(np.flatnonzero(obs["action_mask"]))))
+        return 1
+
+    moves, dt = _timed(step, seconds)
+    return moves / dt
+
+
+def bench_arena(seconds: float) -> dict[str, float]:
+    from hydra import compose, initialize_config_dir
+
+    from arenas.app import build_agents, build_arena
+    from arenas.rng import seed_everything
+    from arenas.schema import register_configs
+
+    register_configs()
+    with initialize_config_dir(config_dir=str(ROOT / "conf"), version_base="1.3"):
+        cfg = compose("config", overrides=["arena=selfplay", "game=connect_four"])
+    seed_everything(0)
+    agents = build_agents(cfg)
+    arena = build_arena(cfg, agents)
+    arena._take_snapshot()
+    out: dict[str, float] = {"games_per_step": float(arena.games_per_step)}
+    t_col = t_upd = 0.0
+    positions = moves = 0.0
+    steps = 0
+    t0 = time.perf_counter()
+    while time.perf_counter() - t0 < seconds or steps < 2:
+        t = time.perf_counter()
+        rollout = arena._collect()
+        t_col += time.perf_counter() - t
+        t = time.perf_counter()
+        arena._update(rollout)
+        t_upd += time.perf_counter() - t
+        positions += rollout["metrics"]["positions"]
+        moves += rollout["metrics"]["moves_per_game"] * arena.games_per_step
+        steps += 1
+    out["collect_positions_per_s"] = positions / t_col
+    out["collect_moves_per_s"] = moves / t_col
+    out["update_positions_per_s"] = positions / t_upd
+    out["seconds_per_update"] = (t_col + t_upd) / steps
+    # MCTS-100: one move for 100 positions at once (early middle game)
+    g = ConnectFour(100)
+    rng = np.random.default_rng(0)
+    for _ in range(8):
+        g.step(random_legal(g.legal_mask(), rng))
+        g.reset(g.done)
+    obs, mask = g.observe()
+    t = time.perf_counter()
+    MCTSPlayer(ConnectFour, 100).act(obs, mask, rng=rng)
+    out["mcts100_s_per_move_100_games"] = time.perf_counter() - t
+    for a in agents.values():
+        a.release_scopes()
+    return out
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--quick", action="store_true", help="shorter timings")
+    args = ap.parse_args()
+    sec = 1.0 if args.quick else 3.0
+    n = 1024
+    res: dict[str, object] = {
+        "machine": {
+            "cpus": os.cpu_count(),
+            "load_avg_1min_before": os.getloadavg()[0],
+            "python": platform.python_version(),
+            "numpy": np.__version__,
+        }
+    }
+    vec = bench_vector_env(n, sec)
+    core = bench_core(n, sec)
+    one = bench_one_at_a_time_native(sec)
+    pz = bench_pettingzoo(sec)
+    arena = bench_arena(3 * sec)
+    res["random_moves_per_s"] = {
+        "vector_env_1024": vec,
+        "core_arrays_1024": core,
+        "one_game_at_a_time_native": one,
+        "one_game_at_a_time_pettingzoo": pz,
+        "vector_env_vs_pettingzoo_x": vec / pz if pz else None,
+    }
+    res["arena_connect_four"] = arena
+    res["machine"]["load_avg_1min_after"] = os.getloadavg()[0]
+    rows = [
+        ("random moves/s, vector env, 1024 Connect Four games", f"{vec:,.0f}"),
+        ("random moves/s, bare game arrays, 1024 games", f"{core:,.0f}"),
+        ("random moves/s, one game at a time (native env)", f"{one:,.0f}"),
+        (
+            "random moves/s, one game at a time (PettingZoo connect_four_v3)",
+            f"{pz:,.0f}" if pz else "not installed",
+        ),
+        ("vector env / PettingZoo loop", f"{vec / pz:,.0f}x" if pz else "-"),
+        (
+            "arena: learner positions/s collected (policy in the loop)",
+            f"{arena['collect_positions_per_s']:,.0f}",
+        ),
+        ("arena: all moves/s while collecting", f"{arena['collect_moves_per_s']:,.0f}"),
+        ("arena: PPO update positions/s", f"{arena['update_positions_per_s']:,.0f}"),
+        ("arena: seconds per update (256 games)", f"{arena['seconds_per_update']:.2f}"),
+        (
+            "MCTS-100: seconds per move, 100 games at once",
+            f"{arena['mcts100_s_per_move_100_games']:.2f}",
+        ),
+    ]
+    width = max(len(r[0]) for r in rows)
+    print(f"{'measure':<{width}}  value")
+    for k, v in rows:
+        print(f"{k:<{width}}  {v}")
+    print(
+        f"(cpus {os.cpu_count()}, 1-min load {res['machine']['load_avg_1min_before']:.2f} before, "
+        f"{res['machine']['load_avg_1min_after']:.2f} after)"
+    )
+    out = Path(__file__).with_name("results_selfplay.json")
+    out.write_text(json.dumps(res, indent=2) + "\n")
+    print(f"wrote {out}")
+
+
+if __name__ == "__main__":
+    main()

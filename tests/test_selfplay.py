@@ -1,0 +1,333 @@
+"""Self-play: the Policy agent, frozen snapshots, league ratings, the arena (check_arena,
+resume from a fresh process's point of view) and the slow acceptance runs."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+from hydra import compose, initialize_config_dir
+
+from agents import Agent, Policy
+from arenas import SelfPlayArena, check_arena, run_arena
+from arenas.app import build_agents, build_arena
+from arenas.callbacks import standard_callbacks
+from arenas.checkpoint import list_checkpoints
+from arenas.games import MinimaxPlayer, TicTacToe, random_legal
+from arenas.league import LeagueTable, OpponentPool
+from arenas.rng import seed_everything
+from arenas.schema import register_configs
+from arenas.selfplay import tictactoe_losing_lines
+from encoders.tensorio import CheckpointError
+
+ROOT = Path(__file__).resolve().parents[1]
+TTT_MLP = {
+    "_target_": "encoders.ImageMLPEncoder",
+    "input_size": 18,
+    "hidden_size": 32,
+    "num_classes": 32,
+}
+
+
+def _policy(name, **kw):
+    kw.setdefault("encoder", TTT_MLP)
+    return Policy(name, obs_shape=[3, 3, 2], num_actions=9, seed=0, **kw)
+
+
+def _boards(n, rng, game=TicTacToe):
+    g = game(n)
+    for _ in range(rng.integers(0, 6)):
+        g.step(random_legal(g.legal_mask(), rng))
+        g.reset(g.done)
+    return g.observe()
+
+
+# ---------------------------------------------------------------------- Policy
+
+
+def test_policy_act_is_batched_and_always_legal(make_scope, tmp_path):
+    policy = _policy(make_scope("pol"))
+    rng = np.random.default_rng(0)
+    obs, masks = _boards(300, rng)
+    for greedy in (True, False):
+        a = policy.act(obs, masks, greedy=greedy, rng=rng)
+        assert a.dtype == np.int64 and a.shape == (300,)
+        assert masks[np.arange(300), a].all()
+    one = policy.act(obs[0], masks[0])
+    assert isinstance(one, int) and masks[0, one]
+    # a single legal move is always the one chosen, even by sampling
+    only = np.zeros((50, 9), bool)
+    only[np.arange(50), rng.integers(0, 9, 50)] = True
+    assert np.array_equal(policy.act(obs[:50], only, greedy=False), only.argmax(1))
+    with pytest.raises(ValueError, match="no legal action"):
+        policy.act(obs[:1], np.zeros((1, 9), bool))
+    with pytest.raises(ValueError, match="expected observations"):
+        policy.act(np.zeros((2, 6, 7, 2)), np.ones((2, 7), bool))
+    policy.save(tmp_path / "p")
+    loaded = Agent.load(tmp_path / "p", name=make_scope("loaded"))
+    assert isinstance(loaded, Policy)
+    assert np.array_equal(loaded.act(obs, masks), policy.act(obs, masks))
+
+
+def test_masked_log_probs_are_a_distribution_over_legal_moves(make_scope):
+    policy = _policy(make_scope("pol"))
+    rng = np.random.default_rng(1)
+    obs, masks = _boards(64, rng)
+    logits, value = policy(obs)
+    logp = policy.masked_log_probs(logits, masks).numpy()
+    p = np.exp(logp)
+    assert np.allclose(p.sum(1), 1, atol=1e-5) and (p[~masks] < 1e-20).all()  # ~1e-29
+    assert np.all(np.abs(value.numpy()) <= 1)
+    lp, ent, _ = policy.evaluate_actions(obs, masks, masks.argmax(1))
+    assert np.isfinite(lp.numpy()).all() and (ent.numpy() >= 0).all()
+
+
+def test_policy_with_cnn_encoder(make_scope):
+    enc = {
+        "_target_": "encoders.ImageCNNEncoder",
+        "in_channels": 2,
+        "image_size": [6, 7],
+        "channels": [8],
+        "embedding_dim": 16,
+        "num_classes": None,
+        "min_spatial": 8,
+    }
+    policy = Policy(make_scope("cnn"), encoder=enc, obs_shape=[6, 7, 2], num_actions=7, seed=0)
+    from arenas.games import ConnectFour
+
+    obs, masks = _boards(8, np.random.default_rng(0), ConnectFour)
+    a = policy.act(obs, masks, greedy=False)
+    assert masks[np.arange(8), a].all()
+
+
+# ---------------------------------------------------------------------- pool and league
+
+
+def test_snapshots_stay_fixed_while_training_continues(make_scope):
+    policy = _policy(make_scope("pol"), lr=0.05)
+    pool = OpponentPool(max_size=2)
+    snap = pool.add(policy, step=0)
+    frozen = {k: v.copy() for k, v in snap.weights.items()}
+    obs, masks = _boards(32, np.random.default_rng(0))
+    for _ in range(3):
+        lp, ent, v = policy.evaluate_actions(obs, masks, masks.argmax(1))
+        policy.update(-(lp.mean()) + (v**2).mean())
+    live = {k: t.numpy() for k, t in policy.state_dict().items()}
+    assert all(np.array_equal(frozen[k], snap.weights[k]) for k in frozen)
+    assert any(not np.array_equal(frozen[k], live[k]) for k in frozen)
+    pool.add(policy, 1)
+    pool.add(policy, 2)
+    assert [s.name for s in pool.snapshots] == ["snap_0001", "snap_0002"]  # oldest left
+    # a round trip through the checkpoint's JSON, with corruption detected
+    state = json.loads(json.dumps(pool.state()))
+    again = OpponentPool()
+    again.load_state(state)
+    assert [s.name for s in again.snapshots] == ["snap_0001", "snap_0002"] and again.created == 3
+    for a, b in zip(pool.snapshots, again.snapshots):
+        assert all(np.array_equal(a.weights[k], b.weights[k]) for k in a.weights)
+    twin = _policy(make_scope("twin"))
+    OpponentPool.load_into(twin, again.snapshots[-1])
+    assert np.array_equal(twin.act(obs, masks), policy.act(obs, masks))
+    bad = json.loads(json.dumps(state))
+    payload = bad["snapshots"][0]["safetensors_b64"]
+    bad["snapshots"][0]["safetensors_b64"] = ("A" if payload[0] != "A" else "B") + payload[1:]
+    with pytest.raises(CheckpointError, match="corrupted"):
+        OpponentPool().load_state(bad)
+
+
+def test_ratings_move_the_right_way():
+    table = LeagueTable()
+    table.add("a", "learner")
+    table.add("b", "snapshot")
+    mu_a, mu_b = table.rating("a")[0], table.rating("b")[0]
+    table.record("a", "b", [1, 1, 1])
+    assert table.rating("a")[0] > mu_a and table.rating("b")[0] < mu_b
+    assert table.head_to_head("a", "b") == (3, 0, 0) and table.head_to_head("b", "a") == (0, 0, 3)
+    before = table.rating("a")[0]
+    table.record("a", "random", [1, 1])
+    assert table.rating("a")[0] > before and table.rating("random") == (25.0, 1.0)  # pinned
+    before = table.rating("a")[0]
+    table.record("a", "random", [-1])
+    assert table.rating("a")[0] < before
+    table.add("c", "snapshot")
+    table.add("d", "snapshot")
+    table.record("c", "d", [0, 0])
+    assert table.rating("c")[0] == pytest.approx(table.rating("d")[0])
+    assert table.matchups("a") == {"b": [3, 0, 0], "random": [2, 0, 1]}
+    state = json.loads(json.dumps(table.state()))
+    again = LeagueTable()
+    again.load_state(state)
+    assert again.rows() == table.rows()
+
+
+def test_losing_lines_finds_holes_and_passes_perfect_play():
+    class Perfect:
+        def act(self, obs, masks, greedy=True):
+            return MinimaxPlayer().act(obs, masks, rng=np.random.default_rng(0))
+
+    class FirstFree:
+        def act(self, obs, masks, greedy=True):
+            return np.asarray(masks).argmax(1)
+
+    assert tictactoe_losing_lines(Perfect()) == (0, 0)
+    first, second = tictactoe_losing_lines(FirstFree())
+    assert first > 0 and second > 0
+
+
+# ---------------------------------------------------------------------- arena
+
+
+def _arena(policy, **kw):
+    kw = {
+        "data": "tictactoe",
+        "epochs": 2,
+        "steps_per_epoch": 2,
+        "games_per_step": 24,
+        "minibatch_size": 64,
+        "update_epochs": 2,
+        "snapshot_every": 1,
+        "pool_opponents_per_step": 2,
+        "latest_ratio": 0.5,
+        "train_anchors": {"random": 0.25},
+        "eval_games": {"random": 8, "minimax": 8},
+        **kw,
+    }
+    return SelfPlayArena({"policy": policy}, **kw)
+
+
+def test_check_arena_passes_on_selfplay():
+    seed_everything(0)
+    policy = Policy("policy", encoder=TTT_MLP, obs_shape=[3, 3, 2], num_actions=9, seed=0)
+    try:
+        passed = check_arena(_arena(policy), steps=2)
+        assert "resume from a checkpoint is bit-identical" in passed
+    finally:
+        policy.release_scopes()
+
+
+def test_resume_in_a_fresh_arena_restores_pool_and_ratings(tmp_path):
+    def build():
+        return Policy("policy", encoder=TTT_MLP, obs_shape=[3, 3, 2], num_actions=9, seed=0)
+
+    def cbs():
+        return standard_callbacks(checkpoint_every=2, progress=False, eval_every=2)
+
+    seed_everything(0)
+    p1 = build()
+    full = _arena(p1, algo="a2c")
+    out = run_arena(full, tmp_path / "full", cbs())
+    ref = {k: v.numpy().copy() for k, v in p1.state_dict().items()}
+    ref_state = json.loads(json.dumps(full.arena_state()))
+    p1.release_scopes()
+    assert out["status"] == "finished" and out["step"] == 4
+
+    seed_everything(0)
+    p2 = build()
+    run_arena(_arena(p2, algo="a2c"), tmp_path / "part", cbs(), max_steps=3)
+    p2.release_scopes()
+    shutil.rmtree(list_checkpoints(tmp_path / "part")[0])  # "crash" after step 2's checkpoint
+
+    seed_everything(123)
+    p3 = build()
+    resumed = _arena(p3, algo="a2c")
+    out = run_arena(resumed, tmp_path / "part", cbs(), resume=True)
+    try:
+        assert out["step"] == 4
+        for k, v in p3.state_dict().items():
+            assert np.array_equal(v.numpy(), ref[k]), k
+        got = json.loads(json.dumps(resumed.arena_state()))
+        assert got["pool"] == ref_state["pool"] and got["league"] == ref_state["league"]
+        assert len(resumed.pool) >= 2
+        assert (tmp_path / "part" / "ratings.png").stat().st_size > 1000
+        league = json.loads((tmp_path / "part" / "league.json").read_text())
+        assert league["matchups"]["random"] and league["table"]
+        loaded = Agent.load(tmp_path / "part" / "policy", name="policy_loaded")
+        obs, masks = _boards(16, np.random.default_rng(0))
+        assert np.array_equal(loaded.act(obs, masks), p3.act(obs, masks))
+        loaded.release_scopes()
+    finally:
+        p3.release_scopes()
+
+
+def test_arena_refuses_a_policy_of_the_wrong_size(make_scope):
+    policy = _policy(make_scope("pol"))
+    with pytest.raises(ValueError, match="game=connect_four"):
+        SelfPlayArena({"policy": policy}, data="connect_four")
+
+
+@pytest.mark.parametrize("game", ["tictactoe", "connect_four"])
+def test_game_configs_compose_and_instantiate(game):
+    register_configs()
+    with initialize_config_dir(config_dir=str(ROOT / "conf"), version_base="1.3"):
+        cfg = compose("config", overrides=["arena=selfplay", f"game={game}"])
+    agents = build_agents(cfg)
+    try:
+        arena = build_arena(cfg, agents)
+        assert arena.spec.name == game
+        assert arena.headline == (
+            "score_vs_minimax" if game == "tictactoe" else "win_rate_vs_mcts100"
+        )
+    finally:
+        for a in agents.values():
+            a.release_scopes()
+
+
+def test_pettingzoo_game_runs_in_the_arena():
+    pytest.importorskip("pettingzoo")
+    pytest.importorskip("pygame")
+    seed_everything(0)
+    policy = Policy("pz_policy", encoder=TTT_MLP, obs_shape=[3, 3, 2], num_actions=9, seed=0)
+    try:
+        arena = SelfPlayArena(
+            {"policy": policy},
+            data="pettingzoo:tictactoe_v3",
+            games_per_step=8,
+            minibatch_size=32,
+            eval_games={"random": 4, "minimax": 4},
+            train_anchors={"random": 0.25},
+        )
+        m = arena.train_step(0)
+        assert np.isfinite(m["loss"]) and m["positions"] > 0
+        e = arena.evaluate()
+        assert 0 <= e["score_vs_minimax"] <= 1
+    finally:
+        policy.release_scopes()
+
+
+# ---------------------------------------------------------------------- acceptance (slow)
+
+
+def _run(tmp_path, game, budget_s):
+    run_dir = tmp_path / game
+    t = time.time()
+    r = subprocess.run(
+        [sys.executable, str(ROOT / "run.py"), "arena=selfplay", f"game={game}",
+         "trainer.progress=false", f"hydra.run.dir={run_dir}"],
+        cwd=ROOT, capture_output=True, text=True,
+    )  # fmt: skip
+    elapsed = time.time() - t
+    assert r.returncode == 0, r.stderr[-3000:]
+    results = json.loads((run_dir / "results.json").read_text())
+    assert (run_dir / "ratings.png").exists() and (run_dir / "league.json").exists()
+    assert elapsed <= budget_s, f"{game} took {elapsed:.0f}s"
+    return results["metrics"]
+
+
+@pytest.mark.slow
+def test_tictactoe_acceptance(tmp_path):
+    m = _run(tmp_path, "tictactoe", 300)
+    assert m["loss_rate_vs_random"] == 0.0  # 200 games, seats alternating
+    assert m["score_vs_minimax"] >= 0.9  # draws or wins, 200 games
+
+
+@pytest.mark.slow
+def test_connect_four_acceptance(tmp_path):
+    m = _run(tmp_path, "connect_four", 900)
+    assert m["win_rate_vs_random"] >= 0.95  # 100 games, seats alternating
+    assert m["win_rate_vs_mcts100"] >= 0.5  # 100 games, seats alternating
