@@ -1,0 +1,126 @@
+"""GAN: steps/s of the GAN arena against an equivalent PyTorch CPU DCGAN.
+
+Same networks as ``conf/arena/gan.yaml`` on 8x8 digits (generator: linear -> BN -> ReLU,
+two ConvTranspose k4 s2 + BN + ReLU, conv3x3 + sigmoid; discriminator: conv k4 s2 +
+LeakyReLU, conv k3 + LeakyReLU, linear 64 + LeakyReLU, linear 1), batch 32, Adam(5e-4,
+betas 0.5/0.999), least-squares loss, one discriminator and one generator update per
+step, and the same per-step logging (losses, D(x), D(G(z)), gradient norms). Each
+framework runs in its own process (their OpenMP runtimes must not share one), alternating,
+three times; medians are compared. Needs ``pip install torch==2.13.0`` (the ``bench``
+extra). Run: ``python bench/gan_bench.py [--quick]``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+
+_PADDLE = r"""
+import sys, time, json
+sys.path.insert(0, {root!r})
+import encoders  # CPU tuning, as run.py
+from hydra import compose, initialize_config_dir
+from arenas.schema import register_configs
+from arenas.app import build_agents, build_arena
+from arenas.rng import seed_everything
+register_configs()
+with initialize_config_dir(config_dir={conf!r}, version_base="1.3"):
+    cfg = compose("config", overrides=["arena=gan"])
+seed_everything(0)
+arena = build_arena(cfg, build_agents(cfg))
+batches = []
+epoch = 0
+while len(batches) < {steps} + 10:
+    batches += list(arena.batches(epoch)); epoch += 1
+for b in batches[:10]: arena.train_step(b)
+t = time.perf_counter()
+for b in batches[10:10 + {steps}]: arena.train_step(b)
+print(json.dumps({{"steps_per_s": {steps} / (time.perf_counter() - t), "batch": arena.batch_size}}))
+"""
+
+_TORCH = r"""
+import time, json, torch, numpy as np
+from torch import nn
+torch.manual_seed(0)
+B, Z = 32, 32
+G = nn.Sequential(
+    nn.Linear(Z, 64 * 2 * 2, bias=False), nn.Unflatten(1, (64, 2, 2)), nn.BatchNorm2d(64), nn.ReLU(),
+    nn.ConvTranspose2d(64, 32, 4, 2, 1, bias=False), nn.BatchNorm2d(32), nn.ReLU(),
+    nn.ConvTranspose2d(32, 32, 4, 2, 1, bias=False), nn.BatchNorm2d(32), nn.ReLU(),
+    nn.Conv2d(32, 1, 3, padding=1), nn.Sigmoid())
+D = nn.Sequential(
+    nn.Conv2d(1, 32, 4, 2, 1), nn.LeakyReLU(0.2), nn.Conv2d(32, 64, 3, 1, 1), nn.LeakyReLU(0.2),
+    nn.Flatten(), nn.Linear(64 * 4 * 4, 64), nn.LeakyReLU(0.2), nn.Linear(64, 1))
+og = torch.optim.Adam(G.parameters(), 5e-4, betas=(0.5, 0.999))
+od = torch.optim.Adam(D.parameters(), 5e-4, betas=(0.5, 0.999))
+from sklearn.datasets import load_digits
+x_all = torch.tensor((load_digits().images / 16.0).astype("float32")).unsqueeze(1)
+def norm(ps): return float(torch.sqrt(sum((p.grad ** 2).sum() for p in ps if p.grad is not None)))
+def step(x):
+    fake = G(torch.randn(B, Z))
+    d_real, d_fake = D(x), D(fake.detach())
+    ld = 0.5 * ((d_real - 1) ** 2).mean() + 0.5 * (d_fake ** 2).mean()
+    od.zero_grad(set_to_none=True); ld.backward(); nd = norm(D.parameters()); od.step()
+    for p in D.parameters(): p.requires_grad_(False)
+    lg = 0.5 * ((D(fake) - 1) ** 2).mean()
+    og.zero_grad(set_to_none=True); lg.backward(); ng = norm(G.parameters()); og.step()
+    for p in D.parameters(): p.requires_grad_(True)
+    return {{"d_loss": ld.item(), "g_loss": lg.item(), "d_real": d_real.mean().item(),
+            "d_fake": d_fake.mean().item(), "d_grad_norm": nd, "g_grad_norm": ng}}
+rng = np.random.default_rng(0)
+idx = [rng.choice(len(x_all), B, replace=False) for _ in range({steps} + 10)]
+for i in idx[:10]: step(x_all[i])
+t = time.perf_counter()
+for i in idx[10:]: step(x_all[i])
+print(json.dumps({{"steps_per_s": {steps} / (time.perf_counter() - t), "threads": torch.get_num_threads()}}))
+"""
+
+
+def _child(code: str) -> dict:
+    out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True)
+    if out.returncode != 0:
+        raise RuntimeError(out.stderr.strip().splitlines()[-1] if out.stderr else "child failed")
+    return json.loads(out.stdout.strip().splitlines()[-1])
+
+
+def bench_gan_vs_torch(quick: bool = False) -> dict:
+    """Median steps/s of the GAN arena and the PyTorch DCGAN, and their ratio."""
+    try:
+        import torch  # noqa: F401
+    except ImportError as e:
+        raise RuntimeError("needs PyTorch: pip install torch==2.13.0 (the 'bench' extra)") from e
+    steps = 100 if quick else 300
+    repeats = 1 if quick else 3
+    pd_rates, th_rates = [], []
+    for _ in range(repeats):
+        pd_rates.append(
+            _child(_PADDLE.format(root=str(ROOT), conf=str(ROOT / "conf"), steps=steps))[
+                "steps_per_s"
+            ]
+        )
+        th_rates.append(_child(_TORCH.format(steps=steps))["steps_per_s"])
+    pd_m, th_m = sorted(pd_rates)[len(pd_rates) // 2], sorted(th_rates)[len(th_rates) // 2]
+    return {
+        "paddlecraft_steps_per_s": pd_m,
+        "torch_steps_per_s": th_m,
+        "ratio": pd_m / th_m,
+        "target": ">= 1.0",
+        "steps": steps,
+        "repeats": repeats,
+        "summary": f"GAN arena {pd_m:.0f} steps/s vs PyTorch {th_m:.0f} = {pd_m / th_m:.2f}x (target >= 1.0)",
+    }
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--quick", action="store_true")
+    print(json.dumps(bench_gan_vs_torch(parser.parse_args().quick), indent=2))
+
+
+if __name__ == "__main__":
+    main()
