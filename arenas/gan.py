@@ -50,6 +50,7 @@ import paddle.nn.functional as F
 from omegaconf import MISSING
 
 from agents import Agent
+from agents.distributed import allreduce_gradients, rank, shard, world_size
 from agents.gan import Discriminator, Generator, keep_running_stats, no_param_grads
 from agents.instantiate import safe_instantiate
 from encoders.tensorio import atomic_write_bytes
@@ -137,6 +138,7 @@ class GanArena(Arena):
         self.featnet_cfg = dict(featnet or {})
         self.collapse_coverage, self.collapse_entropy = collapse_coverage, collapse_entropy
         self.run_dir = run_dir
+        self._share = 1.0  # this process's fraction of a global batch (data-parallel)
         self._check_agents()
         self.data = safe_instantiate(data)
         self._check_data()
@@ -256,13 +258,17 @@ class GanArena(Arena):
         xs, ys = batch
         self.generator.train()
         self.discriminator.train()
-        for i in range(self.n_critic - 1):  # WGAN-GP: extra critic updates, their own fakes
-            self.discriminator_step(xs[i], ys[i])
+        # data-parallel launch: this process's rows of each global batch (else all of it)
+        parts = [shard(xs[i], ys[i]) for i in range(self.n_critic)]
+        self._share = parts[0][1]
+        for (x, y), _ in parts[:-1]:  # WGAN-GP: extra critic updates, their own fakes
+            self.discriminator_step(x, y)
         # the last critic update and the generator's update share one batch of fakes
         # (DCGAN's schedule: one generator forward per step); the critic sees it detached
-        fake = self.fakes(ys[-1])
-        d_metrics = self.discriminator_step(xs[-1], ys[-1], fake=fake.detach())
-        g_metrics = self.generator_step(ys[-1], fake=fake)
+        (x, y), _ = parts[-1]
+        fake = self.fakes(y)
+        d_metrics = self.discriminator_step(x, y, fake=fake.detach())
+        g_metrics = self.generator_step(y, fake=fake)
         self.steps_done += 1
         # both losses first: the progress bar shows the first three metrics
         return {"d_loss": d_metrics.pop("d_loss"), "g_loss": g_metrics.pop("g_loss"),
@@ -271,7 +277,14 @@ class GanArena(Arena):
     def fakes(self, y: np.ndarray) -> paddle.Tensor:
         """A batch of fakes with gradient (the generator's forward: its BN statistics move)."""
         g = self.generator
-        return g(g.latent(len(y)), self._labels(g, y))
+        return g(self._local_rows(g.latent(self.batch_size)), self._labels(g, y))
+
+    def _local_rows(self, t: paddle.Tensor) -> paddle.Tensor:
+        # noise is drawn for the whole global batch on every process (so all processes'
+        # random streams stay identical, and checkpoints from rank 0 fit them all), then
+        # each process keeps its own rows, as shard() does for data
+        w = world_size()
+        return t if w == 1 else t[rank() :: w]
 
     def discriminator_step(
         self, x: np.ndarray, y: np.ndarray, fake: paddle.Tensor | None = None
@@ -282,10 +295,9 @@ class GanArena(Arena):
         generator's batch-norm statistics are restored afterwards).
         """
         g, d = self.generator, self.discriminator
-        n = len(x)
         if fake is None:
             with paddle.no_grad(), keep_running_stats(g):
-                fake = g(g.latent(n), self._labels(g, y))
+                fake = g(self._local_rows(g.latent(self.batch_size)), self._labels(g, y))
         fake = _to(fake.detach(), d)
         labels = self._labels(d, y)
         real = d.to_tensor(x)
@@ -305,7 +317,7 @@ class GanArena(Arena):
             loss = -wdist + self.gp_weight * gp
             out["d_real"], out["d_fake"] = d_real.mean(), d_fake.mean()
             out["gp"], out["wasserstein"] = gp, wdist
-        norm = _apply(d, loss)
+        norm = _apply(d, loss, self._share)
         metrics = {"d_loss": float(loss)}
         metrics.update({k: float(v) for k, v in out.items()})
         metrics["d_grad_norm"] = norm
@@ -327,7 +339,7 @@ class GanArena(Arena):
                 loss = 0.5 * ((d_fake - 1.0) ** 2).mean()
             else:
                 loss = -d_fake.mean()
-            norm = _apply(g, loss)
+            norm = _apply(g, loss, self._share)
         return {"g_loss": float(loss), "g_grad_norm": norm}
 
     def _labels(self, agent: Agent, y: np.ndarray) -> paddle.Tensor | None:
@@ -338,7 +350,7 @@ class GanArena(Arena):
     ) -> paddle.Tensor:
         """``mean((|grad_x D(x_hat)| - 1)^2)`` on random interpolates of real and fake."""
         d = self.discriminator
-        eps = paddle.rand([real.shape[0], 1, 1, 1])
+        eps = self._local_rows(paddle.rand([self.batch_size, 1, 1, 1]))
         mix = eps * real + (1.0 - eps) * fake.detach()
         mix.stop_gradient = False
         out = d(mix, labels)
@@ -526,11 +538,17 @@ def _to(t: paddle.Tensor, agent: Agent) -> paddle.Tensor:
     return t.to(agent.place)  # differentiable: the generator learns through the copy
 
 
-def _apply(agent: Agent, loss: paddle.Tensor) -> float:
-    """Backward, the global gradient norm of the agent's parameters, step, clear; return the norm."""
+def _apply(agent: Agent, loss: paddle.Tensor, share: float = 1.0) -> float:
+    """Backward, the global gradient norm of the agent's parameters, step, clear; return the norm.
+
+    Under data-parallel launch the gradients are all-reduced first (``share``: this
+    process's fraction of the global batch), as :meth:`agents.Agent.update` does.
+    """
     if agent.optimizer is None:
         raise RuntimeError(f"agent {agent.name!r} has no trainable parameters to update")
     loss.backward()
+    if world_size() > 1:
+        allreduce_gradients(agent.own_parameters(), share)
     grads = [p.grad for p in agent.trainable_parameters() if p.grad is not None]
     norm = float(paddle.sqrt(paddle.add_n([(g * g).sum() for g in grads]))) if grads else 0.0
     agent.optimizer.step()

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
 from pathlib import Path
@@ -55,3 +56,20 @@ def test_two_processes_match_one_process_on_combined_batch(tmp_path):
     assert worst < 1e-5, worst
     moved = max(float(np.abs(a[k]).max()) for k in a)
     assert moved > 0
+
+
+def test_gan_arena_runs_data_parallel(tmp_path):
+    run = tmp_path / "gan"
+    r = subprocess.run(
+        [
+            sys.executable, "-m", "paddle.distributed.launch", "--nproc_per_node", "2",
+            "--log_dir", str(tmp_path / "logs"), str(ROOT / "run.py"), "arena=gan",
+            "trainer.max_steps=4", "trainer.progress=false", f"hydra.run.dir={run}",
+        ],
+        cwd=ROOT, capture_output=True, text=True,
+    )  # fmt: skip
+    logs = "".join(p.read_text() for p in (tmp_path / "logs").glob("workerlog.*"))
+    assert r.returncode == 0, logs[-3000:]
+    assert "data-parallel: {'rank': 1, 'world_size': 2}" in logs
+    results = json.loads((run / "results.json").read_text())
+    assert results["status"] == "finished" and results["step"] == 4
