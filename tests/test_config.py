@@ -137,3 +137,20 @@ def test_gpu_on_cpu_build_is_one_clear_line_before_work(tmp_path):
 def _release(agents):
     for a in agents.values():
         a.release_scopes()
+
+
+SWEEPS = sorted(p.stem for p in (CONF / "sweep").glob("*.yaml"))
+
+
+@pytest.mark.parametrize("sweep", SWEEPS)
+def test_every_sweep_file_composes_with_its_arena(sweep):
+    text = (CONF / "sweep" / f"{sweep}.yaml").read_text()
+    arena = next((a for a in ARENAS if f"arena={a}" in text), "classify")
+    with initialize_config_dir(config_dir=str(CONF), version_base="1.3"):
+        cfg = compose(
+            "config", overrides=[f"arena={arena}", f"+sweep={sweep}"], return_hydra_config=True
+        )
+    params = cfg.hydra.sweeper.params
+    assert params, sweep
+    for key in params:  # every swept key exists in the composed config
+        assert OmegaConf.select(cfg, key) is not None, key
