@@ -177,8 +177,8 @@ class Listener(_TextAgent):
     in-batch candidates (other images with the same text are masked out, both directions).
 
     Args:
+        encoder: the image side, an ImageCNNEncoder config (``num_classes`` forced to None).
         text_encoder: TextEncoder config (``vocab_size`` is filled in, no ``num_classes``).
-        image_encoder: ImageCNNEncoder config (``num_classes`` forced to None).
         words: vocabulary (list, ``"shapes"`` or ``"digits"``).
         dim: joint embedding size.
         temperature: softmax temperature of the cosine scores.
@@ -187,8 +187,8 @@ class Listener(_TextAgent):
     def __init__(
         self,
         name: str,
+        encoder: Any,
         text_encoder: Any,
-        image_encoder: Any,
         words: Any = "shapes",
         dim: int = 64,
         temperature: float = 0.1,
@@ -196,8 +196,8 @@ class Listener(_TextAgent):
     ) -> None:
         words = resolve_words(words)
         cfg = {
+            "encoder": encoder,
             "text_encoder": text_encoder,
-            "image_encoder": image_encoder,
             "words": words,
             "dim": dim,
             "temperature": temperature,
@@ -208,9 +208,7 @@ class Listener(_TextAgent):
         with self.seeded():
             tcfg = {**dict(text_encoder), "vocab_size": len(self.vocab), "num_classes": None}
             self.text_encoder = self.make_encoder(tcfg, "text")
-            self.image_encoder = self.make_encoder(
-                {**dict(image_encoder), "num_classes": None}, "image"
-            )
+            self.image_encoder = self.make_encoder({**dict(encoder), "num_classes": None}, "image")
             t_dim, i_dim = self.text_encoder.hidden_size, self.image_encoder.embedding_dim
             self.text_proj = self.make_head("text_proj", lambda: nn.Linear(t_dim, dim))
             self.image_proj = self.make_head("image_proj", lambda: nn.Linear(i_dim, dim))
@@ -405,6 +403,8 @@ class Speaker(Agent):
 
     Args:
         voices: which voices to speak with.
+        encoder: unused (eSpeak NG does the work); accepted so every agent config has an
+            ``encoder`` slot.
         sample_rate: output rate (resampled from eSpeak's 22050 Hz).
         voice_seed: seed of the train/test voice split.
         test_fraction: share of voices in the test split.
@@ -417,6 +417,7 @@ class Speaker(Agent):
         sample_rate: int = 16000,
         voice_seed: int = 0,
         test_fraction: float = 0.2,
+        encoder: Any = None,
         **common: Any,
     ) -> None:
         cfg = {
@@ -433,9 +434,12 @@ class Speaker(Agent):
     @property
     def voices(self) -> list[str]:
         """The voice variants this speaker draws from."""
+        return self.resolve_voices(self._voices_cfg)
+
+    def resolve_voices(self, v: Any) -> list[str]:
+        """``"train"``/``"test"`` (this speaker's split), ``"all"`` or a list -> variant names."""
         from craftdata.speech import espeak_voices, split_voices
 
-        v = self._voices_cfg
         if isinstance(v, str):
             if v == "all":
                 return espeak_voices()
@@ -449,10 +453,19 @@ class Speaker(Agent):
 
     def speak(self, texts: Sequence[str], seed: int = 0, cache: bool = False) -> list[np.ndarray]:
         """int16 waveforms at :attr:`sample_rate`, one per text."""
+        return self.speak_split(texts, seed, cache).waveforms
+
+    def speak_split(
+        self, texts: Sequence[str], seed: int = 0, cache: bool = False, voices: Any = None
+    ) -> Any:
+        """Like :meth:`speak`, as a :class:`craftdata.speech.SpokenSplit` (with each voice).
+
+        ``voices`` overrides the configured ones for this call (e.g. ``"train"``).
+        """
         from craftdata.speech import spoken_split
 
         base = 0 if self.seed is None else int(self.seed)
-        split = spoken_split(
-            list(texts), self.voices, [base, int(seed), 0x5E], self.sample_rate, cache=cache
+        pool = self.voices if voices is None else self.resolve_voices(voices)
+        return spoken_split(
+            list(texts), pool, [base, int(seed), 0x5E], self.sample_rate, cache=cache
         )
-        return split.waveforms

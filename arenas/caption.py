@@ -37,8 +37,9 @@ from __future__ import annotations
 
 import logging
 import math
+import time
 from collections.abc import Iterator, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Optional  # noqa: UP035 (OmegaConf needs typing forms)
 
@@ -49,7 +50,7 @@ from agents.caption import Captioner, Listener, Recognizer, Speaker
 from encoders.tensorio import atomic_write_json
 
 from .base import Arena
-from .schema import AgentConfig, ImageCNNEncoderConfig
+from .schema import AgentConfig
 
 log = logging.getLogger("paddlecraft")
 
@@ -257,7 +258,7 @@ class CaptionArena(Arena):
         return cands, np.argmax(cands == np.arange(n)[:, None], axis=1)
 
     def _build_speech(self) -> None:
-        from craftdata.speech import split_voices, spoken_split
+        from craftdata.speech import cache_root, split_voices, spoken_split
 
         s = self.speech_cfg
         rate = _as_int(s.get("sample_rate"), 16000)
@@ -269,6 +270,7 @@ class CaptionArena(Arena):
         if s.get("wav_dir"):
             self._build_wav_speech(str(s["wav_dir"]), rate, n_test)
             return
+        t0 = time.perf_counter()
         rng = np.random.default_rng([self.seed, 0x5C])
         texts = [self.train.texts[i] for i in rng.integers(0, len(self.train), n_train)]
         tr = spoken_split(texts, train_voices, [self.seed, 0x51], rate)
@@ -279,6 +281,16 @@ class CaptionArena(Arena):
             n_comp = min(_as_int(s.get("n_compositional"), 300), len(self.comp))
             co = spoken_split(self.comp.texts[:n_comp], test_voices, [self.seed, 0x53], rate)
             self.spoken_comp = _Spoken(co.waveforms, co.texts, np.arange(n_comp), rate, co.voices)
+        log.info(
+            "spoken data: %d training clips (%d voices), %d test clips (%d held-out voices) "
+            "in %.1f s (eSpeak NG, cached under %s)",
+            len(tr),
+            len(train_voices),
+            len(te),
+            len(test_voices),
+            time.perf_counter() - t0,
+            cache_root() / "speech",
+        )
 
     def _build_wav_speech(self, folder: str, rate: int, n_test: int) -> None:
         from craftdata.wav import load_wav_folder, split_by_speaker
@@ -429,7 +441,7 @@ class CaptionArena(Arena):
             )
         else:
             src = {"images": self.train.images[:n]}
-        trace = self._run_hops(self.chain[:stop], src, voices_seed=0xF1)
+        trace = self._run_hops(self.chain[:stop], src, voices_seed=0xF1, voices="train")
         if self.kinds[self.finetune_hop] is Recognizer:
             waves, rate = trace["speech"]
             self._ft_speech = (waves, trace["said"])
@@ -441,30 +453,42 @@ class CaptionArena(Arena):
         return self._ft_texts
 
     # ------------------------------------------------------------------ running a chain
-    def _run_hops(self, hops: Sequence[str], src: dict[str, Any], voices_seed: int = 0) -> dict:
-        """Send inputs through ``hops``; return the last value of each modality and a trace."""
+    def _run_hops(
+        self, hops: Sequence[str], src: dict[str, Any], voices_seed: int = 0, voices: Any = None
+    ) -> dict:
+        """Send inputs through ``hops``; return the last value of each modality and a trace.
+
+        ``voices`` overrides the speakers' voices (fine-tuning speaks with training voices,
+        so no held-out voice is ever trained on).
+        """
         state: dict[str, Any] = dict(src)
         state["trace"] = []
         for h in hops:
             agent, kind = self.agents[h], self.kinds[h]
             if kind is Captioner:
-                state["text"] = agent.caption(state["images"], beam_size=self.beam_size)
+                state["text"] = agent.caption(
+                    state["images"], beam_size=self.beam_size, batch_size=self.eval_batch_size
+                )
                 state["trace"].append((h, list(state["text"])))
             elif kind is Speaker:
                 said = list(state["text"])
-                waves = agent.speak(said, seed=voices_seed)
-                state["speech"] = (waves, agent.sample_rate)
+                spoken = agent.speak_split(said, seed=voices_seed, voices=voices)
+                rate = agent.sample_rate
+                state["speech"] = (spoken.waveforms, rate)
                 state["said"] = said
-                state["trace"].append(
-                    (h, [f"(spoken, {len(w) / agent.sample_rate:.1f} s)" for w in waves])
-                )
+                notes = [
+                    f"(voice {v}, {len(w) / rate:.1f} s)"
+                    for v, w in zip(spoken.voices, spoken.waveforms)
+                ]
+                state["trace"].append((h, notes))
             elif kind is Recognizer:
                 waves, rate = state["speech"]
                 state["text"] = agent.transcribe(waves, rate, batch_size=64)
                 state["trace"].append((h, list(state["text"])))
             else:  # Listener: needs candidates, given in src
                 cands = state["candidates"]
-                state["choice"] = agent.choose(state["text"], cands)
+                scores = agent.scores(state["text"], cands, batch_size=self.eval_batch_size)
+                state["choice"] = scores.argmax(axis=1)
                 state["trace"].append(
                     (h, [f"picked {c + 1} of {cands.shape[1]}" for c in state["choice"]])
                 )
@@ -491,7 +515,10 @@ class CaptionArena(Arena):
         for h in self.learned:
             kind = self.kinds[h]
             if kind is Listener:
-                choice = self.agents[h].choose(pairs.texts, pairs.images[cands])
+                scores = self.agents[h].scores(
+                    pairs.texts, pairs.images[cands], batch_size=self.eval_batch_size
+                )
+                choice = scores.argmax(axis=1)
                 m[f"{prefix}{h}_recall_at_1"] = float(np.mean(choice == slot))
             elif kind is Recognizer and spoken is not None:
                 hyp = self.agents[h].transcribe(spoken.waveforms, spoken.sample_rate)
@@ -610,12 +637,14 @@ class CaptionArena(Arena):
         side = 128
         big = cv2.resize(img, (side, side), interpolation=cv2.INTER_NEAREST)
         cands = pairs.images[tr["cands"][i]] if tr.get("cands") is not None else None
-        row_h = side + 12
-        row = np.full((row_h, side + text_w, 3), 255, np.uint8)
-        row[6 : 6 + side, 0:side] = big
         lines = [f"[{label}] truth: {tr['truth'][i]}"] + [
             f"{h}: {outs[i]}" for h, outs in tr["trace"]
         ]
+        thumb = 44
+        y0 = 20 + 16 * len(lines) + 10  # thumbnails below the text, "target" label above them
+        row_h = max(side + 12, y0 + thumb + 8)
+        row = np.full((row_h, side + text_w, 3), 255, np.uint8)
+        row[6 : 6 + side, 0:side] = big
         ok = bool(tr["correct"][i])
         for j, line in enumerate(lines):
             color = (0, 0, 0) if j else (90, 90, 90)
@@ -630,8 +659,6 @@ class CaptionArena(Arena):
                 cv2.LINE_AA,
             )
         if cands is not None and tr.get("choice") is not None:
-            thumb = 44
-            y0 = row_h - thumb - 6
             for c in range(len(cands)):
                 im = cands[c]
                 im = np.repeat(im, 3, axis=-1) if im.shape[-1] == 1 else im
@@ -751,10 +778,17 @@ class SpeechEncoderConfig:
     normalize: bool = True  #: unit RMS per utterance
 
 
-def _shapes_cnn() -> ImageCNNEncoderConfig:
-    return ImageCNNEncoderConfig(
-        in_channels=3, image_size=64, channels=[16, 32, 64, 64], embedding_dim=128, num_classes=None
-    )
+def _shapes_cnn() -> dict[str, Any]:
+    # a plain dict (not ImageCNNEncoderConfig): every agent config keeps an untyped
+    # ``encoder`` slot, so any agent composes where another's encoder was
+    return {
+        "_target_": "encoders.ImageCNNEncoder",
+        "in_channels": 3,
+        "image_size": 64,
+        "channels": [16, 32, 64, 64],
+        "embedding_dim": 128,
+        "num_classes": None,
+    }
 
 
 @dataclass
@@ -762,7 +796,7 @@ class CaptionerConfig(AgentConfig):
     """agents.Captioner: ImageCNNEncoder + TextDecoder."""
 
     _target_: str = "agents.Captioner"
-    encoder: ImageCNNEncoderConfig = field(default_factory=_shapes_cnn)  #: image side
+    encoder: Any = field(default_factory=_shapes_cnn)  #: ImageCNNEncoder config
     decoder: TextDecoderConfig = field(default_factory=TextDecoderConfig)  #: TextDecoder config
     words: Any = "shapes"  #: vocabulary: shapes | digits | a list of words
     beam_size: int = 1  #: default decoding: 1 = greedy
@@ -774,7 +808,7 @@ class ListenerConfig(AgentConfig):
 
     _target_: str = "agents.Listener"
     text_encoder: TextEncoderConfig = field(default_factory=TextEncoderConfig)  #: text side
-    image_encoder: ImageCNNEncoderConfig = field(default_factory=_shapes_cnn)  #: image side
+    encoder: Any = field(default_factory=_shapes_cnn)  #: image side: ImageCNNEncoder config
     words: Any = "shapes"  #: vocabulary: shapes | digits | a list of words
     dim: int = 64  #: joint embedding size
     temperature: float = 0.1  #: softmax temperature of cosine scores
@@ -785,7 +819,7 @@ class RecognizerConfig(AgentConfig):
     """agents.Recognizer: SpeechEncoder + CTC (or a seq2seq TextDecoder)."""
 
     _target_: str = "agents.Recognizer"
-    encoder: SpeechEncoderConfig = field(default_factory=SpeechEncoderConfig)  #: speech side
+    encoder: Any = field(default_factory=lambda: asdict(SpeechEncoderConfig()))  #: SpeechEncoder
     decoder: TextDecoderConfig = field(default_factory=TextDecoderConfig)  #: head=seq2seq only
     head: str = "ctc"  #: ctc | seq2seq
     words: Any = "shapes"  #: vocabulary: shapes | digits | a list of words
@@ -796,6 +830,7 @@ class SpeakerConfig(AgentConfig):
     """agents.Speaker: eSpeak NG text to speech (no parameters)."""
 
     _target_: str = "agents.Speaker"
+    encoder: Any = None  #: unused: eSpeak NG does the work (every agent config has the slot)
     voices: Any = "test"  #: train | test | all | a list of voice variants
     sample_rate: int = 16000  #: output rate
     voice_seed: int = 0  #: seed of the train/test voice split

@@ -68,6 +68,7 @@ class SelfPlayArena(Arena):
         headline_metric: the metric printed and returned (default: ``score_vs_minimax``
             for tic-tac-toe, ``win_rate_vs_mcts100`` when that anchor is evaluated,
             else ``win_rate_vs_random``).
+        augment_mirror: also train on the left-right mirror image of every sample.
         seed: run seed.
     """
 
@@ -96,6 +97,7 @@ class SelfPlayArena(Arena):
         eval_games: Mapping[str, int] | None = None,
         final_eval_games: Mapping[str, int] | None = None,
         headline_metric: str | None = None,
+        augment_mirror: bool = False,
         seed: int = 0,
     ) -> None:
         super().__init__(agents, epochs=epochs, seed=seed)
@@ -128,6 +130,7 @@ class SelfPlayArena(Arena):
         self.clip_ratio, self.gamma, self.gae_lambda = clip_ratio, gamma, gae_lambda
         self.value_coef, self.entropy_coef = value_coef, entropy_coef
         self.latest_ratio = float(latest_ratio)
+        self.augment_mirror = bool(augment_mirror)
         self.pool_opponents_per_step = max(1, int(pool_opponents_per_step))
         self.snapshot_every = int(snapshot_every)
         self.snapshot_win_rate = float(snapshot_win_rate)
@@ -144,7 +147,7 @@ class SelfPlayArena(Arena):
             str(k): int(v) for k, v in (to_plain(final_eval_games) or self.eval_games).items()
         }
         self.baselines: dict[str, Player] = {}
-        for name in {*self.eval_games, *self.final_eval_games, *self.train_anchors}:
+        for name in sorted({*self.eval_games, *self.final_eval_games, *self.train_anchors}):
             if rules is None and name != "random":
                 raise ValueError(
                     f"baseline {name!r} needs the native rules of the game; {self.spec.name} "
@@ -326,7 +329,9 @@ class SelfPlayArena(Arena):
     def _twin(self, k: int) -> Policy:
         """Frozen opponent networks (same architecture, own scope, never trained)."""
         while len(self._twins) <= k:
-            cfg = dict(self.policy.config)
+            # seeded, so building one never draws from the global stream (resume-safe);
+            # its initial weights are overwritten by every snapshot it plays
+            cfg = {**self.policy.config, "seed": 0}
             name = f"{self.policy.name}_opponent_{id(self):x}_{len(self._twins)}"
             twin = Policy(name, **cfg)
             twin.eval()
@@ -370,7 +375,11 @@ class SelfPlayArena(Arena):
         metrics: dict[str, float] = {
             "moves_per_game": moves / n,
             "positions": float(sum(len(r["game"]) for r in records)),
+            "games_vs_self": float((opp == 0).sum()),  # matchup counts of this update
+            "games_vs_pool": float(((opp > 0) & (opp <= len(snaps))).sum()),
         }
+        for k, name in enumerate(n_anchor, start=1 + len(snaps)):
+            metrics[f"games_vs_{name}"] = float((opp == k).sum())
         pool_scores = []
         for c in range(1, len(controllers)):
             games = opp == c
@@ -427,8 +436,38 @@ class SelfPlayArena(Arena):
             "ret": a + value[ply, game],
         }
 
+    def _mirrored(self, data: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+        """Left-right mirror images of the samples (both games are symmetric that way).
+
+        The mirror of a position has the same value, so advantages and returns carry
+        over. A mirrored sample is what the mirrored behaviour policy would have
+        collected, with the same probability, so its behaviour log-probability is the
+        original one: PPO's ratio ``pi(a'|s') / pi_old(a|s)`` is then the proper
+        importance weight (clipped as usual). Using the current policy's own
+        ``pi(a'|s')`` instead would treat actions it would not take as on-policy, which
+        biases the update (it broke tic-tac-toe training in a test run).
+        """
+        cols = self.spec.obs_shape[1]
+        if self.spec.num_actions == cols:  # the action is a column
+            perm = np.arange(cols)[::-1]
+        else:  # the action is a square r * cols + c
+            rows = self.spec.obs_shape[0]
+            r, c = np.divmod(np.arange(rows * cols), cols)
+            perm = r * cols + (cols - 1 - c)
+        return {
+            "obs": np.ascontiguousarray(data["obs"][:, :, ::-1, :]),
+            "mask": np.ascontiguousarray(data["mask"][:, perm]),
+            "action": perm[data["action"]],
+            "logp": data["logp"],
+            "adv": data["adv"],
+            "ret": data["ret"],
+        }
+
     def _update(self, rollout: dict[str, Any]) -> dict[str, float]:
         data = self._advantages(rollout)
+        if self.augment_mirror:
+            extra = self._mirrored(data)
+            data = {k: np.concatenate([v, extra[k]]) for k, v in data.items()}
         policy = self.policy
         policy.train()
         N = len(data["obs"])
@@ -702,6 +741,7 @@ class SelfPlayArenaConfig:
     eval_games: dict[str, int] = field(default_factory=dict)  #: {baseline: games} per epoch
     final_eval_games: Optional[dict[str, int]] = None  #: last evaluation  # noqa: UP045
     headline_metric: Optional[str] = None  #: default: per game  # noqa: UP045
+    augment_mirror: bool = False  #: also train on left-right mirrored samples
 
 
 SCHEMAS: dict[str, dict[str, type]] = {

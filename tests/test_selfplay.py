@@ -255,6 +255,31 @@ def test_resume_in_a_fresh_arena_restores_pool_and_ratings(tmp_path):
         p3.release_scopes()
 
 
+@pytest.mark.parametrize("game", ["tictactoe", "connect_four"])
+def test_mirror_augmentation_matches_mirrored_play(game, make_scope):
+    from arenas.games import GAMES
+
+    cls = GAMES[game]
+    shape = list(cls.obs_shape())
+    enc = {**TTT_MLP, "input_size": int(np.prod(shape))}
+    policy = Policy(make_scope("pol"), encoder=enc, obs_shape=shape, num_actions=cls.num_actions)
+    arena = SelfPlayArena({"policy": policy}, data=game, eval_games={"random": 2})
+    rng = np.random.default_rng(0)
+    g, mirror = cls(1), cls(1)
+    for _ in range(4):
+        obs, mask = g.observe()
+        a = random_legal(mask, rng)
+        data = {"obs": obs, "mask": mask, "action": a, "logp": np.zeros(1, np.float32),
+                "adv": np.ones(1, np.float32), "ret": np.ones(1, np.float32)}  # fmt: skip
+        m = arena._mirrored(data)
+        m_obs, m_mask = mirror.observe()
+        assert np.array_equal(m["obs"], m_obs) and np.array_equal(m["mask"], m_mask)
+        assert m["logp"] is data["logp"]  # the behaviour probability carries over
+        g.step(a)
+        mirror.step(m["action"])
+    policy.release_scopes()
+
+
 def test_arena_refuses_a_policy_of_the_wrong_size(make_scope):
     policy = _policy(make_scope("pol"))
     with pytest.raises(ValueError, match="game=connect_four"):

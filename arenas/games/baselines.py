@@ -320,7 +320,8 @@ class MCTSPlayer(Player):
 
 
 def make_baseline(spec: str, game: type[BoardGame]) -> Player:
-    """A baseline by name: ``random``, ``tactical``, ``minimax`` (tic-tac-toe) or ``mcts<N>``."""
+    """A baseline by name: ``random``, ``tactical``, ``tactical_uniform`` (no centre
+    preference), ``minimax`` (tic-tac-toe) or ``mcts<N>``."""
     if spec == "random":
         return RandomPlayer()
     if spec == "minimax":
@@ -331,8 +332,13 @@ def make_baseline(spec: str, game: type[BoardGame]) -> Player:
         return MinimaxPlayer()
     if spec == "tactical":
         return TacticalPlayer(game)
+    if spec == "tactical_uniform":
+        player = TacticalPlayer(game, centre=0.0)
+        player.name = spec
+        return player
     if spec.startswith("mcts") and spec[4:].isdigit():
         return MCTSPlayer(game, int(spec[4:]))
     raise ValueError(
-        f"unknown baseline {spec!r}: use random, tactical, minimax (tic-tac-toe) or mcts<N>"
+        f"unknown baseline {spec!r}: use random, tactical, tactical_uniform, minimax "
+        "(tic-tac-toe) or mcts<N>"
     )
