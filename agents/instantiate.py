@@ -27,6 +27,8 @@ class UnsafeConfigError(ValueError):
 
 def iter_targets(cfg: Any, path: str = "") -> Iterator[tuple[str, str]]:
     """Yield ``(key path, target)`` for every ``_target_`` in a config tree."""
+    if isinstance(cfg, (DictConfig, ListConfig)) and (cfg._is_none() or cfg._is_missing()):
+        return  # a typed node set to None / ??? holds nothing to build
     if isinstance(cfg, (DictConfig, Mapping)):
         items = cfg.items_ex(resolve=False) if isinstance(cfg, DictConfig) else cfg.items()
         for k, v in items:

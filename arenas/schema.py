@@ -130,7 +130,12 @@ SCHEMAS: dict[str, dict[str, type]] = {
 
 
 #: modules holding a ``SCHEMAS`` dict like the one above (one per arena family)
-SCHEMA_MODULES: tuple[str, ...] = ("arenas.schema", "arenas.gan", "arenas.selfplay", "arenas.caption")
+SCHEMA_MODULES: tuple[str, ...] = (
+    "arenas.schema",
+    "arenas.gan",
+    "arenas.selfplay",
+    "arenas.caption",
+)
 
 
 def register_configs() -> None:
