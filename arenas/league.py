@@ -102,32 +102,35 @@ class OpponentPool:
     # ------------------------------------------------------------------ JSON state
     def state(self) -> dict:
         """JSON-able state: the snapshots (base64 safetensors + SHA-256) and counters."""
-        out = []
-        for s in self.snapshots:
-            data = st_save({k: np.ascontiguousarray(v) for k, v in s.weights.items()})
-            out.append(
-                {
-                    "name": s.name,
-                    "step": s.step,
-                    "sha256": hashlib.sha256(data).hexdigest(),
-                    "safetensors_b64": base64.b64encode(data).decode("ascii"),
-                }
-            )
+        out = [snapshot_to_json(s) for s in self.snapshots]
         return {"max_size": self.max_size, "created": self.created, "snapshots": out}
 
     def load_state(self, state: dict) -> None:
         """Restore :meth:`state`, verifying every snapshot's SHA-256."""
-        snaps = []
-        for item in state.get("snapshots", []):
-            data = base64.b64decode(item["safetensors_b64"])
-            if hashlib.sha256(data).hexdigest() != item["sha256"]:
-                raise CheckpointError(
-                    f"pool snapshot {item['name']} in the checkpoint is corrupted (SHA-256 mismatch)"
-                )
-            snaps.append(Snapshot(item["name"], int(item["step"]), dict(st_load(data))))
-        self.snapshots = snaps
+        self.snapshots = [snapshot_from_json(item) for item in state.get("snapshots", [])]
         self.max_size = int(state.get("max_size", self.max_size))
-        self.created = int(state.get("created", len(snaps)))
+        self.created = int(state.get("created", len(self.snapshots)))
+
+
+def snapshot_to_json(s: Snapshot) -> dict:
+    """A snapshot as JSON: safetensors bytes in base64, with their SHA-256."""
+    data = st_save({k: np.ascontiguousarray(v) for k, v in s.weights.items()})
+    return {
+        "name": s.name,
+        "step": s.step,
+        "sha256": hashlib.sha256(data).hexdigest(),
+        "safetensors_b64": base64.b64encode(data).decode("ascii"),
+    }
+
+
+def snapshot_from_json(item: dict) -> Snapshot:
+    """Inverse of :func:`snapshot_to_json`; raises CheckpointError if the bytes changed."""
+    data = base64.b64decode(item["safetensors_b64"])
+    if hashlib.sha256(data).hexdigest() != item["sha256"]:
+        raise CheckpointError(
+            f"snapshot {item['name']} in the checkpoint is corrupted (SHA-256 mismatch)"
+        )
+    return Snapshot(item["name"], int(item["step"]), dict(st_load(data)))
 
 
 # ---------------------------------------------------------------------- league table

@@ -12,6 +12,7 @@ the snapshots and fixed anchors (random; perfect minimax for tic-tac-toe; MCTS w
 from __future__ import annotations
 
 import logging
+import math
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -28,7 +29,7 @@ from encoders.tensorio import atomic_write_json
 
 from .base import Arena
 from .games import GameSpec, Player, TicTacToe, make_baseline
-from .league import LeagueTable, OpponentPool
+from .league import LeagueTable, OpponentPool, Snapshot, snapshot_from_json, snapshot_to_json
 from .schema import AgentConfig
 
 log = logging.getLogger("paddlecraft")
@@ -69,6 +70,12 @@ class SelfPlayArena(Arena):
             for tic-tac-toe, ``win_rate_vs_mcts100`` when that anchor is evaluated,
             else ``win_rate_vs_random``).
         augment_mirror: also train on the left-right mirror image of every sample.
+        keep_best: a metric of the per-epoch evaluation (e.g. ``win_rate_vs_mcts100``).
+            The final evaluation first measures the last policy like every epoch, then
+            plays (and the run ends with) the policy that scored best on it so far, the
+            latest on ties: gating against a fixed anchor, as AlphaGo Zero gated new
+            networks. Self-play policies swing from epoch to epoch; this keeps a good
+            one. None: the last policy.
         seed: run seed.
     """
 
@@ -98,6 +105,7 @@ class SelfPlayArena(Arena):
         final_eval_games: Mapping[str, int] | None = None,
         headline_metric: str | None = None,
         augment_mirror: bool = False,
+        keep_best: str | None = None,
         seed: int = 0,
     ) -> None:
         super().__init__(agents, epochs=epochs, seed=seed)
@@ -131,6 +139,7 @@ class SelfPlayArena(Arena):
         self.value_coef, self.entropy_coef = value_coef, entropy_coef
         self.latest_ratio = float(latest_ratio)
         self.augment_mirror = bool(augment_mirror)
+        self.keep_best = keep_best
         self.pool_opponents_per_step = max(1, int(pool_opponents_per_step))
         self.snapshot_every = int(snapshot_every)
         self.snapshot_win_rate = float(snapshot_win_rate)
@@ -173,6 +182,8 @@ class SelfPlayArena(Arena):
         self.evaluations = 0
         self.pool_results: list[float] = []  # learner's scores vs the pool since the last snapshot
         self.last_snapshot = 0
+        self.best: Snapshot | None = None  # keep_best: the best-scoring policy so far
+        self.best_value = -math.inf
         self._twins: list[Policy] = []
 
     # ------------------------------------------------------------------ engine API
@@ -200,7 +211,25 @@ class SelfPlayArena(Arena):
 
     def evaluate(self) -> dict[str, float]:
         final = self.updates >= self.epochs * self.steps_per_epoch_
-        plan = self.final_eval_games if final else self.eval_games
+        if not (final and self.keep_best):
+            return self._evaluate(self.final_eval_games if final else self.eval_games)
+        last = self._evaluate(self.eval_games)  # the last policy is a candidate too
+        assert self.best is not None
+        OpponentPool.load_into(self.policy, self.best)
+        out = self._evaluate(self.final_eval_games)
+        out["selected_update"] = float(self.best.step)
+        out[f"selected_{self.keep_best}"] = self.best_value
+        out[f"last_{self.keep_best}"] = float(last.get(self.keep_best, math.nan))
+        log.info(
+            "keep_best: playing the policy of update %d (%s=%.3f; the last one had %.3f)",
+            self.best.step,
+            self.keep_best,
+            self.best_value,
+            out[f"last_{self.keep_best}"],
+        )
+        return out
+
+    def _evaluate(self, plan: Mapping[str, int]) -> dict[str, float]:
         rng = np.random.default_rng([self.seed, 7, self.evaluations])
         self.evaluations += 1
         out: dict[str, float] = {}
@@ -231,6 +260,18 @@ class SelfPlayArena(Arena):
         out["pool_size"] = float(len(self.pool))
         out["snapshots_taken"] = float(self.pool.created)
         self.league.log_history(self.updates)
+        if self.keep_best:
+            if self.keep_best not in out:
+                raise ValueError(
+                    f"arena.keep_best={self.keep_best!r} is not an evaluation metric; "
+                    f"have {sorted(out)}"
+                )
+            if out[self.keep_best] >= self.best_value:
+                weights = {
+                    k: np.array(v.numpy(), copy=True) for k, v in self.policy.state_dict().items()
+                }
+                self.best = Snapshot("best", self.updates, weights)
+                self.best_value = float(out[self.keep_best])
         return out
 
     def arena_state(self) -> dict:
@@ -241,6 +282,8 @@ class SelfPlayArena(Arena):
             "last_snapshot": self.last_snapshot,
             "pool": self.pool.state(),
             "league": self.league.state(),
+            "best": None if self.best is None else snapshot_to_json(self.best),
+            "best_value": self.best_value if self.best is not None else None,
         }
 
     def load_arena_state(self, state: dict) -> None:
@@ -250,6 +293,9 @@ class SelfPlayArena(Arena):
         self.last_snapshot = int(state["last_snapshot"])
         self.pool.load_state(state["pool"])
         self.league.load_state(state["league"])
+        best = state.get("best")
+        self.best = None if best is None else snapshot_from_json(best)
+        self.best_value = -math.inf if best is None else float(state["best_value"])
 
     def artifacts(self, run_dir: str) -> dict[str, str]:
         """The policy (loadable with ``Agent.load``), ``league.json`` and ``ratings.png``."""
@@ -656,16 +702,22 @@ def render_rating_history(
             img, f"{s:.0f}", (x - 10, h - bottom + 18), cv2.FONT_HERSHEY_SIMPLEX, 0.4, (0, 0, 0), 1
         )
     cv2.putText(img, "update", (w // 2 - 30, h - 10), cv2.FONT_HERSHEY_SIMPLEX, 0.45, (0, 0, 0), 1)
-    palette = [
+    palette = [  # BGR
         (200, 60, 30),
         (30, 30, 200),
         (30, 150, 30),
         (160, 30, 160),
         (0, 140, 220),
         (120, 120, 0),
+        (0, 0, 0),
+        (80, 160, 240),
+        (140, 90, 40),
+        (200, 0, 120),
     ]
     legend_y = top + 10
     color_i = 0
+    # snapshots first (thin, grey), so the learner and the anchors are drawn on top
+    names = sorted(names, key=lambda n: not n.startswith("snap_"))
     for name in names:
         pts = [xy(e["step"], e["mu"][name]) for e in history if name in e["mu"]]
         if name.startswith("snap_"):
@@ -742,6 +794,7 @@ class SelfPlayArenaConfig:
     final_eval_games: Optional[dict[str, int]] = None  #: last evaluation  # noqa: UP045
     headline_metric: Optional[str] = None  #: default: per game  # noqa: UP045
     augment_mirror: bool = False  #: also train on left-right mirrored samples
+    keep_best: Optional[str] = None  #: end with the policy best on this eval metric  # noqa: UP045
 
 
 SCHEMAS: dict[str, dict[str, type]] = {

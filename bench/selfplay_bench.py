@@ -156,13 +156,11 @@ def bench_arena(seconds: float) -> dict[str, float]:
     return out
 
 
-def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--quick", action="store_true", help="shorter timings")
-    args = ap.parse_args()
-    sec = 1.0 if args.quick else 3.0
+def bench_selfplay(quick: bool = False) -> dict:
+    """Every figure of this benchmark as a dict (``bench/run.py`` calls this)."""
+    sec = 1.0 if quick else 3.0
     n = 1024
-    res: dict[str, object] = {
+    res: dict = {
         "machine": {
             "cpus": os.cpu_count(),
             "load_avg_1min_before": os.getloadavg()[0],
@@ -184,6 +182,26 @@ def main() -> None:
     }
     res["arena_connect_four"] = arena
     res["machine"]["load_avg_1min_after"] = os.getloadavg()[0]
+    res["summary"] = (
+        f"random moves/s on 1024 Connect Four games {vec:,.0f} (vector env) = "
+        + (f"{vec / pz:,.0f}x PettingZoo one game at a time ({pz:,.0f}); " if pz else "; ")
+        + f"arena collects {arena['collect_positions_per_s']:,.0f} learner positions/s"
+    )
+    return res
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--quick", action="store_true", help="shorter timings")
+    args = ap.parse_args()
+    res = bench_selfplay(args.quick)
+    r, arena, m = res["random_moves_per_s"], res["arena_connect_four"], res["machine"]
+    vec, core, one, pz = (
+        r["vector_env_1024"],
+        r["core_arrays_1024"],
+        r["one_game_at_a_time_native"],
+        r["one_game_at_a_time_pettingzoo"],
+    )
     rows = [
         ("random moves/s, vector env, 1024 Connect Four games", f"{vec:,.0f}"),
         ("random moves/s, bare game arrays, 1024 games", f"{core:,.0f}"),
@@ -198,20 +216,23 @@ def main() -> None:
             f"{arena['collect_positions_per_s']:,.0f}",
         ),
         ("arena: all moves/s while collecting", f"{arena['collect_moves_per_s']:,.0f}"),
-        ("arena: PPO update positions/s", f"{arena['update_positions_per_s']:,.0f}"),
+        (
+            "arena: PPO update, collected positions/s (x2 with the mirror)",
+            f"{arena['update_positions_per_s']:,.0f}",
+        ),
         ("arena: seconds per update (256 games)", f"{arena['seconds_per_update']:.2f}"),
         (
             "MCTS-100: seconds per move, 100 games at once",
             f"{arena['mcts100_s_per_move_100_games']:.2f}",
         ),
     ]
-    width = max(len(r[0]) for r in rows)
+    width = max(len(k) for k, _ in rows)
     print(f"{'measure':<{width}}  value")
     for k, v in rows:
         print(f"{k:<{width}}  {v}")
     print(
-        f"(cpus {os.cpu_count()}, 1-min load {res['machine']['load_avg_1min_before']:.2f} before, "
-        f"{res['machine']['load_avg_1min_after']:.2f} after)"
+        f"(cpus {m['cpus']}, 1-min load {m['load_avg_1min_before']:.2f} before, "
+        f"{m['load_avg_1min_after']:.2f} after)"
     )
     out = Path(__file__).with_name("results_selfplay.json")
     out.write_text(json.dumps(res, indent=2) + "\n")

@@ -205,7 +205,7 @@ def test_check_arena_passes_on_selfplay():
     seed_everything(0)
     policy = Policy("policy", encoder=TTT_MLP, obs_shape=[3, 3, 2], num_actions=9, seed=0)
     try:
-        passed = check_arena(_arena(policy), steps=2)
+        passed = check_arena(_arena(policy, keep_best="score_vs_minimax"), steps=2)
         assert "resume from a checkpoint is bit-identical" in passed
     finally:
         policy.release_scopes()
@@ -220,7 +220,7 @@ def test_resume_in_a_fresh_arena_restores_pool_and_ratings(tmp_path):
 
     seed_everything(0)
     p1 = build()
-    full = _arena(p1, algo="a2c")
+    full = _arena(p1, algo="a2c", keep_best="win_rate_vs_random")
     out = run_arena(full, tmp_path / "full", cbs())
     ref = {k: v.numpy().copy() for k, v in p1.state_dict().items()}
     ref_state = json.loads(json.dumps(full.arena_state()))
@@ -229,16 +229,24 @@ def test_resume_in_a_fresh_arena_restores_pool_and_ratings(tmp_path):
 
     seed_everything(0)
     p2 = build()
-    run_arena(_arena(p2, algo="a2c"), tmp_path / "part", cbs(), max_steps=3)
+    run_arena(
+        _arena(p2, algo="a2c", keep_best="win_rate_vs_random"),
+        tmp_path / "part",
+        cbs(),
+        max_steps=3,
+    )
     p2.release_scopes()
     shutil.rmtree(list_checkpoints(tmp_path / "part")[0])  # "crash" after step 2's checkpoint
 
     seed_everything(123)
     p3 = build()
-    resumed = _arena(p3, algo="a2c")
+    resumed = _arena(p3, algo="a2c", keep_best="win_rate_vs_random")
     out = run_arena(resumed, tmp_path / "part", cbs(), resume=True)
     try:
         assert out["step"] == 4
+        # keep_best: the final evaluation played the best policy of the two evaluations
+        assert out["metrics"]["selected_update"] in (2.0, 4.0)
+        assert got_best(resumed) == got_best(full)
         for k, v in p3.state_dict().items():
             assert np.array_equal(v.numpy(), ref[k]), k
         got = json.loads(json.dumps(resumed.arena_state()))
@@ -278,6 +286,10 @@ def test_mirror_augmentation_matches_mirrored_play(game, make_scope):
         g.step(a)
         mirror.step(m["action"])
     policy.release_scopes()
+
+
+def got_best(arena):
+    return arena.best.step, arena.best_value
 
 
 def test_arena_refuses_a_policy_of_the_wrong_size(make_scope):
