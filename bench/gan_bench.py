@@ -94,7 +94,7 @@ def bench_gan_vs_torch(quick: bool = False) -> dict:
         import torch  # noqa: F401
     except ImportError as e:
         raise RuntimeError("needs PyTorch: pip install torch==2.13.0 (the 'bench' extra)") from e
-    steps = 100 if quick else 300
+    steps = 40 if quick else 300
     repeats = 1 if quick else 3
     pd_rates, th_rates = [], []
     for _ in range(repeats):

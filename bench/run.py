@@ -56,7 +56,9 @@ def machine() -> dict:
 def peak_rss(quick: bool) -> dict:
     """Peak resident memory (MiB) of each default arena run, each in its own process."""
     arenas = [p.stem for p in sorted((ROOT / "conf" / "arena").glob("*.yaml"))]
-    steps = "20" if quick else "200"
+    if quick:  # the conditional GAN's footprint is the GAN's
+        arenas = [a for a in arenas if a != "gan_conditional"]
+    steps = "5" if quick else "200"
     out = {}
     for arena in arenas:
         run_dir = Path(os.environ.get("TMPDIR", "/tmp")) / f"pc_rss_{arena}_{os.getpid()}"
@@ -70,6 +72,54 @@ def peak_rss(quick: bool) -> dict:
             "steps": int(steps),
         }
     return out
+
+
+def selfplay_vs_pettingzoo(seconds: float) -> dict:
+    """Moves/s: the arena's batched self-play collection (policy in the loop) vs the
+    PettingZoo way, ``connect_four_v3.env()`` with one policy call per move (same policy)."""
+    import numpy as np
+    import selfplay_bench
+
+    arena = selfplay_bench.bench_arena(seconds)
+    from hydra import compose, initialize_config_dir
+    from pettingzoo.classic import connect_four_v3  # the pettingzoo extra
+
+    from arenas.app import build_agents
+    from arenas.schema import register_configs
+
+    register_configs()
+    with initialize_config_dir(config_dir=str(ROOT / "conf"), version_base="1.3"):
+        cfg = compose("config", overrides=["arena=selfplay", "game=connect_four"])
+    agents = build_agents(cfg)
+    policy = agents["policy"]
+    env = connect_four_v3.env()
+    env.reset(seed=0)
+    rng = np.random.default_rng(0)
+    moves, t0 = 0, time.perf_counter()
+    while time.perf_counter() - t0 < seconds:
+        obs, _, term, trunc, _ = env.last()
+        if term or trunc:
+            env.reset()
+            continue
+        a = policy.act(
+            obs["observation"][None].astype("float32"),
+            obs["action_mask"][None],
+            greedy=False,
+            rng=rng,
+        )
+        env.step(int(a[0]))
+        moves += 1
+    pz = moves / (time.perf_counter() - t0)
+    policy.release_scopes()
+    ours = arena["collect_moves_per_s"]
+    return {
+        "arena_collect_moves_per_s": ours,
+        "pettingzoo_policy_moves_per_s": pz,
+        "ratio": ours / pz,
+        "target": ">= 20",
+        "summary": f"arena collection {ours:,.0f} moves/s vs PettingZoo loop with one policy call per move "
+        f"{pz:,.0f} = {ours / pz:.0f}x (target >= 20)",
+    }
 
 
 def _sections(quick: bool) -> dict[str, Callable[[], dict]]:
@@ -88,6 +138,7 @@ def _sections(quick: bool) -> dict[str, Callable[[], dict]]:
         if (ROOT / "bench" / f"{module}.py").exists():
             mod = __import__(module)
             sections[name] = lambda m=mod, f=fn: getattr(m, f)(quick=quick)
+    sections["selfplay_policy"] = lambda: selfplay_vs_pettingzoo(1.5 if quick else 4.0)
     sections["peak_rss"] = lambda: peak_rss(quick)
     return sections
 
@@ -111,7 +162,10 @@ def _row(name: str, r: dict) -> str:
             f"time {r['one_at_a_time_sentences_per_s']:.0f} = {r['speedup']:.1f}x (same output: {r['same_output']})"
         )
     if name == "peak_rss":
-        return f"{name:<14} " + ", ".join(f"{a} {v['peak_rss_mib']:.0f} MiB" for a, v in r.items())
+        runs = {a: v for a, v in r.items() if isinstance(v, dict)}
+        return f"{name:<14} " + ", ".join(
+            f"{a} {v['peak_rss_mib']:.0f} MiB" for a, v in runs.items()
+        )
     if "summary" in r:
         return f"{name:<14} {r['summary']}"
     return f"{name:<14} {json.dumps(r)[:160]}"
@@ -139,7 +193,11 @@ def main() -> None:
         except Exception as e:  # one broken section must not hide the others' figures
             results["sections"][name] = {"error": f"{type(e).__name__}: {e}"}
         results["sections"][name]["seconds"] = round(time.time() - t, 1)
-        print(_row(name, results["sections"][name]), flush=True)
+        print(
+            _row(name, results["sections"][name]),
+            f"[{results['sections'][name]['seconds']} s]",
+            flush=True,
+        )
     results["seconds"] = round(time.time() - t0, 1)
     m = results["machine"]
     print(f"machine: {m['cpu']}, {m['cores']} cores, paddle {m['paddle']}, load {m['load_avg_1m']:.2f}; "

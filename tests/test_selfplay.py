@@ -4,6 +4,7 @@ resume from a fresh process's point of view) and the slow acceptance runs."""
 from __future__ import annotations
 
 import json
+import os
 import shutil
 import subprocess
 import sys
@@ -342,11 +343,14 @@ def test_pettingzoo_game_runs_in_the_arena():
 
 def _run(tmp_path, game, budget_s):
     run_dir = tmp_path / game
+    # as from a shell: importing paddle here set OMP_NUM_THREADS=1, which the child would
+    # inherit (the toolkit's CPU tuning gives a fresh process every core)
+    env = {k: v for k, v in os.environ.items() if k != "OMP_NUM_THREADS"}
     t = time.time()
     r = subprocess.run(
         [sys.executable, str(ROOT / "run.py"), "arena=selfplay", f"game={game}",
          "trainer.progress=false", f"hydra.run.dir={run_dir}"],
-        cwd=ROOT, capture_output=True, text=True,
+        cwd=ROOT, capture_output=True, text=True, env=env,
     )  # fmt: skip
     elapsed = time.time() - t
     assert r.returncode == 0, r.stderr[-3000:]
