@@ -33,6 +33,14 @@ from gymnasium.vector import AutoresetMode, VectorEnv
 U64 = np.uint64
 
 
+def game_indices(idx: Any, num_envs: int) -> np.ndarray:
+    """Game indices from None (all games), an index array, or a bool mask over the games."""
+    if idx is None:
+        return np.arange(num_envs)
+    idx = np.asarray(idx)
+    return np.flatnonzero(idx) if idx.dtype == bool else idx.astype(np.int64)
+
+
 class IllegalMoveError(ValueError):
     """An action that the action mask forbids was played (or a finished game was stepped)."""
 
@@ -133,10 +141,7 @@ class BoardGame:
 
     # ------------------------------------------------------------------ state
     def _idx(self, idx: Any) -> np.ndarray:
-        if idx is None:
-            return np.arange(self.num_envs)
-        idx = np.asarray(idx)
-        return np.flatnonzero(idx) if idx.dtype == bool else idx.astype(np.int64)
+        return game_indices(idx, self.num_envs)
 
     def reset(self, idx: Any = None) -> None:
         """Start new games (all, or those at ``idx``: indices or a bool mask)."""

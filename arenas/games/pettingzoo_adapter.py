@@ -19,7 +19,7 @@ from typing import Any
 import numpy as np
 
 from .connect_four import ConnectFour
-from .core import IllegalMoveError
+from .core import IllegalMoveError, game_indices
 from .tictactoe import TicTacToe
 
 #: PettingZoo classic modules whose rules and encodings match a native game
@@ -76,10 +76,7 @@ class PettingZooGame:
         return (self.rows, self.cols, self.planes)
 
     def _idx(self, idx: Any) -> np.ndarray:
-        if idx is None:
-            return np.arange(self.num_envs)
-        idx = np.asarray(idx)
-        return np.flatnonzero(idx) if idx.dtype == bool else idx.astype(np.int64)
+        return game_indices(idx, self.num_envs)
 
     def reset(self, idx: Any = None) -> None:
         for i in self._idx(idx):
