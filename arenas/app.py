@@ -135,14 +135,14 @@ def run_from_config(
     seed_everything(int(cfg.seed))
     agents = build_agents(cfg)
     try:
-        arena = build_arena(cfg, agents)
-        results = run_arena(
-            arena,
-            run_dir,
-            trainer_callbacks(cfg, overrides),
-            resume=bool(resume),
-            max_steps=cfg.trainer.max_steps,
-        )
+        with build_arena(cfg, agents) as arena:
+            results = run_arena(
+                arena,
+                run_dir,
+                trainer_callbacks(cfg, overrides),
+                resume=bool(resume),
+                max_steps=cfg.trainer.max_steps,
+            )
     finally:  # the next job of an in-process sweep reuses the agent names
         for agent in agents.values():
             agent.release_scopes()

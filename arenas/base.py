@@ -86,3 +86,15 @@ class Arena:
     def artifacts(self, run_dir: str) -> dict[str, str]:
         """Write end-of-run files (sample grids, sheets); return ``{name: path}``."""
         return {}
+
+    def close(self) -> None:
+        """Release what the arena started (worker processes...); safe to call twice.
+
+        ``run.py`` calls it when a run ends; scripts can use ``with arena: ...``.
+        """
+
+    def __enter__(self) -> Arena:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()

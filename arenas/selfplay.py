@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import logging
 import math
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Optional  # noqa: UP035 (OmegaConf needs typing forms)
@@ -31,13 +31,11 @@ from .base import Arena
 from .games import GameSpec, Player, TicTacToe, make_baseline
 from .league import LeagueTable, OpponentPool, Snapshot, snapshot_from_json, snapshot_to_json
 from .schema import AgentConfig
+from .selfplay_workers import CollectorPool, Controller, PlanEntry, play_games, weights_of
 
 log = logging.getLogger("paddlecraft")
 
 LEARNER = "latest"
-
-#: a controller maps (planes, masks) of the games where it moves to actions (+ extras)
-Controller = Callable[[np.ndarray, np.ndarray], tuple[np.ndarray, Any]]
 
 
 class SelfPlayArena(Arena):
@@ -76,6 +74,10 @@ class SelfPlayArena(Arena):
             latest on ties: gating against a fixed anchor, as AlphaGo Zero gated new
             networks. Self-play policies swing from epoch to epoch; this keeps a good
             one. None: the last policy.
+        collect_workers: play each step's games in this many worker processes (each
+            with its own copy of the networks; see :mod:`arenas.selfplay_workers`);
+            0 plays them in this process. Evaluation games stay in this process.
+        threads_per_worker: ``OMP_NUM_THREADS`` of each collection worker.
         seed: run seed.
     """
 
@@ -106,6 +108,8 @@ class SelfPlayArena(Arena):
         headline_metric: str | None = None,
         augment_mirror: bool = False,
         keep_best: str | None = None,
+        collect_workers: int = 0,
+        threads_per_worker: int = 1,
         seed: int = 0,
     ) -> None:
         super().__init__(agents, epochs=epochs, seed=seed)
@@ -131,6 +135,16 @@ class SelfPlayArena(Arena):
             raise ValueError(f"arena.algo must be 'ppo' or 'a2c', got {algo!r}")
         if not 0.0 <= latest_ratio <= 1.0:
             raise ValueError(f"arena.latest_ratio must be in [0, 1], got {latest_ratio}")
+        if int(collect_workers) < 0 or int(threads_per_worker) < 1:
+            raise ValueError(
+                f"arena.collect_workers must be >= 0 (0: collect in this process) and "
+                f"arena.threads_per_worker >= 1, got {collect_workers} and {threads_per_worker}"
+            )
+        self.collect_workers, self.threads_per_worker = (
+            int(collect_workers),
+            int(threads_per_worker),
+        )
+        self._pool_workers: CollectorPool | None = None
         self.steps_per_epoch_ = int(steps_per_epoch)
         self.games_per_step = int(games_per_step)
         self.algo, self.update_epochs = algo, int(update_epochs)
@@ -322,42 +336,8 @@ class SelfPlayArena(Arena):
         controllers: list[Controller],
         record: int | None = None,
     ) -> tuple[np.ndarray, list[dict[str, np.ndarray]], int]:
-        """Play ``n`` games to the end, all at once.
-
-        ``seat_controllers[g, s]`` is the index in ``controllers`` that plays seat ``s`` of
-        game ``g``; each move, every controller gets one batched call with the boards it
-        has to move on. Returns ``(winner [n], records, total moves)``, where ``records``
-        holds, per move, the boards, masks, actions and extras of controller ``record``.
-        """
-        game = self.spec.make(n)
-        records: list[dict[str, np.ndarray]] = []
-        moves = 0
-        ply = 0
-        while not game.done.all():
-            idx = np.flatnonzero(~game.done)
-            planes, masks = game.observe(idx)
-            who = seat_controllers[idx, game.to_move[idx]]
-            actions = np.zeros(len(idx), np.int64)
-            for c in np.unique(who):
-                sel = who == c
-                a, extra = controllers[c](planes[sel], masks[sel])
-                actions[sel] = a
-                if record is not None and c == record:
-                    records.append(
-                        {
-                            "ply": np.full(int(sel.sum()), ply),
-                            "game": idx[sel],
-                            "obs": planes[sel],
-                            "mask": masks[sel],
-                            "action": a,
-                            "logp": extra[0],
-                            "value": extra[1],
-                        }
-                    )
-            game.step(actions, idx)
-            moves += len(idx)
-            ply += 1
-        return game.winner.copy(), records, moves
+        """Play ``n`` games to the end, all at once, in this process (see :func:`play_games`)."""
+        return play_games(self.spec, n, seat_controllers, controllers, record)
 
     def play_against(self, opponent: Player, n: int, rng: np.random.Generator) -> np.ndarray:
         """Outcomes (+1 win, 0 draw, -1 loss) of ``n`` greedy-policy games, seats alternating."""
@@ -396,27 +376,30 @@ class SelfPlayArena(Arena):
         snaps = self.pool.sample(self.pool_opponents_per_step, np.random) if n_pool else []
         opp = np.zeros(n, np.int64)  # 0 = latest self
         names: list[str] = [LEARNER]
-        controllers: list[Controller] = [self._learner_controller]
+        plan: list[PlanEntry] = [("learner", None)]
         pos = n - n_pool - sum(n_anchor.values())
         for k, snap in enumerate(snaps):
             share = n_pool // len(snaps) + (1 if k < n_pool % len(snaps) else 0)
-            twin = self._twin(k)
-            OpponentPool.load_into(twin, snap)
-            opp[pos : pos + share] = len(controllers)
+            opp[pos : pos + share] = len(plan)
             names.append(snap.name)
-            controllers.append(_frozen_controller(twin))
+            plan.append(("snapshot", snap))
             pos += share
         for name, count in n_anchor.items():
-            opp[pos : pos + count] = len(controllers)
+            opp[pos : pos + count] = len(plan)
             names.append(name)
-            player = self.baselines[name]
-            controllers.append(lambda o, m, p=player: (p.act(o, m, rng=np.random), None))
+            plan.append(("anchor", name))
             pos += count
         seats = np.zeros((n, 2), np.int64)
         rows = np.arange(n)
         seats[rows, learner_seat] = 0
         seats[rows, 1 - learner_seat] = opp  # 0 for self-play games: both seats learn
-        winner, records, moves = self.run_games(n, seats, controllers, record=0)
+        if self.collect_workers:
+            winner, records, moves = self._collectors().play(
+                seats, self._wire_plan(plan), seed=[self.seed, 11, self.updates], record=0
+            )
+        else:
+            controllers = [self._controller(k, entry) for k, entry in enumerate(plan)]
+            winner, records, moves = self.run_games(n, seats, controllers, record=0)
         outcomes = _outcomes(winner, learner_seat)
         metrics: dict[str, float] = {
             "moves_per_game": moves / n,
@@ -427,7 +410,7 @@ class SelfPlayArena(Arena):
         for k, name in enumerate(n_anchor, start=1 + len(snaps)):
             metrics[f"games_vs_{name}"] = float((opp == k).sum())
         pool_scores = []
-        for c in range(1, len(controllers)):
+        for c in range(1, len(plan)):
             games = opp == c
             if not games.any():
                 continue
@@ -441,6 +424,48 @@ class SelfPlayArena(Arena):
             self.pool_results.extend(s.tolist())
             metrics["score_vs_pool"] = float(s.mean())
         return {"records": records, "winner": winner, "n": n, "metrics": metrics}
+
+    def _controller(self, k: int, entry: PlanEntry) -> Controller:
+        """In-process controller ``k`` of a collection plan (numpy's global stream samples)."""
+        kind, arg = entry
+        if kind == "learner":
+            return self._learner_controller
+        if kind == "snapshot":
+            twin = self._twin(k - 1)
+            OpponentPool.load_into(twin, arg)
+            return _frozen_controller(twin)
+        player = self.baselines[arg]
+        return lambda o, m: (player.act(o, m, rng=np.random), None)
+
+    def _wire_plan(self, plan: list[PlanEntry]) -> list[PlanEntry]:
+        """The plan as sent to worker processes: weights instead of live networks."""
+        out: list[PlanEntry] = []
+        for kind, arg in plan:
+            if kind == "learner":
+                out.append((kind, weights_of(self.policy)))
+            elif kind == "snapshot":
+                out.append((kind, arg.weights))
+            else:
+                out.append((kind, arg))
+        return out
+
+    def _collectors(self) -> CollectorPool:
+        if self._pool_workers is None:
+            self._pool_workers = CollectorPool(
+                self.collect_workers,
+                self.policy.config,
+                self.spec.name,
+                {k: v for k, v in self.baselines.items() if k in self.train_anchors},
+                name=f"{self.policy.name}_collector",
+                threads_per_worker=self.threads_per_worker,
+            )
+        return self._pool_workers
+
+    def close(self) -> None:
+        """Stop the collection workers, if any were started."""
+        if self._pool_workers is not None:
+            self._pool_workers.close()
+            self._pool_workers = None
 
     def _learner_controller(self, obs: np.ndarray, masks: np.ndarray) -> tuple[np.ndarray, Any]:
         a, logp, value = self.policy.act(obs, masks, greedy=False, return_info=True)
@@ -795,6 +820,8 @@ class SelfPlayArenaConfig:
     headline_metric: Optional[str] = None  #: default: per game  # noqa: UP045
     augment_mirror: bool = False  #: also train on left-right mirrored samples
     keep_best: Optional[str] = None  #: end with the policy best on this eval metric  # noqa: UP045
+    collect_workers: int = 0  #: worker processes playing the training games (0: in-process)
+    threads_per_worker: int = 1  #: OMP_NUM_THREADS of each collection worker
 
 
 SCHEMAS: dict[str, dict[str, type]] = {
