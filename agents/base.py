@@ -213,11 +213,15 @@ class Agent(nn.Layer):
             np.asarray(x) if not isinstance(x, paddle.Tensor) else x, dtype=dtype, place=self.place
         )
 
-    def update(self, loss: paddle.Tensor, batch_share: float | None = None) -> None:
+    def update(
+        self, loss: paddle.Tensor, batch_share: float | None = None, grad_norm: bool = False
+    ) -> float | None:
         """Backward ``loss`` and take one optimizer step on this agent's own parameters.
 
         Under data-parallel launch, gradients are all-reduced first, weighted by
         ``batch_share`` (this process's fraction of the global batch; default 1/world).
+        ``grad_norm``: also return the global L2 norm of the (all-reduced) gradients of
+        the own parameters, taken before the step (one host sync); else None.
         """
         if self.optimizer is None:
             raise RuntimeError(f"agent {self.name!r} has no trainable parameters to update")
@@ -225,9 +229,16 @@ class Agent(nn.Layer):
         if world_size() > 1:
             share = batch_share if batch_share is not None else 1.0 / world_size()
             allreduce_gradients(self.own_parameters(), share)
+        norm = None
+        if grad_norm:
+            grads = [p.grad for p in self.own_parameters() if p.grad is not None]
+            norm = (
+                float(paddle.sqrt(paddle.add_n([(g * g).sum() for g in grads]))) if grads else 0.0
+            )
         self.optimizer.step()
         self.optimizer.clear_grad(set_to_zero=False)
         self.step_count += 1
+        return norm
 
     def scheduler_step(self) -> None:
         """Advance the LR scheduler, if any (arenas call it once per epoch)."""

@@ -50,7 +50,7 @@ import paddle.nn.functional as F
 from omegaconf import MISSING
 
 from agents import Agent
-from agents.distributed import allreduce_gradients, rank, shard, world_size
+from agents.distributed import rank, shard, world_size
 from agents.gan import Discriminator, Generator, keep_running_stats, no_param_grads
 from agents.instantiate import safe_instantiate
 from encoders.tensorio import atomic_write_bytes
@@ -317,7 +317,7 @@ class GanArena(Arena):
             loss = -wdist + self.gp_weight * gp
             out["d_real"], out["d_fake"] = d_real.mean(), d_fake.mean()
             out["gp"], out["wasserstein"] = gp, wdist
-        norm = _apply(d, loss, self._share)
+        norm = d.update(loss, self._share, grad_norm=True)
         metrics = {"d_loss": float(loss)}
         metrics.update({k: float(v) for k, v in out.items()})
         metrics["d_grad_norm"] = norm
@@ -339,7 +339,7 @@ class GanArena(Arena):
                 loss = 0.5 * ((d_fake - 1.0) ** 2).mean()
             else:
                 loss = -d_fake.mean()
-            norm = _apply(g, loss, self._share)
+            norm = g.update(loss, self._share, grad_norm=True)
         return {"g_loss": float(loss), "g_grad_norm": norm}
 
     def _labels(self, agent: Agent, y: np.ndarray) -> paddle.Tensor | None:
@@ -536,25 +536,6 @@ def _to(t: paddle.Tensor, agent: Agent) -> paddle.Tensor:
     if str(t.place) == str(agent.place):
         return t
     return t.to(agent.place)  # differentiable: the generator learns through the copy
-
-
-def _apply(agent: Agent, loss: paddle.Tensor, share: float = 1.0) -> float:
-    """Backward, the global gradient norm of the agent's parameters, step, clear; return the norm.
-
-    Under data-parallel launch the gradients are all-reduced first (``share``: this
-    process's fraction of the global batch), as :meth:`agents.Agent.update` does.
-    """
-    if agent.optimizer is None:
-        raise RuntimeError(f"agent {agent.name!r} has no trainable parameters to update")
-    loss.backward()
-    if world_size() > 1:
-        allreduce_gradients(agent.own_parameters(), share)
-    grads = [p.grad for p in agent.trainable_parameters() if p.grad is not None]
-    norm = float(paddle.sqrt(paddle.add_n([(g * g).sum() for g in grads]))) if grads else 0.0
-    agent.optimizer.step()
-    agent.optimizer.clear_grad(set_to_zero=False)
-    agent.step_count += 1
-    return norm
 
 
 def render_grid(images: np.ndarray, rows: int, cell: int = 32, pad: int = 1) -> np.ndarray:

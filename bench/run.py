@@ -111,14 +111,18 @@ def selfplay_vs_pettingzoo(seconds: float) -> dict:
         moves += 1
     pz = moves / (time.perf_counter() - t0)
     policy.release_scopes()
-    ours = arena["collect_moves_per_s"]
+    ours, mix = arena["selfplay_moves_per_s"], arena["collect_moves_per_s"]
     return {
-        "arena_collect_moves_per_s": ours,
+        "arena_selfplay_moves_per_s": ours,
+        "arena_training_mix_moves_per_s": mix,
+        "games_per_step": arena["games_per_step"],
         "pettingzoo_policy_moves_per_s": pz,
         "ratio": ours / pz,
+        "training_mix_ratio": mix / pz,
         "target": ">= 20",
-        "summary": f"arena collection {ours:,.0f} moves/s vs PettingZoo loop with one policy call per move "
-        f"{pz:,.0f} = {ours / pz:.0f}x (target >= 20)",
+        "summary": f"arena self-play collection ({arena['games_per_step']:.0f} games) {ours:,.0f} moves/s "
+        f"vs PettingZoo loop, one policy call per move, {pz:,.0f} = {ours / pz:.0f}x (target >= 20); "
+        f"training mix with scripted anchors {mix:,.0f} = {mix / pz:.0f}x",
     }
 
 
@@ -139,6 +143,9 @@ def _sections(quick: bool) -> dict[str, Callable[[], dict]]:
             mod = __import__(module)
             sections[name] = lambda m=mod, f=fn: getattr(m, f)(quick=quick)
     sections["selfplay_policy"] = lambda: selfplay_vs_pettingzoo(1.5 if quick else 4.0)
+    sections["selfplay_workers"] = lambda: __import__("selfplay_bench").bench_workers(
+        2.0 if quick else 6.0
+    )
     sections["peak_rss"] = lambda: peak_rss(quick)
     return sections
 

@@ -139,6 +139,14 @@ def bench_arena(seconds: float) -> dict[str, float]:
         steps += 1
     out["collect_positions_per_s"] = positions / t_col
     out["collect_moves_per_s"] = moves / t_col
+    # pure self-play: the learner on both seats of every game (sampling, recording its
+    # moves), as the PettingZoo loop it is compared with plays the policy against itself
+    n = arena.games_per_step
+    seats = np.zeros((n, 2), np.int64)
+    sp_moves, t = 0, time.perf_counter()
+    while time.perf_counter() - t < seconds / 2 or sp_moves == 0:
+        sp_moves += arena.run_games(n, seats, [arena._learner_controller], record=0)[2]
+    out["selfplay_moves_per_s"] = sp_moves / (time.perf_counter() - t)
     out["update_positions_per_s"] = positions / t_upd
     out["seconds_per_update"] = (t_col + t_upd) / steps
     # MCTS-100: one move for 100 positions at once (early middle game)
@@ -153,6 +161,57 @@ def bench_arena(seconds: float) -> dict[str, float]:
     out["mcts100_s_per_move_100_games"] = time.perf_counter() - t
     for a in agents.values():
         a.release_scopes()
+    return out
+
+
+def bench_workers(seconds: float, games: int = 1024, workers: tuple[int, ...] = (1, 2)) -> dict:
+    """Training-mix collection moves/s (latest self, pool, anchors) in this process and
+    with ``arena.collect_workers`` worker processes, on ``games`` games per step."""
+    from hydra import compose, initialize_config_dir
+
+    from arenas.app import build_agents, build_arena
+    from arenas.rng import seed_everything
+    from arenas.schema import register_configs
+
+    register_configs()
+    out: dict = {"games_per_step": games, "cores": os.cpu_count(), "moves_per_s": {}}
+    for w in (0, *workers):
+        with initialize_config_dir(config_dir=str(ROOT / "conf"), version_base="1.3"):
+            cfg = compose(
+                "config",
+                overrides=[
+                    "arena=selfplay",
+                    "game=connect_four",
+                    f"arena.games_per_step={games}",
+                    f"arena.collect_workers={w}",
+                ],
+            )
+        seed_everything(0)
+        agents = build_agents(cfg)
+        try:
+            with build_arena(cfg, agents) as arena:
+                arena._take_snapshot()
+                arena._collect()  # starts the workers; warm-up
+                moves, steps, t = 0.0, 0, time.perf_counter()
+                while time.perf_counter() - t < seconds or steps < 2:
+                    r = arena._collect()
+                    moves += r["metrics"]["moves_per_game"] * r["n"]
+                    steps += 1
+                out["moves_per_s"][str(w)] = moves / (time.perf_counter() - t)
+        finally:
+            for a in agents.values():
+                a.release_scopes()
+    base = out["moves_per_s"]["0"]
+    out["speedup"] = {k: v / base for k, v in out["moves_per_s"].items() if k != "0"}
+    best = max(out["speedup"], key=out["speedup"].get)
+    out["summary"] = (
+        f"collection on {games} games: in-process {base:,.0f} moves/s; "
+        + ", ".join(
+            f"{k} worker{'s' if k != '1' else ''} {out['moves_per_s'][k]:,.0f} ({v:.2f}x)"
+            for k, v in out["speedup"].items()
+        )
+        + f" on {out['cores']} cores (best {best})"
+    )
     return out
 
 

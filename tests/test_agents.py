@@ -443,3 +443,18 @@ def test_seeded_build_leaves_global_stream_untouched(make_scope):
     paddle.seed(11)
     _clf(make_scope("clf"), seed=9)
     np.testing.assert_array_equal(paddle.rand([5]).numpy(), expected)
+
+
+def test_update_returns_the_gradient_norm_before_the_step(make_scope):
+    agent = _clf(make_scope("gn"), optimizer=SGD, lr=0.1)
+    x, y = _batches(1)[0]
+    loss = agent.loss(x, y)
+    # the same gradients, computed independently
+    ref_grads = paddle.grad(agent.loss(x, y), agent.own_parameters())
+    want = float(np.sqrt(sum(float((g.numpy().astype(np.float64) ** 2).sum()) for g in ref_grads)))
+    before = _params_np(agent)
+    norm = agent.update(loss, grad_norm=True)
+    assert norm == pytest.approx(want, rel=1e-5) and want > 0
+    after = _params_np(agent)
+    assert any(not np.array_equal(before[k], after[k]) for k in before)  # the step happened
+    assert agent.update(agent.loss(x, y)) is None  # no norm unless asked: no host sync
