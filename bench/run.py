@@ -53,6 +53,27 @@ def machine() -> dict:
     }
 
 
+_RSS_CHILD = r"""
+import atexit, resource, runpy, sys
+sys.path.insert(0, {root!r})
+sys.argv = {argv!r}
+
+def report():
+    # VmHWM: the peak of this process image only. ru_maxrss would also count the
+    # pages of the (large) benchmark process this one was forked from, since it
+    # survives exec.
+    try:
+        with open("/proc/self/status") as f:
+            kib = next(int(l.split()[1]) for l in f if l.startswith("VmHWM"))
+    except (OSError, StopIteration):
+        kib = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    sys.stderr.write(f"PEAK_RSS_KIB {{kib}}\n")
+
+atexit.register(report)
+runpy.run_path(sys.argv[0], run_name="__main__")
+"""
+
+
 def peak_rss(quick: bool) -> dict:
     """Peak resident memory (MiB) of each default arena run, each in its own process."""
     arenas = [p.stem for p in sorted((ROOT / "conf" / "arena").glob("*.yaml"))]
@@ -62,15 +83,21 @@ def peak_rss(quick: bool) -> dict:
     out = {}
     for arena in arenas:
         run_dir = Path(os.environ.get("TMPDIR", "/tmp")) / f"pc_rss_{arena}_{os.getpid()}"
-        cmd = [sys.executable, str(ROOT / "run.py"), f"arena={arena}", f"trainer.max_steps={steps}",
-               "trainer.progress=false", f"hydra.run.dir={run_dir}"]  # fmt: skip
-        proc = subprocess.Popen(cmd, cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-        _, status, usage = os.wait4(proc.pid, 0)
+        argv = [str(ROOT / "run.py"), f"arena={arena}", f"trainer.max_steps={steps}",
+                "trainer.progress=false", f"hydra.run.dir={run_dir}"]  # fmt: skip
+        code = _RSS_CHILD.format(root=str(ROOT), argv=argv)
+        proc = subprocess.run(
+            [sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True
+        )
+        peaks = [ln for ln in proc.stderr.splitlines() if ln.startswith("PEAK_RSS_KIB ")]
         out[arena] = {
-            "peak_rss_mib": round(usage.ru_maxrss / 1024, 1),
-            "ok": os.waitstatus_to_exitcode(status) == 0,
+            "peak_rss_mib": round(int(peaks[-1].split()[1]) / 1024, 1) if peaks else None,
+            "ok": proc.returncode == 0,
             "steps": int(steps),
         }
+        if not out[arena]["ok"]:
+            tail = proc.stderr.strip().splitlines()[-3:]
+            raise RuntimeError(f"arena={arena} failed: " + " | ".join(tail))
     return out
 
 
@@ -171,7 +198,8 @@ def _row(name: str, r: dict) -> str:
     if name == "peak_rss":
         runs = {a: v for a, v in r.items() if isinstance(v, dict)}
         return f"{name:<14} " + ", ".join(
-            f"{a} {v['peak_rss_mib']:.0f} MiB" for a, v in runs.items()
+            f"{a} {v['peak_rss_mib']:.0f} MiB" if v["ok"] and v["peak_rss_mib"] else f"{a} FAILED"
+            for a, v in runs.items()
         )
     if "summary" in r:
         return f"{name:<14} {r['summary']}"
