@@ -45,6 +45,8 @@ print(json.dumps({{"steps_per_s": {steps} / (time.perf_counter() - t), "batch": 
 """
 
 _PADDLE_RAW = r"""
+import os
+os.environ.setdefault("OMP_NUM_THREADS", str(len(os.sched_getaffinity(0))))  # the arena's threads
 import time, json, numpy as np, paddle
 from paddle import nn
 paddle.seed(0)
