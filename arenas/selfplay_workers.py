@@ -23,6 +23,7 @@ import contextlib
 import logging
 import multiprocessing as mp
 import os
+import signal
 import traceback
 import weakref
 from collections.abc import Callable, Iterator, Mapping, Sequence
@@ -217,7 +218,13 @@ class CollectorPool:
 
 # ---------------------------------------------------------------------- worker side
 def _serve(conn: Connection, name: str, cfg: dict, game: str, baselines: dict) -> None:
-    """A worker's loop: build the networks, then play tasks until told to stop (None)."""
+    """A worker's loop: build the networks, then play tasks until told to stop (None).
+
+    Ctrl-C and SIGTERM reach the whole process group; the learner handles them (it
+    finishes the step, checkpoints, then stops its workers), so workers ignore them.
+    """
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    signal.signal(signal.SIGTERM, signal.SIG_IGN)
     try:
         from agents import Policy
 
@@ -286,8 +293,8 @@ def _shutdown(procs: list[Any], conns: list[Connection]) -> None:
             conn.send(None)
     for p in procs:
         p.join(timeout=5.0)
-        if p.is_alive():
-            p.terminate()
+        if p.is_alive():  # workers ignore SIGTERM (see _serve)
+            p.kill()
             p.join(timeout=1.0)
     for conn in conns:
         with contextlib.suppress(Exception):

@@ -4,6 +4,9 @@ errors reported with the worker's traceback, workers stopped when a run ends."""
 from __future__ import annotations
 
 import multiprocessing as mp
+import os
+import signal
+import time
 from pathlib import Path
 
 import numpy as np
@@ -148,6 +151,19 @@ def test_a_failing_task_reports_the_worker_traceback_and_the_pool_survives(pool,
     with pytest.raises(RuntimeError, match="unknown controller kind 'oracle'"):
         pool.play(seats, [("oracle", None)], seed=[0])
     winner, _, moves = pool.play(seats, [("learner", weights_of(policy))], seed=[0])
+    assert len(winner) == 4 and moves >= 20
+
+
+def test_workers_ignore_ctrl_c_so_the_learner_can_finish_its_step(pool, make_scope):
+    """Ctrl-C reaches the whole process group; the learner checkpoints and stops the
+    workers itself, so a worker must survive the signal."""
+    policy = _policy(make_scope("pol"))
+    for p in pool._procs:
+        os.kill(p.pid, signal.SIGINT)
+        os.kill(p.pid, signal.SIGTERM)
+    time.sleep(0.5)
+    assert all(p.is_alive() for p in pool._procs)
+    winner, _, moves = pool.play(np.zeros((4, 2), np.int64), [("learner", weights_of(policy))], [1])
     assert len(winner) == 4 and moves >= 20
 
 
