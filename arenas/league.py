@@ -31,6 +31,12 @@ class Snapshot:
     weights: dict[str, np.ndarray] = field(repr=False)  #: structured state_dict keys
 
 
+def weights_of(layer: Any) -> dict[str, np.ndarray]:
+    """A numpy copy of ``layer.state_dict()`` (structured keys): never a live view, which
+    would follow the optimizer."""
+    return {k: np.array(v.numpy(), copy=True) for k, v in layer.state_dict().items()}
+
+
 class OpponentPool:
     """Past selves of the learner, frozen: real copies, never live ``state_dict`` views.
 
@@ -57,8 +63,7 @@ class OpponentPool:
 
     def add(self, policy: Any, step: int) -> Snapshot:
         """Freeze a copy of ``policy`` (any ``paddle.nn.Layer``); evict the oldest if full."""
-        weights = {k: np.array(v.numpy(), copy=True) for k, v in policy.state_dict().items()}
-        snap = Snapshot(f"snap_{self.created:04d}", int(step), weights)
+        snap = Snapshot(f"snap_{self.created:04d}", int(step), weights_of(policy))
         self.created += 1
         self.snapshots.append(snap)
         if len(self.snapshots) > self.max_size:

@@ -29,9 +29,16 @@ from encoders.tensorio import atomic_write_json
 
 from .base import Arena
 from .games import GameSpec, Player, TicTacToe, make_baseline
-from .league import LeagueTable, OpponentPool, Snapshot, snapshot_from_json, snapshot_to_json
+from .league import (
+    LeagueTable,
+    OpponentPool,
+    Snapshot,
+    snapshot_from_json,
+    snapshot_to_json,
+    weights_of,
+)
 from .schema import AgentConfig
-from .selfplay_workers import CollectorPool, Controller, PlanEntry, play_games, weights_of
+from .selfplay_workers import CollectorPool, Controller, PlanEntry, frozen_policy, play_games
 
 log = logging.getLogger("paddlecraft")
 
@@ -281,10 +288,7 @@ class SelfPlayArena(Arena):
                     f"have {sorted(out)}"
                 )
             if out[self.keep_best] >= self.best_value:
-                weights = {
-                    k: np.array(v.numpy(), copy=True) for k, v in self.policy.state_dict().items()
-                }
-                self.best = Snapshot("best", self.updates, weights)
+                self.best = Snapshot("best", self.updates, weights_of(self.policy))
                 self.best_value = float(out[self.keep_best])
         return out
 
@@ -355,13 +359,8 @@ class SelfPlayArena(Arena):
     def _twin(self, k: int) -> Policy:
         """Frozen opponent networks (same architecture, own scope, never trained)."""
         while len(self._twins) <= k:
-            # seeded, so building one never draws from the global stream (resume-safe);
-            # its initial weights are overwritten by every snapshot it plays
-            cfg = {**self.policy.config, "seed": 0}
             name = f"{self.policy.name}_opponent_{id(self):x}_{len(self._twins)}"
-            twin = Policy(name, **cfg)
-            twin.eval()
-            self._twins.append(twin)
+            self._twins.append(frozen_policy(name, self.policy.config))
         return self._twins[k]
 
     def _collect(self) -> dict[str, Any]:

@@ -32,6 +32,8 @@ from typing import Any
 
 import numpy as np
 
+from agents import Policy
+
 from .games import GameSpec, Player
 from .league import OpponentPool, Snapshot
 
@@ -91,9 +93,15 @@ def play_games(
     return game.winner.copy(), records, moves
 
 
-def weights_of(layer: Any) -> dict[str, np.ndarray]:
-    """A numpy copy of ``layer.state_dict()`` (structured keys), to send to a worker."""
-    return {k: np.array(v.numpy(), copy=True) for k, v in layer.state_dict().items()}
+def frozen_policy(name: str, config: Mapping[str, Any]) -> Policy:
+    """An opponent network: ``agents.Policy`` with ``config``, in eval mode, never trained.
+
+    Built seeded, so building one never draws from a global stream (resume-safe); its
+    initial weights are overwritten by whatever it is loaded with.
+    """
+    policy = Policy(name, **{**config, "seed": 0})
+    policy.eval()
+    return policy
 
 
 class CollectorPool:
@@ -226,16 +234,12 @@ def _serve(conn: Connection, name: str, cfg: dict, game: str, baselines: dict) -
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     signal.signal(signal.SIGTERM, signal.SIG_IGN)
     try:
-        from agents import Policy
-
         spec = GameSpec(game)
         nets: list[Policy] = []
 
         def net(k: int) -> Policy:
-            while len(nets) <= k:  # seeded build: never draws from a global stream
-                p = Policy(f"{name}_{len(nets)}", **{**cfg, "seed": 0})
-                p.eval()
-                nets.append(p)
+            while len(nets) <= k:
+                nets.append(frozen_policy(f"{name}_{len(nets)}", cfg))
             return nets[k]
 
         net(0)

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -59,6 +60,7 @@ G = nn.Sequential(
 D = nn.Sequential(
     nn.Conv2D(1, 32, 4, 2, 1), nn.LeakyReLU(0.2), nn.Conv2D(32, 64, 3, 1, 1), nn.LeakyReLU(0.2),
     nn.Flatten(), nn.Linear(64 * 4 * 4, 64), nn.LeakyReLU(0.2), nn.Linear(64, 1))
+{wrap}
 og = paddle.optimizer.Adam(5e-4, 0.5, 0.999, parameters=G.parameters())
 od = paddle.optimizer.Adam(5e-4, 0.5, 0.999, parameters=D.parameters())
 from sklearn.datasets import load_digits
@@ -121,8 +123,15 @@ print(json.dumps({{"steps_per_s": {steps} / (time.perf_counter() - t), "threads"
 """
 
 
-def _child(code: str) -> dict:
-    out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True)
+def _child(code: str, env: dict[str, str] | None = None) -> dict:
+    """Run ``code`` in a fresh interpreter (``env``: extra variables); its last stdout line is JSON."""
+    out = subprocess.run(
+        [sys.executable, "-c", code],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        env={**os.environ, **(env or {})},
+    )
     if out.returncode != 0:
         raise RuntimeError(out.stderr.strip().splitlines()[-1] if out.stderr else "child failed")
     return json.loads(out.stdout.strip().splitlines()[-1])
@@ -143,7 +152,7 @@ def bench_gan_vs_torch(quick: bool = False) -> dict:
                 "steps_per_s"
             ]
         )
-        raw_rates.append(_child(_PADDLE_RAW.format(steps=steps))["steps_per_s"])
+        raw_rates.append(_child(_PADDLE_RAW.format(steps=steps, wrap=""))["steps_per_s"])
         th_rates.append(_child(_TORCH.format(steps=steps))["steps_per_s"])
     pd_m, raw_m, th_m = (sorted(r)[len(r) // 2] for r in (pd_rates, raw_rates, th_rates))
     return {

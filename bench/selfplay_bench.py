@@ -198,6 +198,20 @@ def bench_workers(seconds: float, games: int = 1024, workers: tuple[int, ...] = 
                     moves += r["metrics"]["moves_per_game"] * r["n"]
                     steps += 1
                 out["moves_per_s"][str(w)] = moves / (time.perf_counter() - t)
+                if w == max(workers):  # traffic of one step, per worker
+                    sent = sum(
+                        a.nbytes
+                        for kind, ws in arena._wire_plan(
+                            [("learner", None)]
+                            + [
+                                ("snapshot", s)
+                                for s in arena.pool.snapshots[: arena.pool_opponents_per_step]
+                            ]
+                        )
+                        for a in ws.values()
+                    )
+                    got = sum(a.nbytes for rec in r["records"] for a in rec.values()) / w
+                    out["mib_per_worker_step"] = {"sent": sent / 2**20, "returned": got / 2**20}
         finally:
             for a in agents.values():
                 a.release_scopes()
@@ -210,7 +224,9 @@ def bench_workers(seconds: float, games: int = 1024, workers: tuple[int, ...] = 
             f"{k} worker{'s' if k != '1' else ''} {out['moves_per_s'][k]:,.0f} ({v:.2f}x)"
             for k, v in out["speedup"].items()
         )
-        + f" on {out['cores']} cores (best {best})"
+        + f" on {out['cores']} cores (best {best}); per worker and step "
+        + f"{out['mib_per_worker_step']['sent']:.1f} MiB of weights out, "
+        + f"{out['mib_per_worker_step']['returned']:.1f} MiB of moves back"
     )
     return out
 

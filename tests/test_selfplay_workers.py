@@ -17,9 +17,10 @@ from agents import Policy
 from arenas import SelfPlayArena
 from arenas.app import run_from_config
 from arenas.games import TicTacToe, make_baseline
+from arenas.league import weights_of
 from arenas.rng import seed_everything
 from arenas.schema import register_configs
-from arenas.selfplay_workers import CollectorPool, weights_of
+from arenas.selfplay_workers import CollectorPool
 
 ROOT = Path(__file__).resolve().parents[1]
 TTT_MLP = {
