@@ -1,17 +1,22 @@
 """PaddleCraft command line: python run.py arena=<name> [key=value ...] (Hydra).
 
-Thin on purpose: compose (Hydra), validate, instantiate, run, and return the headline
-metric so Hydra sweepers can optimise it. The work is in arenas.app.run_from_config.
+Thin on purpose: tune the CPU (before Paddle loads), register the schemas, compose
+(Hydra), validate, instantiate, run, and return the headline metric so Hydra sweepers can
+optimise it. The work is in arenas.engine.app.run_from_config.
 """
 
 from __future__ import annotations
 
-import hydra
-from hydra.core.hydra_config import HydraConfig
-from omegaconf import DictConfig
+from encoders.cpu_tuning import apply_cpu_tuning
 
-from arenas.app import run_from_config
-from arenas.schema import register_configs
+apply_cpu_tuning()  # first: before anything imports paddle
+
+import hydra  # noqa: E402
+from hydra.core.hydra_config import HydraConfig  # noqa: E402
+from omegaconf import DictConfig  # noqa: E402
+
+from arenas import register_configs  # noqa: E402
+from arenas.engine.app import main_entry  # noqa: E402
 
 register_configs()
 
@@ -20,7 +25,7 @@ register_configs()
 def main(cfg: DictConfig) -> float:
     """Run the configured arena; return its headline metric."""
     hc = HydraConfig.get()
-    return run_from_config(cfg, run_dir=hc.runtime.output_dir, overrides=list(hc.overrides.task))
+    return main_entry(cfg, run_dir=hc.runtime.output_dir, overrides=list(hc.overrides.task))
 
 
 if __name__ == "__main__":

@@ -1,17 +1,19 @@
 """Agents: named scopes that own encoders, heads, an optimizer, a device and a seed."""
 
-from encoders import cpu_tuning  # noqa: F401  (first: before paddle is imported)
-
-from .base import Agent, load_agent
+from .base import Agent, AgentConfig, load_agent
 from .caption import Captioner, Listener, Recognizer, Speaker
-from .classifier import Classifier
+from .classifier import Classifier, ClassifierConfig
 from .device import DeviceError, resolve_device
 from .gan import Discriminator, Generator
 from .instantiate import UnsafeConfigError, check_targets, safe_instantiate
 from .policy import Policy
+from .settings import ConfigError
 
 __all__ = [
     "Agent",
+    "AgentConfig",
+    "ClassifierConfig",
+    "ConfigError",
     "Captioner",
     "Classifier",
     "DeviceError",

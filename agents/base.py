@@ -8,8 +8,9 @@ import os
 import zlib
 from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
+from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any, ClassVar, Optional, TypeVar  # noqa: UP035
 
 import numpy as np
 import paddle
@@ -29,10 +30,26 @@ from .device import place_of, resolve_device
 from .distributed import allreduce_gradients, world_size
 from .instantiate import check_targets, safe_instantiate, to_plain
 from .optim import load_optimizer_state, optimizer_state
+from .settings import make_settings, settings_record
 
 A = TypeVar("A", bound="Agent")
 
 DEFAULT_OPTIMIZER = {"_target_": "paddle.optimizer.Adam", "_partial_": True}
+
+
+@dataclass
+class AgentConfig:
+    """Settings every agent takes (each agent's ``Config`` extends this)."""
+
+    device: str = "cpu"  #: cpu | gpu | gpu:N
+    seed: Optional[int] = 0  #: seeds the agent's initial weights; None: the global stream  # noqa: UP045
+    lr: float = 1e-3  #: learning rate given to the optimizer (or its scheduler)
+    optimizer: Any = field(default_factory=lambda: dict(DEFAULT_OPTIMIZER))
+    #: ^ a _partial_ paddle.optimizer config
+    lr_scheduler: Any = (
+        None  #: optional _partial_ paddle.optimizer.lr config (gets learning_rate=lr)
+    )
+    grad_clip: Optional[float] = None  #: clip gradients to this global norm  # noqa: UP045
 
 
 class Agent(nn.Layer):
@@ -40,55 +57,41 @@ class Agent(nn.Layer):
 
     Every parameter the agent creates is physically named ``<name>.<...>``; the agent's
     optimizer takes exactly those (:meth:`own_parameters`), so a parameter borrowed from
-    another agent is updated once, by its owner. Subclasses build their modules in
-    ``__init__`` inside ``with self.seeded():`` using :meth:`make_encoder` /
-    :meth:`make_head`, then call :meth:`finish`.
+    another agent is updated once, by its owner. Subclasses declare their settings once,
+    as a dataclass extending :class:`AgentConfig` assigned to ``Config`` (see
+    :mod:`agents.settings`), build their modules in ``__init__`` inside
+    ``with self.seeded():`` using :meth:`make_encoder` / :meth:`make_head`, then call
+    :meth:`finish`.
 
     Args:
         name: the agent's scope (``generator``, ``policy``...).
-        device: ``cpu``, ``gpu`` or ``gpu:N``.
-        seed: seeds this agent's initial weights (independent of construction order);
-            None uses the global random stream.
-        lr: learning rate given to the optimizer (or its scheduler).
-        optimizer: a ``_partial_`` config of a ``paddle.optimizer`` class.
-        lr_scheduler: optional ``_partial_`` config of a ``paddle.optimizer.lr`` class;
-            it receives ``learning_rate=lr``.
-        grad_clip: clip gradients to this global norm (None: no clipping).
-        config: the subclass's own settings, saved with the agent so :meth:`load`
-            can rebuild it.
+        config: extra JSON-able settings saved with the agent (for subclasses that have
+            not declared a ``Config`` of their own).
+        **settings: the fields of ``Config`` (device, seed, lr, optimizer, ...); ``self.cfg``
+            holds them, checked and typed.
     """
 
-    def __init__(
-        self,
-        name: str,
-        *,
-        device: str = "cpu",
-        seed: int | None = None,
-        lr: float = 1e-3,
-        optimizer: Any = None,
-        lr_scheduler: Any = None,
-        grad_clip: float | None = None,
-        config: dict | None = None,
-    ) -> None:
+    #: the settings dataclass: constructor keywords, Hydra schema and saved record
+    Config: ClassVar[type] = AgentConfig
+
+    def __init__(self, name: str, *, config: dict | None = None, **settings: Any) -> None:
         super().__init__()
         check_scope_syntax(name)
         self.name = name
-        self.device = resolve_device(device, setting=f"agents.{name}.device")
+        self.cfg = make_settings(self.Config, settings, who=f"agents.{name}")
+        c = self.cfg
+        self.device = resolve_device(c.device, setting=f"agents.{name}.device")
         self.place = place_of(self.device)
-        self.seed = seed
-        self.lr = float(lr)
-        self.grad_clip = grad_clip
-        self._optimizer_cfg = to_plain(optimizer) or dict(DEFAULT_OPTIMIZER)
-        self._scheduler_cfg = to_plain(lr_scheduler)
-        common = {
-            "device": device,
-            "seed": seed,
-            "lr": lr,
-            "optimizer": self._optimizer_cfg,
-            "lr_scheduler": self._scheduler_cfg,
-            "grad_clip": grad_clip,
+        self.seed = c.seed
+        self.lr = float(c.lr)
+        self.grad_clip = c.grad_clip
+        self._optimizer_cfg = to_plain(c.optimizer) or dict(DEFAULT_OPTIMIZER)
+        self._scheduler_cfg = to_plain(c.lr_scheduler)
+        #: what agent.json stores and Agent.load rebuilds from
+        self.config: dict = {
+            **settings_record(c),
+            **{k: to_plain(v) for k, v in (config or {}).items()},
         }
-        self.config: dict = {**common, **{k: to_plain(v) for k, v in (config or {}).items()}}
         self.optimizer: paddle.optimizer.Optimizer | None = None
         self.scheduler: paddle.optimizer.lr.LRScheduler | None = None
         self.step_count = 0

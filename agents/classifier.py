@@ -2,35 +2,40 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 import paddle
 import paddle.nn.functional as F
+from omegaconf import MISSING
 
-from .base import Agent
+from .base import Agent, AgentConfig
+
+
+@dataclass
+class ClassifierConfig(AgentConfig):
+    """agents.Classifier settings."""
+
+    encoder: Any = MISSING  #: an encoder config (conf/encoder/*): ``_target_`` + kwargs, no scope
+    label_smoothing: float = 0.0  #: cross-entropy label smoothing
 
 
 class Classifier(Agent):
     """An agent that labels inputs: any encoder whose primary output is class logits.
 
-    Args:
-        name: scope; the encoder's parameters are ``<name>.<logical>.w_0`` ...
-        encoder: encoder config (``_target_`` + kwargs, no scope), e.g.
-            ``{"_target_": "encoders.ImageMLPEncoder", "input_size": 64}``.
-        label_smoothing: cross-entropy label smoothing.
-        **common: :class:`~agents.Agent` settings (device, seed, lr, optimizer, ...).
+    The encoder's parameters are named ``<name>.<logical>.w_0`` ... Settings: see
+    :class:`ClassifierConfig`, e.g. ``Classifier("clf", encoder={"_target_":
+    "encoders.ImageMLPEncoder", "input_size": 64}, lr=3e-4)``.
     """
 
-    def __init__(
-        self, name: str, encoder: Any, label_smoothing: float = 0.0, **common: Any
-    ) -> None:
-        super().__init__(
-            name, config={"encoder": encoder, "label_smoothing": label_smoothing}, **common
-        )
-        self.label_smoothing = label_smoothing
+    Config = ClassifierConfig
+
+    def __init__(self, name: str, **settings: Any) -> None:
+        super().__init__(name, **settings)
+        self.label_smoothing = self.cfg.label_smoothing
         with self.seeded():
-            self.encoder = self.make_encoder(encoder)
+            self.encoder = self.make_encoder(self.cfg.encoder)
         if "prediction" not in self.encoder.output_names:
             raise ValueError(
                 f"agents.{name}.encoder: {type(self.encoder).__name__} has no 'prediction' output; "

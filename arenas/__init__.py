@@ -1,29 +1,65 @@
-"""Arenas: link agents (chains) or pit them against each other, on the onion engine."""
+"""Arenas: link agents (chains) or pit them against each other, on the arena engine.
 
-from encoders import cpu_tuning  # noqa: F401  (first: before paddle is imported)
+``arenas.engine`` is the engine (it knows no arena); each family is a package of its own
+(``classify``, ``gan``, ``caption``, ``selfplay``) that registers its Hydra schemas the
+same way a user's arena package does. :func:`register_configs` registers the built-in ones.
+"""
 
-from .app import ConfigError, run_arena, run_from_config
-from .base import Arena
-from .callbacks import standard_callbacks
+from types import ModuleType
+
+from encoders import SCHEMAS as ENCODER_SCHEMAS
+
+from . import caption, classify, gan, selfplay
 from .caption import CaptionArena
-from .check import ArenaCheckError, check_arena
 from .classify import ClassifyArena
-from .engine import Callback, Loop, Runner
+from .engine import (
+    Arena,
+    ArenaCheckError,
+    ArenaConfig,
+    Callback,
+    ConfigError,
+    Loop,
+    Runner,
+    check_arena,
+    register_schemas,
+    run_arena,
+    run_from_config,
+    standard_callbacks,
+)
 from .gan import GanArena
 from .selfplay import SelfPlayArena
+
+#: the built-in arena families, each a module with a ``SCHEMAS`` dict
+FAMILIES: tuple[ModuleType, ...] = (classify, gan, caption, selfplay)
+
+
+def register_configs() -> None:
+    """Register the run schema, the toolkit's encoders and every built-in family with Hydra.
+
+    ``run.py`` calls it before composing; a user's arena package calls
+    :func:`arenas.engine.register_schemas` with its own ``SCHEMAS`` instead (or as well).
+    """
+    register_schemas(ENCODER_SCHEMAS)
+    for family in FAMILIES:
+        register_schemas(family.SCHEMAS)
+
 
 __all__ = [
     "Arena",
     "ArenaCheckError",
+    "ArenaConfig",
     "Callback",
     "CaptionArena",
     "ClassifyArena",
-    "GanArena",
     "ConfigError",
+    "FAMILIES",
+    "GanArena",
     "Loop",
     "Runner",
     "SelfPlayArena",
     "check_arena",
+    "register_configs",
+    "register_schemas",
     "run_arena",
     "run_from_config",
     "standard_callbacks",

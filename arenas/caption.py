@@ -46,11 +46,11 @@ from typing import Any, Optional  # noqa: UP035 (OmegaConf needs typing forms)
 import numpy as np
 
 from agents import Agent
+from agents.base import AgentConfig
 from agents.caption import Captioner, Listener, Recognizer, Speaker
 from encoders.tensorio import atomic_write_json
 
-from .base import Arena
-from .schema import AgentConfig
+from .engine import Arena
 
 log = logging.getLogger("paddlecraft")
 

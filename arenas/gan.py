@@ -50,14 +50,14 @@ import paddle.nn.functional as F
 from omegaconf import MISSING
 
 from agents import Agent
+from agents.base import AgentConfig
 from agents.distributed import rank, shard, world_size
 from agents.gan import Discriminator, Generator, keep_running_stats, no_param_grads
 from agents.instantiate import safe_instantiate
 from encoders.tensorio import atomic_write_bytes
 
 from . import gan_metrics as gm
-from .base import Arena
-from .schema import AgentConfig
+from .engine import Arena
 
 log = logging.getLogger("paddlecraft")
 

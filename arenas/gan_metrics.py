@@ -37,7 +37,7 @@ from scipy import linalg
 
 from encoders.tensorio import CheckpointError, atomic_write_json, load_tensors, sha256_file
 
-from .rng import capture_rng, restore_rng
+from .engine.rng import capture_rng, restore_rng
 
 log = logging.getLogger("paddlecraft")
 

@@ -24,10 +24,11 @@ import paddle
 from omegaconf import MISSING
 
 from agents import Agent, Policy
+from agents.base import AgentConfig
 from agents.instantiate import safe_instantiate, to_plain
 from encoders.tensorio import atomic_write_json
 
-from .base import Arena
+from .engine import Arena
 from .games import GameSpec, Player, TicTacToe, make_baseline
 from .league import (
     LeagueTable,
@@ -37,7 +38,6 @@ from .league import (
     snapshot_to_json,
     weights_of,
 )
-from .schema import AgentConfig
 from .selfplay_workers import CollectorPool, Controller, PlanEntry, frozen_policy, play_games
 
 log = logging.getLogger("paddlecraft")

@@ -41,7 +41,7 @@ def bench_overhead(steps: int = 200, repeats: int = 5) -> dict:
 
     from agents import Classifier
     from arenas import ClassifyArena, Loop
-    from arenas.callbacks import JsonlLogger, NanGuard, Progress
+    from arenas.engine.callbacks import JsonlLogger, NanGuard, Progress
     from craftdata import iterate_minibatches, load_digits
 
     data = load_digits(seed=0)
@@ -109,7 +109,7 @@ def bench_overhead(steps: int = 200, repeats: int = 5) -> dict:
 _FLOPS_CHILD = r"""
 import json, time, sys
 sys.path.insert(0, {root!r})
-import encoders  # applies (or not) the CPU tuning before paddle
+from encoders.cpu_tuning import apply_cpu_tuning; apply_cpu_tuning()  # (or not: PADDLECRAFT_CPU_TUNING=0)
 import numpy as np, paddle, paddle.nn.functional as F
 from encoders import ImageMLPEncoder
 B, steps = 128, {steps}

@@ -25,11 +25,11 @@ ROOT = Path(__file__).resolve().parents[1]
 _PADDLE = r"""
 import sys, time, json
 sys.path.insert(0, {root!r})
-import encoders  # CPU tuning, as run.py
+from encoders.cpu_tuning import apply_cpu_tuning; apply_cpu_tuning()  # as run.py
 from hydra import compose, initialize_config_dir
-from arenas.schema import register_configs
-from arenas.app import build_agents, build_arena
-from arenas.rng import seed_everything
+from arenas import register_configs
+from arenas.engine.app import build_agents, build_arena
+from arenas.engine.rng import seed_everything
 register_configs()
 with initialize_config_dir(config_dir={conf!r}, version_base="1.3"):
     cfg = compose("config", overrides=["arena=gan"])

@@ -111,8 +111,8 @@ def selfplay_vs_pettingzoo(seconds: float) -> dict:
     from hydra import compose, initialize_config_dir
     from pettingzoo.classic import connect_four_v3  # the pettingzoo extra
 
-    from arenas.app import build_agents
-    from arenas.schema import register_configs
+    from arenas import register_configs
+    from arenas.engine.app import build_agents
 
     register_configs()
     with initialize_config_dir(config_dir=str(ROOT / "conf"), version_base="1.3"):
@@ -217,7 +217,9 @@ def main() -> None:
     unknown = set(wanted) - set(sections)
     if unknown:
         parser.error(f"unknown sections {sorted(unknown)}; have {list(sections)}")
-    import encoders  # noqa: F401  (applies the CPU tuning before paddle, as run.py does)
+    from encoders.cpu_tuning import apply_cpu_tuning
+
+    apply_cpu_tuning()  # before paddle, as run.py does
 
     results: dict = {"machine": machine(), "quick": args.quick, "sections": {}}
     t0 = time.time()

@@ -111,9 +111,9 @@ def bench_pettingzoo(seconds: float) -> float | None:
 def bench_arena(seconds: float) -> dict[str, float]:
     from hydra import compose, initialize_config_dir
 
-    from arenas.app import build_agents, build_arena
-    from arenas.rng import seed_everything
-    from arenas.schema import register_configs
+    from arenas import register_configs
+    from arenas.engine.app import build_agents, build_arena
+    from arenas.engine.rng import seed_everything
 
     register_configs()
     with initialize_config_dir(config_dir=str(ROOT / "conf"), version_base="1.3"):
@@ -169,9 +169,9 @@ def bench_workers(seconds: float, games: int = 1024, workers: tuple[int, ...] = 
     with ``arena.collect_workers`` worker processes, on ``games`` games per step."""
     from hydra import compose, initialize_config_dir
 
-    from arenas.app import build_agents, build_arena
-    from arenas.rng import seed_everything
-    from arenas.schema import register_configs
+    from arenas import register_configs
+    from arenas.engine.app import build_agents, build_arena
+    from arenas.engine.rng import seed_everything
 
     register_configs()
     out: dict = {"games_per_step": games, "cores": os.cpu_count(), "moves_per_s": {}}

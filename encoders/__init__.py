@@ -1,31 +1,55 @@
-"""Standard encoders as APIs: declared, trained, saved and loaded, operated by logical names."""
+"""Standard encoders as APIs: declared, trained, saved and loaded, operated by logical names.
 
-from . import cpu_tuning  # noqa: F401  (first: it must run before paddle is imported)
-from .base import Encoder, EncoderInputError, InputSpec, LayerSpec, SummaryTable, init_missing
-from .image_cnn import ImageCNNEncoder
-from .image_decoder import ImageDecoder
-from .image_mlp import ImageMLPEncoder
-from .naming import ScopeError, physical_names, release_scope
-from .speech import SpeechEncoder
-from .tensorio import CheckpointError
-from .text import TextDecoder, TextEncoder, Vocab
+Names are imported lazily (PEP 562), so ``from encoders.cpu_tuning import
+apply_cpu_tuning`` runs before Paddle is imported; everything else loads on first use.
+"""
 
-__all__ = [
-    "CheckpointError",
-    "Encoder",
-    "EncoderInputError",
-    "ImageCNNEncoder",
-    "ImageDecoder",
-    "ImageMLPEncoder",
-    "InputSpec",
-    "LayerSpec",
-    "ScopeError",
-    "SpeechEncoder",
-    "SummaryTable",
-    "TextDecoder",
-    "TextEncoder",
-    "Vocab",
-    "init_missing",
-    "physical_names",
-    "release_scope",
-]
+from __future__ import annotations
+
+import importlib
+from typing import Any
+
+#: public name -> submodule that defines it
+_EXPORTS: dict[str, str] = {
+    "CheckpointError": "tensorio",
+    "Encoder": "base",
+    "EncoderInputError": "base",
+    "ImageCNNEncoder": "image_cnn",
+    "ImageDecoder": "image_decoder",
+    "ImageMLPEncoder": "image_mlp",
+    "InputSpec": "base",
+    "LayerSpec": "base",
+    "ScopeError": "naming",
+    "SpeechEncoder": "speech",
+    "SummaryTable": "base",
+    "TextDecoder": "text",
+    "TextEncoder": "text",
+    "Vocab": "text",
+    "init_missing": "base",
+    "physical_names": "naming",
+    "release_scope": "naming",
+}
+
+#: Hydra schemas of the toolkit's encoders: ``schema/encoder/<name>``, derived from each
+#: class's constructor signature (see arenas.engine.register_schemas); names, not classes,
+#: so reading this dict imports nothing
+SCHEMA_NAMES: dict[str, dict[str, str]] = {
+    "schema/encoder": {"mlp": "ImageMLPEncoder", "cnn": "ImageCNNEncoder"},
+}
+
+__all__ = sorted([*_EXPORTS, "SCHEMAS"])
+
+
+def __getattr__(name: str) -> Any:
+    if name == "SCHEMAS":
+        return {g: {k: __getattr__(v) for k, v in d.items()} for g, d in SCHEMA_NAMES.items()}
+    module = _EXPORTS.get(name)
+    if module is None:
+        raise AttributeError(f"module 'encoders' has no attribute {name!r}")
+    value = getattr(importlib.import_module(f".{module}", __name__), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return __all__

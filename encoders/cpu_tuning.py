@@ -1,4 +1,11 @@
-"""CPU tuning applied before Paddle is imported, only for settings the user left unset.
+"""CPU tuning: one explicit call, made before Paddle is imported, for settings left unset.
+
+``run.py``, the bench scripts and the test suite call :func:`apply_cpu_tuning` before they
+import Paddle; importing the toolkit changes nothing. In your own scripts::
+
+    from encoders.cpu_tuning import apply_cpu_tuning
+    apply_cpu_tuning()          # before anything imports paddle
+    import paddle
 
 Measured on this project's 2-core machines (bench/core_bench.py prints the gain):
 
@@ -44,6 +51,3 @@ def apply_cpu_tuning() -> dict[str, str]:
     if applied:
         os.environ["PADDLECRAFT_CPU_TUNING"] = ",".join(f"{k}={v}" for k, v in applied.items())
     return applied
-
-
-apply_cpu_tuning()

@@ -1,13 +1,42 @@
-"""Shared fixtures: unique name scopes, and every test leaves Paddle in dynamic float32 mode."""
+"""Shared fixtures: CPU tuning, Hydra compose, unique name scopes, Paddle left in dynamic float32."""
 
 from __future__ import annotations
 
-import itertools
+from encoders.cpu_tuning import apply_cpu_tuning
 
-import paddle
-import pytest
+apply_cpu_tuning()  # what run.py does, before Paddle is imported
+
+import itertools  # noqa: E402
+from collections.abc import Callable  # noqa: E402
+from pathlib import Path  # noqa: E402
+
+import paddle  # noqa: E402
+import pytest  # noqa: E402
+from hydra import compose, initialize_config_dir  # noqa: E402
+from omegaconf import DictConfig  # noqa: E402
+
+ROOT = Path(__file__).resolve().parents[1]
+CONF = ROOT / "conf"
 
 _counter = itertools.count()
+
+
+@pytest.fixture(scope="session")
+def compose_config() -> Callable[..., DictConfig]:
+    """``compose_config("arena=gan", "trainer.max_steps=2", config_dir=None)``: run.py's config.
+
+    Registers the built-in schemas first (as run.py does); ``config_dir`` composes from
+    another config folder (a user's ``--config-dir``).
+    """
+    from arenas import register_configs
+
+    register_configs()
+
+    def _compose(*overrides: str, config_dir: str | Path | None = None) -> DictConfig:
+        with initialize_config_dir(config_dir=str(config_dir or CONF), version_base="1.3"):
+            return compose("config", overrides=list(overrides))
+
+    return _compose
 
 
 @pytest.fixture

@@ -13,8 +13,7 @@ from hydra.errors import ConfigCompositionException
 from omegaconf import OmegaConf
 
 from agents import DeviceError, UnsafeConfigError
-from arenas.app import build_agents, build_arena, run_from_config, validate
-from arenas.schema import register_configs
+from arenas.engine.app import build_agents, build_arena, run_from_config, validate
 
 CONF = Path(__file__).resolve().parents[1] / "conf"
 ARENAS = sorted(p.stem for p in (CONF / "arena").glob("*.yaml"))
@@ -22,19 +21,9 @@ ENCODERS = sorted(p.stem for p in (CONF / "encoder").glob("*.yaml"))
 AGENTS = sorted(p.stem for p in (CONF / "agent").glob("*.yaml"))
 
 
-@pytest.fixture(scope="module", autouse=True)
-def _schemas():
-    register_configs()
-
-
-def _compose(*overrides: str):
-    with initialize_config_dir(config_dir=str(CONF), version_base="1.3"):
-        return compose("config", overrides=list(overrides))
-
-
 @pytest.mark.parametrize("arena", ARENAS)
-def test_every_arena_config_composes_and_instantiates(arena):
-    cfg = _compose(f"arena={arena}")
+def test_every_arena_config_composes_and_instantiates(arena, compose_config):
+    cfg = compose_config(f"arena={arena}")
     validate(cfg)
     agents = build_agents(cfg)
     built = build_arena(cfg, agents)
@@ -46,8 +35,8 @@ def test_every_arena_config_composes_and_instantiates(arena):
 
 
 @pytest.mark.parametrize("encoder", ENCODERS)
-def test_every_encoder_config_instantiates_in_the_classifier(encoder):
-    cfg = _compose("arena=classify", f"encoder@agents.classifier.encoder={encoder}")
+def test_every_encoder_config_instantiates_in_the_classifier(encoder, compose_config):
+    cfg = compose_config("arena=classify", f"encoder@agents.classifier.encoder={encoder}")
     assert OmegaConf.select(cfg, "agents.classifier.encoder._target_").startswith("encoders.")
     agents = build_agents(cfg)
     x = np.zeros((2, 1, 8, 8), np.float32)
@@ -56,8 +45,8 @@ def test_every_encoder_config_instantiates_in_the_classifier(encoder):
 
 
 @pytest.mark.parametrize("agent", AGENTS)
-def test_every_agent_config_composes(agent):
-    cfg = _compose("arena=classify", f"agent@agents.classifier={agent}")
+def test_every_agent_config_composes(agent, compose_config):
+    cfg = compose_config("arena=classify", f"agent@agents.classifier={agent}")
     assert cfg.agents.classifier._target_.startswith("agents.")
 
 
@@ -68,12 +57,12 @@ def _write_idx(path: Path, arr: np.ndarray) -> None:
         f.write(header + arr.astype(np.uint8).tobytes())
 
 
-def test_mnist_data_config_reads_idx_files(tmp_path):
+def test_mnist_data_config_reads_idx_files(tmp_path, compose_config):
     rng = np.random.default_rng(0)
     for split, n in (("train", 40), ("t10k", 20)):
         _write_idx(tmp_path / f"{split}-images-idx3-ubyte.gz", rng.integers(0, 255, (n, 28, 28)))
         _write_idx(tmp_path / f"{split}-labels-idx1-ubyte.gz", np.arange(n) % 10)
-    cfg = _compose("arena=classify", "data=mnist", f"data.loader.path={tmp_path}")
+    cfg = compose_config("arena=classify", "data=mnist", f"data.loader.path={tmp_path}")
     assert cfg.agents.classifier.encoder.input_size == 784
     agents = build_agents(cfg)
     arena = build_arena(cfg, agents)
@@ -81,29 +70,29 @@ def test_mnist_data_config_reads_idx_files(tmp_path):
     _release(agents)
 
 
-def test_typo_in_key_fails_at_compose_naming_the_full_key():
+def test_typo_in_key_fails_at_compose_naming_the_full_key(compose_config):
     with pytest.raises(ConfigCompositionException) as e:
-        _compose("arena=classify", "agents.classifier.lrr=0.1")
+        compose_config("arena=classify", "agents.classifier.lrr=0.1")
     msg = str(e.value) + str(e.value.__cause__)
     assert "agents.classifier.lrr" in msg
 
 
-def test_wrong_type_fails_at_compose():
+def test_wrong_type_fails_atcompose_config(compose_config):
     with pytest.raises(ConfigCompositionException) as e:
-        _compose("arena=classify", "arena.epochs=many")
+        compose_config("arena=classify", "arena.epochs=many")
     assert "arena.epochs" in str(e.value) + str(e.value.__cause__)
 
 
-def test_typo_in_encoder_key_fails_at_compose():
+def test_typo_in_encoder_key_fails_atcompose_config(compose_config):
     with pytest.raises(ConfigCompositionException) as e:
-        _compose("arena=classify", "agents.classifier.encoder.hiden_size=3")
+        compose_config("arena=classify", "agents.classifier.encoder.hiden_size=3")
     assert "hiden_size" in str(e.value) + str(e.value.__cause__)
 
 
-def test_os_system_target_is_refused_before_anything_runs(monkeypatch, tmp_path):
+def test_os_system_target_is_refused_before_anything_runs(monkeypatch, tmp_path, compose_config):
     calls = []
     monkeypatch.setattr("os.system", lambda *a: calls.append(a) or 0)
-    cfg = _compose("arena=classify", "arena._target_=os.system")
+    cfg = compose_config("arena=classify", "arena._target_=os.system")
     with pytest.raises(
         UnsafeConfigError, match=r"config key arena\._target_: _target_ 'os.system' is refused"
     ):
@@ -112,11 +101,13 @@ def test_os_system_target_is_refused_before_anything_runs(monkeypatch, tmp_path)
     assert not (tmp_path / "run").exists()
 
 
-def test_user_allow_list_is_explicit():
-    cfg = _compose("arena=classify", "agents.classifier.optimizer._target_=collections.OrderedDict")
+def test_user_allow_list_is_explicit(compose_config):
+    cfg = compose_config(
+        "arena=classify", "agents.classifier.optimizer._target_=collections.OrderedDict"
+    )
     with pytest.raises(UnsafeConfigError, match="allow_targets"):
         validate(cfg)
-    cfg = _compose(
+    cfg = compose_config(
         "arena=classify",
         "agents.classifier.optimizer._target_=collections.OrderedDict",
         "allow_targets=[collections.OrderedDict]",
@@ -124,8 +115,8 @@ def test_user_allow_list_is_explicit():
     validate(cfg)
 
 
-def test_gpu_on_cpu_build_is_one_clear_line_before_work(tmp_path):
-    cfg = _compose("arena=classify", "agents.classifier.device=gpu:0")
+def test_gpu_on_cpu_build_is_one_clear_line_before_work(tmp_path, compose_config):
+    cfg = compose_config("arena=classify", "agents.classifier.device=gpu:0")
     with pytest.raises(DeviceError) as e:
         run_from_config(cfg, tmp_path / "run")
     msg = str(e.value)
@@ -154,3 +145,53 @@ def test_every_sweep_file_composes_with_its_arena(sweep):
     assert params, sweep
     for key in params:  # every swept key exists in the composed config
         assert OmegaConf.select(cfg, key) is not None, key
+
+
+CHAINS = sorted(p.stem for p in (CONF / "chain").glob("*.yaml"))
+CRITICS = sorted(p.stem for p in (CONF / "critic").glob("*.yaml"))
+DECODERS = sorted(p.stem for p in (CONF / "decoder").glob("*.yaml"))
+DATA = sorted(p.stem for p in (CONF / "data").glob("*.yaml"))
+
+
+@pytest.mark.parametrize("chain", CHAINS)
+def test_every_chain_config_composes_and_builds_its_agents(chain, compose_config):
+    cfg = compose_config("arena=caption", f"chain={chain}")
+    validate(cfg)
+    agents = build_agents(cfg)  # the arena itself (data generation) is built by test_caption
+    assert set(agents) == set(cfg.agents) and len(agents) >= 2
+    _release(agents)
+
+
+@pytest.mark.parametrize(
+    ("group", "name"), [("critic", c) for c in CRITICS] + [("decoder", d) for d in DECODERS]
+)
+def test_every_gan_body_config_builds_in_the_gan(group, name, compose_config):
+    key = "discriminator" if group == "critic" else "generator"
+    cfg = compose_config("arena=gan", f"{group}@agents.{key}.encoder={name}")
+    validate(cfg)
+    agents = build_agents(cfg)
+    n = sum(int(np.prod(p.shape)) for p in agents[key].own_parameters())
+    assert n > 0
+    _release(agents)
+
+
+def test_every_agent_config_is_used_by_some_arena_or_chain(compose_config):
+    """Each conf/agent file is built by an arena or chain test above (none is dead)."""
+    used = set()
+    for overrides in [(f"arena={a}",) for a in ARENAS] + [
+        ("arena=caption", f"chain={c}") for c in CHAINS
+    ]:
+        cfg = compose_config(*overrides)
+        used |= {str(a._target_) for a in cfg.agents.values()}
+    for agent in AGENTS:
+        target = str(compose_config("arena=classify", f"+agent@agents.x={agent}").agents.x._target_)
+        assert target in used, f"conf/agent/{agent}.yaml ({target}) is not used by any arena"
+
+
+@pytest.mark.parametrize("data", DATA)
+def test_every_data_config_composes(data, compose_config, tmp_path):
+    extra = [f"data.loader.path={tmp_path}"] if data == "mnist" else []
+    arena = "gan" if data.startswith("gan") else "classify"
+    cfg = compose_config(f"arena={arena}", f"data={data}", *extra)
+    validate(cfg)
+    assert cfg.data.flat_size == cfg.data.channels * cfg.data.image_size**2

@@ -12,9 +12,9 @@ import pytest
 from safetensors.numpy import load_file
 
 from arenas import ArenaCheckError, Callback, ClassifyArena, Loop, check_arena, run_arena
-from arenas.callbacks import standard_callbacks
-from arenas.checkpoint import latest_good_checkpoint, list_checkpoints
-from arenas.rng import seed_everything
+from arenas.engine.callbacks import standard_callbacks
+from arenas.engine.checkpoint import latest_good_checkpoint, list_checkpoints
+from arenas.engine.rng import seed_everything
 from tests.toy_arenas import ForgetfulArena, Regressor, ShufflingArena, ToyArena
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -14,13 +14,12 @@ from hydra import compose, initialize_config_dir
 from scipy import linalg
 
 from agents import Discriminator, Generator
-from arenas import GanArena, check_arena, run_arena
+from arenas import GanArena, check_arena, register_configs, run_arena
 from arenas import gan_metrics as gm
-from arenas.app import run_from_config
-from arenas.callbacks import standard_callbacks
-from arenas.checkpoint import list_checkpoints
-from arenas.rng import seed_everything
-from arenas.schema import register_configs
+from arenas.engine.app import run_from_config
+from arenas.engine.callbacks import standard_callbacks
+from arenas.engine.checkpoint import list_checkpoints
+from arenas.engine.rng import seed_everything
 
 ROOT = Path(__file__).resolve().parents[1]
 CONF = ROOT / "conf"
@@ -405,7 +404,7 @@ def test_mnist_sized_data_builds_and_trains(tmp_path):
     import gzip
     import struct
 
-    from arenas.app import build_agents, build_arena
+    from arenas.engine.app import build_agents, build_arena
 
     rng = np.random.default_rng(0)
     for split, n in (("train", 64), ("t10k", 20)):
@@ -433,7 +432,7 @@ def test_mnist_sized_data_builds_and_trains(tmp_path):
 
 
 def test_shapes_images_plug_in_as_data():
-    from arenas.app import build_agents, build_arena
+    from arenas.engine.app import build_agents, build_arena
     from arenas.gan import load_shapes_classes
 
     d = load_shapes_classes(n_train=64, n_test=16, image_size=16, label="relation")

@@ -16,14 +16,13 @@ import pytest
 from hydra import compose, initialize_config_dir
 
 from agents import Agent, Policy
-from arenas import SelfPlayArena, check_arena, run_arena
-from arenas.app import build_agents, build_arena
-from arenas.callbacks import standard_callbacks
-from arenas.checkpoint import list_checkpoints
+from arenas import SelfPlayArena, check_arena, register_configs, run_arena
+from arenas.engine.app import build_agents, build_arena
+from arenas.engine.callbacks import standard_callbacks
+from arenas.engine.checkpoint import list_checkpoints
+from arenas.engine.rng import seed_everything
 from arenas.games import MinimaxPlayer, TicTacToe, random_legal
 from arenas.league import LeagueTable, OpponentPool
-from arenas.rng import seed_everything
-from arenas.schema import register_configs
 from arenas.selfplay import tictactoe_losing_lines
 from encoders.tensorio import CheckpointError
 

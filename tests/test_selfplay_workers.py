@@ -14,12 +14,11 @@ import pytest
 from hydra import compose, initialize_config_dir
 
 from agents import Policy
-from arenas import SelfPlayArena
-from arenas.app import run_from_config
+from arenas import SelfPlayArena, register_configs
+from arenas.engine.app import run_from_config
+from arenas.engine.rng import seed_everything
 from arenas.games import TicTacToe, make_baseline
 from arenas.league import weights_of
-from arenas.rng import seed_everything
-from arenas.schema import register_configs
 from arenas.selfplay_workers import CollectorPool
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Iterator, Mapping
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -14,9 +15,19 @@ import paddle.nn.functional as F
 from agents import Agent
 from agents.distributed import shard
 from agents.instantiate import safe_instantiate
+from arenas.engine import Arena, ArenaConfig
 from craftdata import iterate_minibatches
 
-from .base import Arena
+from .plot import render_confusion
+
+
+@dataclass
+class ClassifyConfig(ArenaConfig):
+    """arenas.ClassifyArena settings."""
+
+    epochs: int = 20  #: passes over the training split
+    batch_size: int = 64  #: training minibatch
+    eval_batch_size: int = 1024  #: evaluation minibatch
 
 
 class ClassifyArena(Arena):
@@ -25,27 +36,21 @@ class ClassifyArena(Arena):
     Args:
         agents: must contain ``classifier`` (an :class:`agents.Classifier`).
         data: loader config, e.g. ``{"_target_": "craftdata.load_digits", "seed": 0}``.
-        epochs: passes over the training split.
-        batch_size: training minibatch size.
-        eval_batch_size: batch size for evaluation.
+        seed: run seed (data order).
+        **settings: :class:`ClassifyConfig` fields.
     """
 
+    Config = ClassifyConfig
     headline = "test_accuracy"
 
     def __init__(
-        self,
-        agents: Mapping[str, Agent],
-        data: Any,
-        epochs: int = 20,
-        batch_size: int = 64,
-        eval_batch_size: int = 1024,
-        seed: int = 0,
+        self, agents: Mapping[str, Agent], data: Any, seed: int = 0, **settings: Any
     ) -> None:
-        super().__init__(agents, epochs=epochs, seed=seed)
+        super().__init__(agents, seed=seed, **settings)
         self.require_agents("classifier")
         self.classifier = self.agents["classifier"]
         self.data = safe_instantiate(data)
-        self.batch_size, self.eval_batch_size = batch_size, eval_batch_size
+        self.batch_size, self.eval_batch_size = self.cfg.batch_size, self.cfg.eval_batch_size
 
     def steps_per_epoch(self) -> int:
         return -(-len(self.data.train) // self.batch_size)
@@ -93,46 +98,3 @@ class ClassifyArena(Arena):
         path = Path(run_dir) / "confusion_matrix.png"
         cv2.imwrite(str(path), render_confusion(cm))
         return {"confusion_matrix": str(path)}
-
-
-def render_confusion(cm: np.ndarray, cell: int = 40) -> np.ndarray:
-    """A BGR picture of a confusion matrix (rows: true class, columns: predicted)."""
-    k = len(cm)
-    norm = cm / np.maximum(cm.sum(1, keepdims=True), 1)
-    img = np.full((cell * (k + 1), cell * (k + 1), 3), 255, np.uint8)
-    for i in range(k):
-        for j in range(k):
-            shade = int(255 * (1 - norm[i, j]))
-            y0, x0 = cell * (i + 1), cell * (j + 1)
-            img[y0 : y0 + cell, x0 : x0 + cell] = (
-                (255, shade, shade) if i == j else (shade, shade, 255)
-            )
-            ink = (255, 255, 255) if shade < 128 else (0, 0, 0)
-            cv2.putText(
-                img,
-                str(cm[i, j]),
-                (x0 + 4, y0 + cell // 2 + 5),
-                cv2.FONT_HERSHEY_SIMPLEX,
-                0.4,
-                ink,
-                1,
-            )
-        cv2.putText(
-            img,
-            str(i),
-            (8, cell * (i + 1) + cell // 2 + 5),
-            cv2.FONT_HERSHEY_SIMPLEX,
-            0.5,
-            (0, 0, 0),
-            1,
-        )
-        cv2.putText(
-            img,
-            str(i),
-            (cell * (i + 1) + 14, cell - 12),
-            cv2.FONT_HERSHEY_SIMPLEX,
-            0.5,
-            (0, 0, 0),
-            1,
-        )
-    return img

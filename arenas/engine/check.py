@@ -15,7 +15,7 @@ from agents import Agent
 
 from .base import Arena
 from .checkpoint import latest_good_checkpoint, restore_checkpoint
-from .engine import Callback, Loop
+from .loop import Callback, Loop
 
 
 class ArenaCheckError(AssertionError):

@@ -6,31 +6,45 @@ an arena in Python and call :func:`run_arena`).
 
 from __future__ import annotations
 
+import dataclasses
+import inspect
 import logging
 import os
+import sys
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from hydra.utils import get_object
 from omegaconf import DictConfig, OmegaConf
 
 from agents import Agent
-from agents.device import resolve_device
+from agents.device import DeviceError, resolve_device
 from agents.distributed import describe, init_if_launched, is_main_process
-from agents.instantiate import check_targets, safe_instantiate
+from agents.instantiate import UnsafeConfigError, check_targets, safe_instantiate
+from agents.settings import ConfigError, make_settings
+from encoders.base import EncoderInputError
+from encoders.naming import ScopeError
 from encoders.tensorio import CheckpointError, atomic_write_bytes
 
 from .base import Arena
-from .callbacks import standard_callbacks
+from .callbacks import TrainerConfig, standard_callbacks
 from .checkpoint import latest_good_checkpoint, list_checkpoints, restore_checkpoint
-from .engine import Callback, Loop
+from .loop import Callback, Loop
 from .rng import seed_everything
 
 log = logging.getLogger("paddlecraft")
 
 
-class ConfigError(ValueError):
-    """A run config is invalid; raised before any work starts."""
+#: errors in what the user asked for: the command line prints their one-line message
+USER_ERRORS: tuple[type[BaseException], ...] = (
+    ConfigError,
+    UnsafeConfigError,
+    DeviceError,
+    CheckpointError,
+    ScopeError,
+    EncoderInputError,
+)
 
 
 def validate(cfg: DictConfig) -> None:
@@ -43,6 +57,8 @@ def validate(cfg: DictConfig) -> None:
         )
     for name, acfg in agents.items():
         resolve_device(acfg.get("device", "cpu"), setting=f"agents.{name}.device")
+        check_settings(acfg, f"agents.{name}", explicit=("name",))
+    check_settings(cfg.arena, "arena", explicit=("agents", "seed"))
     resume = cfg.get("resume")
     if resume:
         d = Path(resume)
@@ -53,6 +69,36 @@ def validate(cfg: DictConfig) -> None:
                 f"resume={resume!r}: the run directory has no checkpoints/ (it stopped before "
                 "its first checkpoint); start it again without resume="
             )
+
+
+def check_settings(node: Any, who: str, explicit: Sequence[str] = ()) -> None:
+    """Check a component's settings against its ``Config`` dataclass before building it.
+
+    This is what makes a user's arena or agent (one with no schema in Hydra's ConfigStore)
+    fail as early and as clearly as a built-in one: unknown keys, wrong types and missing
+    required settings are reported naming ``who.key``. Components without a ``Config``
+    are left to their constructor. ``explicit`` are the constructor's own parameters,
+    which are not settings.
+    """
+    target = node.get("_target_") if node is not None else None
+    if not target:
+        return
+    cls = get_object(str(target))
+    config = getattr(cls, "Config", None)
+    if config is None:
+        return
+    params = inspect.signature(cls.__init__).parameters
+    own = {n for n, p in params.items() if p.kind not in (p.VAR_KEYWORD, p.VAR_POSITIONAL)}
+    given = {
+        k: v
+        for k, v in OmegaConf.to_container(node, resolve=True).items()
+        if k != "_target_" and k not in explicit and not (k in own and k not in _fields(config))
+    }
+    make_settings(config, given, who)
+
+
+def _fields(config: type) -> set[str]:
+    return {f.name for f in dataclasses.fields(config)}
 
 
 def build_agents(cfg: DictConfig) -> dict[str, Agent]:
@@ -77,19 +123,8 @@ def build_arena(cfg: DictConfig, agents: dict[str, Agent]) -> Arena:
 
 def trainer_callbacks(cfg: DictConfig, overrides: Sequence[str] = ()) -> list[Callback]:
     """The standard callbacks configured by ``cfg.trainer``."""
-    t = cfg.trainer
-    return standard_callbacks(
-        eval_every=t.eval_every,
-        log_every=t.log_every,
-        checkpoint_every=t.checkpoint_every,
-        keep_checkpoints=t.keep_checkpoints,
-        early_stopping_patience=t.early_stopping_patience,
-        progress=t.progress,
-        visualdl=t.visualdl,
-        nan_guard=t.nan_guard,
-        overrides=list(overrides),
-        writer=is_main_process(),
-    )
+    trainer = make_settings(TrainerConfig, cfg.trainer, "trainer")
+    return standard_callbacks(trainer, overrides=list(overrides), writer=is_main_process())
 
 
 def run_arena(
@@ -147,6 +182,20 @@ def run_from_config(
         for agent in agents.values():
             agent.release_scopes()
     return float(results["headline_value"])
+
+
+def main_entry(cfg: DictConfig, run_dir: str | os.PathLike, overrides: Sequence[str] = ()) -> float:
+    """:func:`run_from_config` for the command line: a user error prints one line, exits 2.
+
+    Bad settings, refused targets, unavailable devices, missing or corrupt resume folders
+    are the user's to fix, so they get their message, not a traceback (nothing has been
+    written by then: validation runs before any work).
+    """
+    try:
+        return run_from_config(cfg, run_dir, overrides)
+    except USER_ERRORS as e:
+        sys.stderr.write(f"error: {e}\n")
+        raise SystemExit(2) from None
 
 
 def _config_for_resume(cfg: DictConfig, run_dir: Path) -> DictConfig:

@@ -6,14 +6,20 @@ from __future__ import annotations
 import json
 import logging
 import math
+import sys
 import time
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import (
+    Any,
+    Optional,  # noqa: UP035 (OmegaConf needs typing forms)
+)
 
+from agents.settings import make_settings
 from encoders.tensorio import atomic_write_json
 
 from .checkpoint import save_checkpoint
-from .engine import Callback, Loop
+from .loop import Callback, Loop
 
 log = logging.getLogger("paddlecraft")
 
@@ -219,38 +225,77 @@ class VisualDLLogger(Callback):
 
 
 class Progress(Callback):
-    """Console: a progress bar with ETA, the loss and the arena's headline metric."""
+    """Console progress: a bar with ETA on a terminal, one concise line at intervals elsewhere.
 
-    def __init__(self, enabled: bool = True, refresh_every: int = 5) -> None:
+    On a terminal (``stderr.isatty()``) a tqdm bar shows steps, ETA, the loss and the
+    arena's headline metric. When output goes to a file, a pipe, a Slurm log or CI, bar
+    redraws would fill the log with carriage returns, so instead one line is logged every
+    ``every_s`` seconds (and at the end): ``step 120/2000 (6%) 3.1 steps/s ETA 10:05
+    loss=0.123 test_accuracy=0.95``. ``tty`` forces either mode (tests).
+    """
+
+    def __init__(
+        self,
+        enabled: bool = True,
+        refresh_every: int = 5,
+        every_s: float = 30.0,
+        tty: bool | None = None,
+    ) -> None:
         self.enabled, self.refresh_every = enabled, max(1, refresh_every)
+        self.every_s = float(every_s)
+        self.tty = tty
         self._bar: Any = None
         self._redirect: Any = None
+        self._t0 = self._last = 0.0
+        self._step0 = 0
 
     def on_run_start(self, loop: Loop) -> None:
+        tty = sys.stderr.isatty() if self.tty is None else self.tty
+        self._t0 = self._last = time.monotonic()
+        self._step0 = loop.step
+        if not (self.enabled and tty):
+            return
         from tqdm.auto import tqdm
         from tqdm.contrib.logging import logging_redirect_tqdm
 
-        if self.enabled:  # log lines print above the bar instead of through it
-            self._redirect = logging_redirect_tqdm()
-            self._redirect.__enter__()
-
+        self._redirect = logging_redirect_tqdm()  # log lines print above the bar
+        self._redirect.__enter__()
         self._bar = tqdm(
             total=loop.total_steps,
             initial=loop.step,
             desc=type(loop.arena).__name__,
             unit="step",
-            disable=not self.enabled,
             dynamic_ncols=True,
         )
 
+    def _postfix(self, loop: Loop, metrics: dict[str, float]) -> dict[str, str]:
+        post = {k: f"{v:.4g}" for k, v in list(metrics.items())[:3] if isinstance(v, float)}
+        head = loop.arena.headline
+        if head in loop.last_eval:
+            post[head] = f"{loop.last_eval[head]:.4g}"
+        return post
+
     def on_step_end(self, loop: Loop, metrics: dict[str, float]) -> None:
-        self._bar.update(1)
-        if loop.step % self.refresh_every == 0:
-            post = {k: f"{v:.4g}" for k, v in list(metrics.items())[:3]}
-            head = loop.arena.headline
-            if head in loop.last_eval:
-                post[head] = f"{loop.last_eval[head]:.4g}"
-            self._bar.set_postfix(post, refresh=False)
+        if self._bar is not None:
+            self._bar.update(1)
+            if loop.step % self.refresh_every == 0:
+                self._bar.set_postfix(self._postfix(loop, metrics), refresh=False)
+        elif self.enabled and time.monotonic() - self._last >= self.every_s:
+            self._line(loop, metrics)
+
+    def _line(self, loop: Loop, metrics: dict[str, float]) -> None:
+        now = time.monotonic()
+        self._last = now
+        rate = (loop.step - self._step0) / max(now - self._t0, 1e-9)
+        total = loop.total_steps
+        where = f"step {loop.step}"
+        eta = ""
+        if total:
+            where += f"/{total} ({100 * loop.step / total:.0f}%)"
+            if rate > 0:
+                eta = f" ETA {_clock((total - loop.step) / rate)}"
+        post = " ".join(f"{k}={v}" for k, v in self._postfix(loop, metrics).items())
+        log.info("%s %.3g steps/s%s %s", where, rate, eta, post)
 
     def on_eval_end(self, loop: Loop, metrics: dict[str, float]) -> None:
         log.info("step %d (epoch %d) eval: %s", loop.step, loop.epoch, _fmt(metrics))
@@ -258,9 +303,19 @@ class Progress(Callback):
     def on_run_end(self, loop: Loop) -> None:
         if self._bar is not None:
             self._bar.close()
+            self._bar = None
+        elif self.enabled and loop.step > self._step0:
+            self._line(loop, loop.last_metrics)
         if self._redirect is not None:
             self._redirect.__exit__(None, None, None)
             self._redirect = None
+
+
+def _clock(seconds: float) -> str:
+    """``1:02:03`` / ``2:03`` for an ETA."""
+    m, s = divmod(int(seconds), 60)
+    h, m = divmod(m, 60)
+    return f"{h}:{m:02d}:{s:02d}" if h else f"{m}:{s:02d}"
 
 
 class ResultsWriter(Callback):
@@ -292,35 +347,55 @@ class ResultsWriter(Callback):
         )
 
 
+@dataclass
+class TrainerConfig:
+    """The engine's callbacks (arenas.callbacks)."""
+
+    eval_every: int = 0  #: evaluate every N steps; 0 = at each epoch end
+    log_every: int = 10  #: metrics.jsonl / VisualDL every N steps
+    checkpoint_every: int = 0  #: checkpoint every N steps; 0 = only when the run stops
+    keep_checkpoints: int = 3  #: how many checkpoints to keep
+    early_stopping_patience: int = 0  #: stop after N evaluations without improvement; 0 = off
+    progress: bool = (
+        True  #: progress bar with ETA (one line every progress_every_s when not a terminal)
+    )
+    progress_every_s: float = (
+        30.0  #: seconds between progress lines in logs that are not a terminal
+    )
+    visualdl: bool = False  #: log to VisualDL (pip install visualdl)
+    nan_guard: bool = True  #: stop on NaN/inf metrics, keep the last good checkpoint
+    max_steps: Optional[int] = None  #: stop after N steps (smoke runs)  # noqa: UP045
+
+
 def standard_callbacks(
+    trainer: TrainerConfig | None = None,
     *,
-    eval_every: int = 0,
-    log_every: int = 10,
-    checkpoint_every: int = 0,
-    keep_checkpoints: int = 3,
-    early_stopping_patience: int = 0,
-    progress: bool = True,
-    visualdl: bool = False,
-    nan_guard: bool = True,
     overrides: list[str] | None = None,
     writer: bool = True,
+    **settings: Any,
 ) -> list[Callback]:
     """The default onion, outermost first (end phases run innermost first).
 
-    Evaluator is innermost so that, at each end phase, evaluation happens before the
-    checkpoint is written and before loggers and results see the metrics. With
+    ``trainer`` (or its fields as keywords: ``standard_callbacks(checkpoint_every=100)``)
+    configures them. Evaluator is innermost so that, at each end phase, evaluation happens
+    before the checkpoint is written and before loggers and results see the metrics. With
     ``writer=False`` (data-parallel ranks other than 0) nothing is written to disk, but
     evaluation, early stopping and the NaN guard still run so every rank stops together.
     """
+    t = trainer if trainer is not None else make_settings(TrainerConfig, settings, "trainer")
     cbs: list[Callback] = []
     if writer:
-        cbs += [ResultsWriter(overrides), Progress(progress), JsonlLogger(log_every)]
-        if visualdl:
-            cbs.append(VisualDLLogger(log_every))
-        cbs.append(Checkpointer(checkpoint_every, keep_checkpoints))
-    if early_stopping_patience:
-        cbs.append(EarlyStopping(early_stopping_patience))
-    if nan_guard:
+        cbs += [
+            ResultsWriter(overrides),
+            Progress(t.progress, every_s=t.progress_every_s),
+            JsonlLogger(t.log_every),
+        ]
+        if t.visualdl:
+            cbs.append(VisualDLLogger(t.log_every))
+        cbs.append(Checkpointer(t.checkpoint_every, t.keep_checkpoints))
+    if t.early_stopping_patience:
+        cbs.append(EarlyStopping(t.early_stopping_patience))
+    if t.nan_guard:
         cbs.append(NanGuard())
-    cbs.append(Evaluator(eval_every))
+    cbs.append(Evaluator(t.eval_every))
     return cbs

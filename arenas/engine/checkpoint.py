@@ -29,7 +29,7 @@ from encoders.tensorio import CheckpointError, atomic_write_json, sha256_file
 from .rng import capture_rng, restore_rng
 
 if TYPE_CHECKING:
-    from .engine import Loop
+    from .loop import Loop
 
 log = logging.getLogger(__name__)
 

@@ -3,11 +3,20 @@
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
-from typing import Any
+from dataclasses import dataclass
+from typing import Any, ClassVar
 
 import numpy as np
 
 from agents import Agent
+from agents.settings import make_settings
+
+
+@dataclass
+class ArenaConfig:
+    """Settings every arena takes (each arena's ``Config`` extends this)."""
+
+    epochs: int = 1  #: passes over the arena's training data
 
 
 class Arena:
@@ -20,22 +29,31 @@ class Arena:
     :meth:`load_arena_state`. The engine (:class:`~arenas.engine.Loop`) adds progress,
     logging, checkpoints, resume, early stopping and NaN guards.
 
+    Settings are declared once, as a dataclass extending :class:`ArenaConfig` assigned
+    to ``Config``: it is the constructor's keywords (checked and typed into ``self.cfg``),
+    the Hydra schema (:func:`arenas.engine.register_schemas`) and what ``config.yaml``
+    records (see :mod:`agents.settings`).
+
     Args:
         agents: the agents by name (each owns its optimizer and device).
-        epochs: passes over :meth:`batches`.
         seed: run seed; data order per epoch derives from it.
+        **settings: the fields of ``Config`` (``epochs``...).
     """
+
+    #: the settings dataclass: constructor keywords, Hydra schema and saved record
+    Config: ClassVar[type] = ArenaConfig
 
     #: the metric printed, written to results.json and returned to Hydra sweepers
     headline: str = "score"
     #: whether a larger headline is better ("max") or smaller ("min")
     headline_mode: str = "max"
 
-    def __init__(self, agents: Mapping[str, Agent], epochs: int = 1, seed: int = 0) -> None:
-        if epochs < 1:
-            raise ValueError(f"arena.epochs must be >= 1, got {epochs}")
+    def __init__(self, agents: Mapping[str, Agent], seed: int = 0, **settings: Any) -> None:
+        self.cfg = make_settings(self.Config, settings, who="arena")
+        if self.cfg.epochs < 1:
+            raise ValueError(f"arena.epochs must be >= 1, got {self.cfg.epochs}")
         self.agents: dict[str, Agent] = dict(agents)
-        self.epochs = int(epochs)
+        self.epochs = int(self.cfg.epochs)
         self.seed = int(seed)
         #: the run folder, for files written during training; the engine sets it at run
         #: start unless the arena was given one

@@ -1,0 +1,143 @@
+"""One declaration per setting: a dataclass is a component's signature, schema and record.
+
+An agent or arena declares its settings once, as a dataclass whose fields carry ``#:``
+doc comments::
+
+    @dataclass
+    class ClassifierConfig(AgentConfig):
+        encoder: Any = MISSING  #: an encoder config (conf/encoder/*)
+        label_smoothing: float = 0.0  #: cross-entropy label smoothing
+
+    class Classifier(Agent):
+        Config = ClassifierConfig
+
+That dataclass is
+
+- the constructor's signature: ``Classifier("clf", encoder=..., lr=3e-4)`` checks the keywords
+  with :func:`make_settings` (an unknown or mistyped key fails naming the known ones);
+- the Hydra schema: :func:`schema_node` adds ``_target_`` and the family stores it in Hydra's
+  ConfigStore, so ``python run.py agents.classifier.lrr=1`` fails at compose time;
+- the saved record: ``agent.json`` holds ``asdict(agent.cfg)``, from which
+  :meth:`agents.Agent.load` rebuilds the agent.
+
+Encoders keep plain constructor signatures; :func:`signature_schema` derives their schema.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import inspect
+import typing
+from collections.abc import Mapping
+from typing import Any, Optional, TypeVar, Union  # noqa: UP035 (OmegaConf needs typing forms)
+
+from omegaconf import MISSING, DictConfig, ListConfig, OmegaConf
+from omegaconf.errors import OmegaConfBaseException
+
+T = TypeVar("T")
+
+
+class ConfigError(ValueError):
+    """A setting is unknown, missing or of the wrong type; raised before any work starts."""
+
+
+def _plain(value: Any) -> Any:
+    if isinstance(value, (DictConfig, ListConfig)):
+        return OmegaConf.to_container(value, resolve=True)
+    return value
+
+
+def make_settings(config_cls: type[T], given: Mapping[str, Any], who: str) -> T:
+    """Build ``config_cls`` from keyword settings, type-checked; clear errors name ``who.key``.
+
+    Values are converted the way Hydra would (``"3"`` for an ``int`` field becomes 3); a
+    required field (``MISSING``) left unset, an unknown key or a wrong type raises
+    :class:`ConfigError` naming the setting and the fix.
+    """
+    fields = {f.name: f for f in dataclasses.fields(config_cls)}  # type: ignore[arg-type]
+    unknown = sorted(k for k in given if k not in fields)
+    if unknown:
+        raise ConfigError(
+            f"{who}: unknown setting(s) {unknown}; {config_cls.__name__} takes "
+            f"{sorted(fields)}. Fix the key name (see the field docs in {config_cls.__module__})."
+        )
+    values = {k: _plain(v) for k, v in given.items()}
+    try:
+        merged = OmegaConf.merge(OmegaConf.structured(config_cls), values)
+    except OmegaConfBaseException as e:
+        key = getattr(e, "full_key", None) or "?"
+        first = str(e).splitlines()[0]
+        raise ConfigError(f"{who}.{key}: {first}. Give a value of the declared type.") from e
+    missing = [k for k in fields if OmegaConf.is_missing(merged, k)]
+    if missing:
+        raise ConfigError(
+            f"{who}: required setting(s) {missing} not given; set them, "
+            f"e.g. {who}.{missing[0]}=<value>"
+        )
+    return OmegaConf.to_object(merged)  # type: ignore[return-value]
+
+
+def settings_record(cfg: Any) -> dict[str, Any]:
+    """The JSON-able record of a settings dataclass (what ``agent.json`` stores)."""
+    return dataclasses.asdict(cfg)
+
+
+def target_of(cls: type) -> str:
+    """The import path Hydra's ``_target_`` uses for ``cls``."""
+    return f"{cls.__module__}.{cls.__qualname__}"
+
+
+def schema_node(cls: type) -> type:
+    """The Hydra schema of a component: its ``Config`` dataclass plus ``_target_``."""
+    config = cls.Config
+    return dataclasses.make_dataclass(
+        f"{cls.__name__}Schema",
+        [("_target_", str, dataclasses.field(default=target_of(cls)))],
+        bases=(config,),
+    )
+
+
+_SCHEMA_TYPES = (int, float, bool, str)
+
+
+def _schema_type(annotation: Any) -> Any:
+    """An OmegaConf-compatible form of a signature annotation (``Any`` when in doubt)."""
+    if annotation in _SCHEMA_TYPES:
+        return annotation
+    args = typing.get_args(annotation)
+    origin = typing.get_origin(annotation)
+    if origin in (Union, getattr(__import__("types"), "UnionType", Union)) and type(None) in args:
+        rest = [a for a in args if a is not type(None)]
+        if len(rest) == 1 and rest[0] in _SCHEMA_TYPES:
+            return Optional[rest[0]]  # noqa: UP045
+    return Any
+
+
+def signature_schema(cls: type, skip: tuple[str, ...] = ("self", "scope")) -> type:
+    """A Hydra schema dataclass from a class's constructor signature (encoders use this).
+
+    Parameters without a default become required (``MISSING``); annotations OmegaConf
+    cannot check become ``Any``.
+    """
+    sig = inspect.signature(cls.__init__)
+    try:
+        hints = typing.get_type_hints(cls.__init__)
+    except Exception:  # unresolvable forward references: check nothing rather than fail
+        hints = {}
+    fields: list[tuple[str, Any, Any]] = [
+        ("_target_", str, dataclasses.field(default=target_of(cls)))
+    ]
+    for name, p in sig.parameters.items():
+        if name in skip or p.kind in (p.VAR_POSITIONAL, p.VAR_KEYWORD):
+            continue
+        default = MISSING if p.default is inspect.Parameter.empty else p.default
+        typ = _schema_type(hints.get(name, Any))
+        if isinstance(default, (list, dict, tuple)):
+            value = list(default) if isinstance(default, tuple) else default
+            fields.append((name, Any, dataclasses.field(default_factory=lambda v=value: v)))
+        else:
+            if default is not MISSING and default is not None and typ is not Any:
+                if not isinstance(default, typing.get_args(typ) or (typ,)):
+                    typ = Any
+            fields.append((name, typ, dataclasses.field(default=default)))
+    return dataclasses.make_dataclass(f"{cls.__name__}Schema", fields)

@@ -1,0 +1,36 @@
+"""The arena engine: the Arena base, the onion loop, callbacks, checkpoints, resume, the app.
+
+It knows no arena family. A family (built in, or a user's own package) subclasses
+:class:`Arena`, declares its settings dataclass, and registers its Hydra schemas with
+:func:`register_schemas`; ``run.py`` and :func:`run_from_config` do the rest.
+"""
+
+from agents.settings import ConfigError
+
+from .app import build_agents, build_arena, run_arena, run_from_config, validate
+from .base import Arena, ArenaConfig
+from .callbacks import standard_callbacks
+from .check import ArenaCheckError, check_arena
+from .loop import Callback, Loop, Runner
+from .schema import DataConfig, RunConfig, TrainerConfig, register_schemas
+
+__all__ = [
+    "Arena",
+    "ArenaCheckError",
+    "ArenaConfig",
+    "Callback",
+    "ConfigError",
+    "DataConfig",
+    "Loop",
+    "RunConfig",
+    "Runner",
+    "TrainerConfig",
+    "build_agents",
+    "build_arena",
+    "check_arena",
+    "register_schemas",
+    "run_arena",
+    "run_from_config",
+    "standard_callbacks",
+    "validate",
+]

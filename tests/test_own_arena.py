@@ -1,0 +1,111 @@
+"""A user's arena from outside the repository: its own package and config folder, run with
+``python run.py --config-dir my_conf arena=distill``; checkpoints, resume and multirun."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+from safetensors.numpy import load_file
+
+ROOT = Path(__file__).resolve().parents[1]
+EXAMPLE = ROOT / "examples" / "my_arena"
+
+
+@pytest.fixture
+def user_dir(tmp_path: Path) -> Path:
+    """The example copied to a folder outside the repository, as a user would have it."""
+    d = tmp_path / "my_project"
+    shutil.copytree(EXAMPLE, d)
+    assert ROOT not in d.parents
+    return d
+
+
+def _run(user_dir: Path, *overrides: str) -> subprocess.CompletedProcess:
+    env = {**os.environ, "PYTHONPATH": str(user_dir)}  # the user's package, not PaddleCraft's
+    cmd = [sys.executable, str(ROOT / "run.py"), "--config-dir", "my_conf", *overrides]
+    return subprocess.run(cmd, cwd=user_dir, env=env, capture_output=True, text=True)
+
+
+def _weights(run_dir: Path) -> dict[str, np.ndarray]:
+    newest = sorted((run_dir / "checkpoints").glob("step_*"))[-1]
+    out: dict[str, np.ndarray] = {}
+    for f in sorted((newest / "agents").glob("*/weights.safetensors")):
+        out.update(load_file(f))
+    return out
+
+
+def test_user_arena_runs_checkpoints_and_resumes_bit_identically(user_dir):
+    base = ["arena=distill", "arena.epochs=2", "trainer.progress=false"]
+    full = user_dir / "runs" / "full"
+    r = _run(user_dir, *base, f"hydra.run.dir={full}")
+    assert r.returncode == 0, r.stderr[-3000:]
+    results = json.loads((full / "results.json").read_text())
+    assert results["status"] == "finished" and results["headline"] == "student_accuracy"
+    m = results["metrics"]
+    assert m["teacher_accuracy"] > 0.85 and m["student_accuracy"] > 0.7  # 2 epochs (chance: 0.1)
+    assert {p.name for p in (full / "checkpoints").glob("step_*/agents/*")} == {
+        "teacher",
+        "student",
+    }
+
+    # stop after 30 steps (a checkpoint is written when a run stops), then resume
+    part = user_dir / "runs" / "part"
+    r = _run(user_dir, *base, "trainer.max_steps=30", f"hydra.run.dir={part}")
+    assert r.returncode == 0, r.stderr[-3000:]
+    assert json.loads((part / "results.json").read_text())["step"] == 30
+    saved = (part / "config.yaml").read_text()
+    (part / "config.yaml").write_text(saved.replace("max_steps: 30", "max_steps: null"))
+    r = _run(user_dir, f"resume={part}", f"hydra.run.dir={user_dir / 'runs' / 'log'}")
+    assert r.returncode == 0, r.stderr[-3000:]
+    resumed = json.loads((part / "results.json").read_text())
+    assert resumed["status"] == "finished" and resumed["step"] == results["step"]
+    ref, got = _weights(full), _weights(part)
+    assert ref.keys() == got.keys() and any(k.startswith("student.") for k in ref)
+    for k in ref:
+        assert np.array_equal(ref[k], got[k]), k
+    assert resumed["metrics"] == results["metrics"]
+
+
+def test_user_arena_settings_are_checked_before_work(user_dir):
+    r = _run(user_dir, "arena=distill", "+arena.temprature=3", "hydra.run.dir=runs/bad")
+    assert r.returncode == 2
+    assert "Traceback" not in r.stderr
+    assert "arena: unknown setting(s) ['temprature']" in r.stderr and "temperature" in r.stderr
+    assert not (user_dir / "runs" / "bad" / "config.yaml").exists()
+
+
+def test_user_arena_target_must_be_allowed(user_dir):
+    r = _run(user_dir, "arena=distill", "allow_targets=[]", "hydra.run.dir=runs/refused")
+    assert r.returncode == 2
+    assert "mypkg.DistillArena" in r.stderr and "allow_targets" in r.stderr
+
+
+def test_user_arena_multirun(user_dir):
+    r = _run(
+        user_dir,
+        "-m",
+        "arena=distill",
+        "arena.alpha=0.2,0.8",
+        "trainer.max_steps=3",
+        "trainer.progress=false",
+        "hydra/launcher=basic",
+        f"hydra.sweep.dir={user_dir / 'multirun'}",
+    )
+    assert r.returncode == 0, r.stderr[-3000:]
+    jobs = sorted((user_dir / "multirun").glob("*/results.json"))
+    assert len(jobs) == 2
+    alphas = sorted(
+        float(line.split(":")[1])
+        for j in jobs
+        for line in (j.parent / "config.yaml").read_text().splitlines()
+        if line.strip().startswith("alpha:")
+    )
+    assert alphas == [0.2, 0.8]
+    assert all(json.loads(j.read_text())["status"] == "finished" for j in jobs)
