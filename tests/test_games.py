@@ -102,7 +102,8 @@ def test_random_games_match_brute_force_reference(game_cls):
             saw_win |= bool(won[j])
             saw_draw |= bool(done[j] and not won[j])
     assert saw_win
-    assert saw_draw or game_cls is ConnectFour  # random Connect Four rarely draws
+    if game_cls is TicTacToe:  # 200 random Connect Four games rarely include a draw
+        assert saw_draw
 
 
 def _play(game_cls, seq):

@@ -1,0 +1,104 @@
+"""What an encoder declares before ``build()``: logical layers, shared slots, logical inputs."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+import paddle
+from paddle import nn
+
+if TYPE_CHECKING:
+    from .base import Encoder
+
+
+class EncoderInputError(ValueError):
+    """An input given to an encoder has the wrong shape or dtype."""
+
+
+@dataclass(eq=False)
+class LayerSpec:
+    """A logical layer before ``build()``: a factory and the mapping it computes.
+
+    Specs compare by identity: assigning one spec to two logical names makes them one
+    physical layer. ``signature`` (e.g. ``("linear", 784, 784)``) is what a layer maps
+    from and to; a spec may only fill a logical slot with the same signature.
+    """
+
+    factory: Callable[[], nn.Layer]
+    signature: tuple
+
+    def __repr__(self) -> str:
+        return f"LayerSpec{self.signature}"
+
+
+@dataclass(frozen=True, eq=False)
+class SharedSpec:
+    """A logical slot filled by another encoder's built layer (see :meth:`Encoder.share`)."""
+
+    encoder: Encoder
+    logical: str
+
+
+@dataclass(frozen=True)
+class InputSpec:
+    """A logical input: shape without the batch axis (None = any size) and allowed dtypes."""
+
+    shape: tuple[int | None, ...]
+    dtypes: tuple[str, ...] = ("float32",)
+    flatten: bool = False  # accept any trailing shape with the same element count
+
+    def allowed_dtypes(self) -> tuple[str, ...]:
+        """``dtypes``, with float32 meaning Paddle's default float dtype (float64 for FD checks)."""
+        default = paddle.get_default_dtype()
+        return tuple(default if d == "float32" else d for d in self.dtypes)
+
+    def describe(self) -> str:
+        dims = ", ".join("any" if d is None else str(d) for d in self.shape)
+        return f"[batch, {dims}] {'/'.join(self.allowed_dtypes())}"
+
+
+def check_inputs(
+    who: str,
+    specs: Mapping[str, InputSpec],
+    inputs: tuple,
+    fix: Callable[[str, InputSpec], str],
+) -> list[Any]:
+    """Check (and convert numpy / flatten) an encoder's inputs against its :class:`InputSpec` s.
+
+    Raises :class:`EncoderInputError` naming the encoder, the logical input, what was
+    expected, what came, and ``fix(name, spec)``'s hint. Static Values pass through.
+    """
+    items = list(specs.items())
+    if len(inputs) != len(items):
+        raise EncoderInputError(
+            f"{who}: expected {len(items)} input(s) ({', '.join(n for n, _ in items)}), "
+            f"got {len(inputs)}"
+        )
+    out = []
+    for (name, spec), x in zip(items, inputs):
+        if isinstance(x, np.ndarray):
+            x = paddle.to_tensor(x)
+        if not paddle.in_dynamic_mode() or not isinstance(x, paddle.Tensor):
+            out.append(x)  # static Values: shapes were fixed by paddle.static.data
+            continue
+        dtype = str(x.dtype).replace("paddle.", "")
+        shape = list(x.shape)
+        ok = dtype in spec.allowed_dtypes() and len(shape) >= 1
+        if ok and spec.flatten:
+            ok = int(np.prod(shape[1:])) == int(np.prod(list(spec.shape)))
+            if ok and len(shape) != 1 + len(spec.shape):
+                x = x.reshape([shape[0], *spec.shape])
+        elif ok:
+            ok = len(shape) == 1 + len(spec.shape) and all(
+                d is None or d == s for d, s in zip(spec.shape, shape[1:])
+            )
+        if not ok:
+            raise EncoderInputError(
+                f"{who} input {name!r}: expected {spec.describe()}, got {shape} {dtype}. "
+                f"{fix(name, spec)}"
+            )
+        out.append(x)
+    return out

@@ -1,0 +1,98 @@
+"""Static-graph (PIR) support for encoders: feed variables, gradient Values, ``init_missing``.
+
+In static mode an encoder's ``build()`` creates the program's feeds and outputs (seed
+style: ``enc.input``, ``enc.label``, ``enc.prediction``), and ``get_gradient`` returns
+Values to fetch: for a parameter, the gradient its optimizer op consumes; for an output,
+``paddle.static.gradients`` of the loss found in the program.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+import paddle
+
+if TYPE_CHECKING:
+    from .base import Encoder
+
+
+def build_static_io(enc: Encoder) -> None:
+    """Create ``enc``'s feed variables in the current program and run its forward on them."""
+    enc.program = paddle.static.default_main_program()
+    enc.static_scope = paddle.static.Scope()
+    feeds = []
+    for name, spec in enc._inputs.items():
+        shape = [None, *[(-1 if d is None else d) for d in spec.shape]]
+        var = paddle.static.data(f"{enc.scope}.{name}", shape, spec.allowed_dtypes()[0])
+        enc._static_outputs[name] = var
+        feeds.append(var)
+    if enc.label_feed and enc.num_classes is not None:
+        enc._static_outputs["label"] = paddle.static.data(f"{enc.scope}.label", [None, 1], "int64")
+    enc._static_outputs.update(enc._forward(*feeds))
+
+
+def param_grad_value(enc: Encoder, p: Any, loss: Any) -> Any:
+    """The gradient Value of parameter ``p``: the one its optimizer op consumes, if any."""
+    for op in enc.program.global_block().ops:
+        try:
+            names = op.get_input_names()
+        except ValueError:  # ops without yaml info (builtin.*) have no input names
+            continue
+        if "param" in names and "grad" in names:
+            if op.operand_source(names.index("param")).is_same(p):
+                return op.operand_source(names.index("grad"))
+    loss = loss if loss is not None else find_loss(enc)
+    return paddle.static.gradients([loss], [p])[0]
+
+
+def output_grad_value(enc: Encoder, name: str, loss: Any) -> Any:
+    """The gradient Value of the loss with respect to logical output ``name``."""
+    loss = loss if loss is not None else find_loss(enc)
+    return paddle.static.gradients([loss], [enc._static_outputs[name]])[0]
+
+
+def find_loss(enc: Encoder) -> Any:
+    """The loss Value the program's backward pass starts from."""
+    # backward is seeded with full_like(loss, 1.0) right before the first *_grad op;
+    # forward code may use full_like too, so take the last one before backward starts
+    seed = None
+    for op in enc.program.global_block().ops:
+        if op.name().endswith("_grad"):
+            if seed is not None:
+                return seed.operand_source(0)
+            break
+        if op.name() == "pd_op.full_like":
+            seed = op
+    raise RuntimeError(
+        f"{enc._who()}: no backward pass in the program yet; call optimizer.minimize(loss) "
+        "first or pass loss= to get_gradient"
+    )
+
+
+def init_missing(
+    exe: paddle.static.Executor,
+    startup: paddle.static.Program,
+    scope: paddle.static.Scope | None = None,
+) -> list[str]:
+    """Run ``startup`` but keep values already in ``scope``; return the names initialised.
+
+    Use it after rebuilding a static program (e.g. to unfreeze): parameters keep their
+    trained values, new variables (fresh optimizer state) get initialised.
+    """
+    scope = scope or paddle.static.global_scope()
+    tmp = paddle.static.Scope()
+    exe.run(startup, scope=tmp)
+    place = paddle.CPUPlace()
+    new = []
+    for name in tmp.local_var_names():
+        var = tmp.find_var(name)
+        if scope.find_var(name) is not None or var is None:
+            continue
+        try:
+            value = np.array(var.get_tensor())
+        except Exception:  # not a dense tensor (e.g. a reader)
+            continue
+        scope.var(name).get_tensor().set(value, place)
+        new.append(name)
+    return new
