@@ -342,6 +342,17 @@ class Agent(nn.Layer):
         agent.eval()
         return agent
 
+    @classmethod
+    def pretrained(cls, entry: str, *, name: str | None = None, device: str | None = None) -> Agent:
+        """A trained agent from PaddleCraft's zoo, by name: ``Agent.pretrained("digits-mlp")``.
+
+        The zoo ships inside the package (``agents/zoo/``); each entry's measured quality
+        is in ``agents.zoo.zoo_entries()``. ``name`` loads it under another scope.
+        """
+        from .zoo import zoo_path
+
+        return Agent.load(zoo_path(entry), name=name, device=device)
+
 
 def _rename(key: str, old: str, new: str) -> str:
     return new + key[len(old) :] if key.startswith(old + ".") else key

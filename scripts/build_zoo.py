@@ -1,0 +1,73 @@
+"""Rebuild PaddleCraft's zoo of trained agents (agents/zoo/<name>/) and measure each one.
+
+    python scripts/build_zoo.py                 # every entry
+    python scripts/build_zoo.py digits-mlp      # some
+
+Each entry is trained by ``run.py`` with fixed overrides (the command is recorded in its
+``quality.json``), copied from the run's last checkpoint without optimizer state (so the
+package stays small), then measured by ``agents.zoo.quality.measure`` — the same function
+``tests/test_zoo.py`` calls to re-check the shipped figure.
+"""
+
+from __future__ import annotations
+
+import json
+import platform
+import shutil
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from agents.zoo.quality import ENTRIES, measure  # noqa: E402
+
+
+def cpu_model() -> str:
+    """The CPU's model name (figures depend on it)."""
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or "unknown"
+
+
+def build(name: str) -> dict:
+    """Train entry ``name`` with run.py, keep its agent, measure it; return its quality record."""
+    spec = ENTRIES[name]
+    dest = ROOT / "agents" / "zoo" / name
+    with tempfile.TemporaryDirectory() as tmp:
+        run_dir = Path(tmp) / "run"
+        cmd = [sys.executable, str(ROOT / "run.py"), *spec["overrides"], f"hydra.run.dir={run_dir}"]
+        subprocess.run(cmd, check=True, cwd=ROOT)
+        last = sorted((run_dir / "checkpoints").glob("step_*"))[-1]
+        shutil.rmtree(dest, ignore_errors=True)
+        shutil.copytree(last / "agents" / spec["agent"], dest)
+    (dest / "optimizer.safetensors").unlink(missing_ok=True)
+    meta = json.loads((dest / "agent.json").read_text())
+    meta["sha256"].pop("optimizer.safetensors", None)
+    (dest / "agent.json").write_text(json.dumps(meta, indent=1, sort_keys=True) + "\n")
+    value = measure(name)
+    record = {
+        "metric": spec["metric"],
+        "value": value,
+        "measured_by": "python -c 'from agents.zoo.quality import measure; "
+        f'print(measure("{name}"))\'',
+        "trained_by": "python run.py " + " ".join(spec["overrides"]),
+        "cpu": cpu_model(),
+        "about": spec["about"],
+    }
+    (dest / "quality.json").write_text(json.dumps(record, indent=1) + "\n")
+    return record
+
+
+if __name__ == "__main__":
+    from encoders.cpu_tuning import apply_cpu_tuning
+
+    apply_cpu_tuning()
+    for entry in sys.argv[1:] or list(ENTRIES):
+        print(entry, json.dumps(build(entry)))
