@@ -19,6 +19,8 @@ _EXPORTS: dict[str, str] = {
     "ImageMLPEncoder": "image_mlp",
     "InputSpec": "base",
     "LayerSpec": "base",
+    "LoadReport": "pretrained",
+    "PretrainedLoadError": "pretrained",
     "ScopeError": "naming",
     "SpeechEncoder": "speech",
     "SummaryTable": "base",
@@ -26,7 +28,9 @@ _EXPORTS: dict[str, str] = {
     "TextEncoder": "text",
     "Vocab": "text",
     "init_missing": "base",
+    "load_pretrained": "pretrained",
     "physical_names": "naming",
+    "read_weights": "pretrained",
     "release_scope": "naming",
 }
 
