@@ -21,6 +21,7 @@ _EXPORTS: dict[str, str] = {
     "LayerSpec": "base",
     "LoadReport": "pretrained",
     "PretrainedLoadError": "pretrained",
+    "ResNetEncoder": "resnet",
     "ScopeError": "naming",
     "SpeechEncoder": "speech",
     "SummaryTable": "base",

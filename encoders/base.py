@@ -459,10 +459,13 @@ class Encoder(nn.Layer):
         assign_by_name(self.parameters(), arrays, what=self._who(), strict=strict)
         return self
 
-    def load_pretrained(self, path: str | os.PathLike, strict: bool = True) -> LoadReport:
+    def load_pretrained(
+        self, path: str | os.PathLike, strict: bool = True, source: str | None = None
+    ) -> LoadReport:
         """Load weights from an external file (torchvision, timm, Hugging Face, paddle.vision).
 
         See :mod:`encoders.pretrained` for the formats, the key mapping an encoder family
-        implements and the returned report (``print(report)`` lists every mismatch).
+        implements and the returned report (``print(report)`` lists every mismatch);
+        ``source`` skips detecting the file's naming.
         """
-        return _load_pretrained(self, path, strict=strict)
+        return _load_pretrained(self, path, strict=strict, source=source)

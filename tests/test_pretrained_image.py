@@ -1,0 +1,202 @@
+"""ResNetEncoder / ViTEncoder load files made by torch (transformers), paddle.vision and timm naming.
+
+Reference models are tiny, randomly initialised ones built here (nothing is downloaded);
+outputs must agree with the reference to 1e-4 in eval mode on the same random input.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import paddle
+import pytest
+import torch
+import transformers
+from safetensors.numpy import save_file as save_numpy
+from safetensors.torch import save_file as save_torch
+
+from encoders import PretrainedLoadError, read_weights
+from encoders.resnet import ResNetEncoder
+
+ATOL = 1e-4
+
+
+def _randomise_norm_stats(model: torch.nn.Module, seed: int = 0) -> None:
+    """BatchNorm running stats and affine params away from their 0/1 defaults (a real check)."""
+    g = torch.Generator().manual_seed(seed)
+    with torch.no_grad():
+        for m in model.modules():
+            if isinstance(m, (torch.nn.BatchNorm2d, torch.nn.LayerNorm)):
+                m.weight.copy_(1 + 0.2 * torch.randn(m.weight.shape, generator=g))
+                m.bias.copy_(0.2 * torch.randn(m.bias.shape, generator=g))
+            if isinstance(m, torch.nn.BatchNorm2d):
+                m.running_mean.copy_(0.2 * torch.randn(m.running_mean.shape, generator=g))
+                m.running_var.copy_(0.5 + torch.rand(m.running_var.shape, generator=g))
+
+
+def _max_err(a: np.ndarray, b: np.ndarray) -> float:
+    assert a.shape == b.shape, (a.shape, b.shape)
+    return float(np.abs(a - b).max())
+
+
+# ----------------------------------------------------------------------------- ResNet: HF
+
+
+@pytest.mark.parametrize(
+    ("depth", "layer_type", "depths", "hidden"),
+    [
+        (18, "basic", [2, 2, 2, 2], [8, 16, 32, 64]),
+        (50, "bottleneck", [3, 4, 6, 3], [16, 32, 64, 128]),
+    ],
+)
+def test_resnet_matches_transformers(scope, tmp_path, depth, layer_type, depths, hidden):
+    torch.manual_seed(0)
+    cfg = transformers.ResNetConfig(
+        num_channels=3,
+        embedding_size=hidden[0] // (4 if layer_type == "bottleneck" else 1),
+        hidden_sizes=hidden,
+        depths=depths,
+        layer_type=layer_type,
+        num_labels=5,
+    )
+    ref = transformers.ResNetForImageClassification(cfg).eval()
+    _randomise_norm_stats(ref)
+    path = tmp_path / "hf_resnet.safetensors"
+    save_torch({k: v.contiguous() for k, v in ref.state_dict().items()}, str(path))
+
+    enc = ResNetEncoder(scope, depth=depth, num_classes=5, width=cfg.embedding_size)
+    report = enc.load_pretrained(path)
+    assert report.ok and report.source == "hf_resnet"
+    enc.eval()
+    x = np.random.default_rng(0).standard_normal((2, 3, 40, 40)).astype("float32")
+    with torch.no_grad():
+        out = ref(torch.from_numpy(x), output_hidden_states=False)
+        pooled = ref.resnet(torch.from_numpy(x)).pooler_output.flatten(1)
+    got = enc.forward_all(paddle.to_tensor(x))
+    assert _max_err(got["prediction"].numpy(), out.logits.numpy()) <= ATOL
+    assert _max_err(got["pooled"].numpy(), pooled.numpy()) <= ATOL
+
+
+# ----------------------------------------------------------------------------- ResNet: paddle.vision
+
+
+@pytest.fixture(scope="module")
+def paddle_resnet18(tmp_path_factory):
+    """paddle.vision resnet18(num_classes=7), saved with paddle.save; returns (model, path)."""
+    paddle.seed(0)
+    model = paddle.vision.models.resnet18(num_classes=7)
+    for name, t in model.state_dict().items():  # BN stats away from 0/1
+        if name.endswith("_mean") or name.endswith("_variance"):
+            t.set_value(np.random.default_rng(1).uniform(0.1, 0.9, t.shape).astype("float32"))
+    model.eval()
+    path = tmp_path_factory.mktemp("r18") / "resnet18.pdparams"
+    paddle.save(model.state_dict(), str(path))
+    return model, path
+
+
+def test_resnet18_from_paddle_vision_pdparams(scope, paddle_resnet18):
+    model, path = paddle_resnet18
+    enc = ResNetEncoder(scope, depth=18, num_classes=7)
+    report = enc.load_pretrained(path)
+    assert report.ok and report.source == "paddle" and len(report.matched) == 102
+    enc.eval()
+    x = paddle.randn([2, 3, 32, 32])
+    assert _max_err(enc(x).numpy(), model(x).numpy()) <= ATOL
+
+
+def _torchvision_names(arrays: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+    """paddle.vision keys/layouts -> torchvision's (running_mean/var, fc [out, in])."""
+    out = {}
+    for k, v in arrays.items():
+        k = k.replace("._mean", ".running_mean").replace("._variance", ".running_var")
+        out[k] = np.ascontiguousarray(v.T) if k == "fc.weight" else v
+        if k.endswith("running_var"):
+            out[k[: -len("running_var")] + "num_batches_tracked"] = np.array(3, dtype="int64")
+    return out
+
+
+def test_resnet18_from_torchvision_named_safetensors(scope, tmp_path, paddle_resnet18):
+    model, path = paddle_resnet18
+    tv_path = tmp_path / "resnet18_torchvision.safetensors"
+    save_numpy(_torchvision_names(read_weights(path)), str(tv_path))
+    enc = ResNetEncoder(scope, depth=18, num_classes=7)
+    report = enc.load_pretrained(tv_path)
+    assert report.ok and report.source == "torchvision"
+    assert len(report.ignored) == 20  # num_batches_tracked of the 20 BatchNorms
+    enc.eval()
+    x = paddle.randn([2, 3, 32, 32])
+    assert _max_err(enc(x).numpy(), model(x).numpy()) <= ATOL
+
+
+def test_resnet_wrong_head_strict_fails_naming_both_shapes(scope, paddle_resnet18):
+    _, path = paddle_resnet18
+    enc = ResNetEncoder(scope, depth=18, num_classes=3)
+    with pytest.raises(
+        PretrainedLoadError, match=r"layers\.prediction\.weight: \[512, 3\] vs \[512, 7\]"
+    ):
+        enc.load_pretrained(path)
+
+
+def test_resnet_new_head_non_strict_loads_backbone_only(scope, paddle_resnet18):
+    model, path = paddle_resnet18
+    enc = ResNetEncoder(scope, depth=18, num_classes=3).build()
+    head = {k: v.numpy().copy() for k, v in enc.layers["prediction"].state_dict().items()}
+    report = enc.load_pretrained(path, strict=False)
+    assert {k for k, _, _ in report.mismatched} == {
+        "layers.prediction.weight",
+        "layers.prediction.bias",
+    }
+    assert not report.missing and not report.unexpected
+    file = read_weights(path)
+    np.testing.assert_array_equal(
+        enc.layers["layer3"][1].conv2.weight.numpy(), file["layer3.1.conv2.weight"]
+    )
+    np.testing.assert_array_equal(enc.layers["stem"].bn1._variance.numpy(), file["bn1._variance"])
+    for k, v in enc.layers["prediction"].state_dict().items():
+        np.testing.assert_array_equal(v.numpy(), head[k])
+
+
+# ----------------------------------------------------------------------------- ResNet: names API
+
+
+def test_resnet_names_api(scope):
+    enc = ResNetEncoder(scope, depth=18, num_classes=4, in_channels=1, small_input=True, width=8)
+    x = paddle.rand([3, 1, 8, 8])
+    out = enc.forward_all(x)
+    assert out["prediction"].shape == [3, 4] and out["pooled"].shape == [3, 64]
+    assert enc.logical_names == [
+        "stem",
+        "layer1",
+        "layer2",
+        "layer3",
+        "layer4",
+        "pool",
+        "prediction",
+    ]
+    layer3 = enc.get_param("layer3")["layer3"]
+    assert layer3 and all(p.name.startswith(f"{scope}.layer3.") for p in layer3)
+
+    enc.freeze("stem"), enc.freeze("layer1")
+    assert enc.is_frozen("stem") and enc.is_frozen("layer1") and not enc.is_frozen("layer2")
+    loss = paddle.nn.functional.cross_entropy(enc(x), paddle.to_tensor([0, 1, 2]))
+    loss.backward()
+    assert all(p.grad is None for p in enc.get_param("layer1")["layer1"])
+    assert enc.get_gradient("pooled")["pooled"][0].shape == [3, 64]
+    assert enc.get_gradient("layer2")["layer2"][0].shape == list(
+        enc.get_param("layer2")["layer2"][0].shape
+    )
+    enc.unfreeze("stem"), enc.unfreeze("layer1")
+    assert not enc.is_frozen("stem") and not enc.is_frozen("layer1")
+
+    table = enc.summary()
+    assert [r["logical"] for r in table] == enc.logical_names
+    for row in table:
+        assert all(name.startswith(f"{scope}.{row['logical']}.") for name in row["physical"])
+    assert f"{scope}.layer1." in str(table)
+
+
+def test_resnet_pretrained_setting_loads_on_build(scope, paddle_resnet18):
+    model, path = paddle_resnet18
+    enc = ResNetEncoder(scope, depth=18, num_classes=7, pretrained=str(path)).build()
+    enc.eval()
+    x = paddle.randn([1, 3, 32, 32])
+    assert _max_err(enc(x).numpy(), model(x).numpy()) <= ATOL
