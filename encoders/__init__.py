@@ -27,6 +27,7 @@ _EXPORTS: dict[str, str] = {
     "SummaryTable": "base",
     "TextDecoder": "text",
     "TextEncoder": "text",
+    "ViTEncoder": "vit",
     "Vocab": "text",
     "init_missing": "base",
     "load_pretrained": "pretrained",

@@ -16,6 +16,7 @@ from safetensors.torch import save_file as save_torch
 
 from encoders import PretrainedLoadError, read_weights
 from encoders.resnet import ResNetEncoder
+from encoders.vit import ViTEncoder
 
 ATOL = 1e-4
 
@@ -60,8 +61,8 @@ def test_resnet_matches_transformers(scope, tmp_path, depth, layer_type, depths,
     )
     ref = transformers.ResNetForImageClassification(cfg).eval()
     _randomise_norm_stats(ref)
-    path = tmp_path / "hf_resnet.safetensors"
-    save_torch({k: v.contiguous() for k, v in ref.state_dict().items()}, str(path))
+    ref.save_pretrained(tmp_path)  # the file a hub download gives: model.safetensors
+    path = tmp_path / "model.safetensors"
 
     enc = ResNetEncoder(scope, depth=depth, num_classes=5, width=cfg.embedding_size)
     report = enc.load_pretrained(path)
@@ -200,3 +201,151 @@ def test_resnet_pretrained_setting_loads_on_build(scope, paddle_resnet18):
     enc.eval()
     x = paddle.randn([1, 3, 32, 32])
     assert _max_err(enc(x).numpy(), model(x).numpy()) <= ATOL
+
+
+def test_resnet_sizes_match_the_published_parameter_counts(make_scope):
+    # torchvision resnet18 / resnet50: 11,689,512 / 25,557,032 parameters (1000 classes)
+    for depth, count in ((18, 11_689_512), (50, 25_557_032)):
+        enc = ResNetEncoder(make_scope(), depth=depth).build()
+        assert sum(int(np.prod(p.shape)) for p in enc.parameters() if not p.stop_gradient) == count
+
+
+# ----------------------------------------------------------------------------- ViT
+
+
+def _tiny_hf_vit(eps: float = 1e-12) -> transformers.ViTForImageClassification:
+    torch.manual_seed(0)
+    cfg = transformers.ViTConfig(
+        hidden_size=32,
+        num_hidden_layers=2,
+        num_attention_heads=2,
+        intermediate_size=64,
+        image_size=32,
+        patch_size=8,
+        num_labels=5,
+        layer_norm_eps=eps,
+    )
+    ref = transformers.ViTForImageClassification(cfg).eval()
+    with torch.no_grad():  # HF initialises with std 0.02: spread weights so errors would show
+        for p in ref.parameters():
+            p.add_(0.2 * torch.randn_like(p))
+    return ref
+
+
+def _tiny_vit(scope: str, **kw) -> ViTEncoder:
+    return ViTEncoder(
+        scope,
+        image_size=32,
+        patch_size=8,
+        dim=32,
+        depth=2,
+        heads=2,
+        mlp_ratio=2,
+        num_classes=5,
+        **kw,
+    )
+
+
+def _vit_reference(ref, x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    with torch.no_grad():
+        logits = ref(torch.from_numpy(x)).logits.numpy()
+        pooled = ref.vit(torch.from_numpy(x)).last_hidden_state[:, 0].numpy()
+    return logits, pooled
+
+
+def test_vit_matches_transformers_hub_file(scope, tmp_path):
+    ref = _tiny_hf_vit()
+    ref.save_pretrained(tmp_path)  # hub layout: vit.encoder.layer.N.attention.attention.query
+    enc = _tiny_vit(scope)
+    report = enc.load_pretrained(tmp_path / "model.safetensors")
+    assert report.ok and report.source == "hf_vit" and len(report.matched) == 40
+    assert enc.layers["norm"]._epsilon == 1e-12  # eps=None follows the reference
+    enc.eval()
+    x = np.random.default_rng(0).standard_normal((2, 3, 32, 32)).astype("float32")
+    logits, pooled = _vit_reference(ref, x)
+    got = enc.forward_all(paddle.to_tensor(x))
+    assert _max_err(got["prediction"].numpy(), logits) <= ATOL
+    assert _max_err(got["pooled"].numpy(), pooled) <= ATOL
+    assert np.abs(logits).max() > 0.5  # the comparison is not between near-zero outputs
+
+
+def test_vit_loads_transformers5_in_memory_names(scope, tmp_path):
+    ref = _tiny_hf_vit()
+    path = tmp_path / "sd.safetensors"
+    save_torch({k: v.contiguous() for k, v in ref.state_dict().items()}, str(path))
+    assert any(".q_proj." in k for k in read_weights(path))
+    enc = _tiny_vit(scope)
+    assert enc.load_pretrained(path).ok
+    enc.eval()
+    x = np.random.default_rng(1).standard_normal((2, 3, 32, 32)).astype("float32")
+    assert _max_err(enc(paddle.to_tensor(x)).numpy(), _vit_reference(ref, x)[0]) <= ATOL
+
+
+def _timm_names(hf: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+    """Hugging Face ViT hub keys -> timm's (fused qkv [3D, D], head, norm)."""
+    out = {
+        "cls_token": hf["vit.embeddings.cls_token"],
+        "pos_embed": hf["vit.embeddings.position_embeddings"],
+        "patch_embed.proj.weight": hf["vit.embeddings.patch_embeddings.projection.weight"],
+        "patch_embed.proj.bias": hf["vit.embeddings.patch_embeddings.projection.bias"],
+        "norm.weight": hf["vit.layernorm.weight"],
+        "norm.bias": hf["vit.layernorm.bias"],
+        "head.weight": hf["classifier.weight"],
+        "head.bias": hf["classifier.bias"],
+    }
+    names = {
+        "norm1": "layernorm_before",
+        "norm2": "layernorm_after",
+        "attn.proj": "attention.output.dense",
+        "mlp.fc1": "intermediate.dense",
+        "mlp.fc2": "output.dense",
+    }
+    for i in range(2):
+        src = f"vit.encoder.layer.{i}."
+        for p in ("weight", "bias"):
+            for timm, hf_name in names.items():
+                out[f"blocks.{i}.{timm}.{p}"] = hf[f"{src}{hf_name}.{p}"]
+            out[f"blocks.{i}.attn.qkv.{p}"] = np.concatenate(
+                [hf[f"{src}attention.attention.{n}.{p}"] for n in ("query", "key", "value")]
+            )
+    return out
+
+
+def test_vit_loads_timm_names_with_fused_qkv(scope, tmp_path):
+    ref = _tiny_hf_vit(eps=1e-6)  # timm's LayerNorm epsilon
+    ref.save_pretrained(tmp_path)
+    timm_path = tmp_path / "timm_vit.safetensors"
+    save_numpy(_timm_names(read_weights(tmp_path / "model.safetensors")), str(timm_path))
+    enc = _tiny_vit(scope)
+    report = enc.load_pretrained(timm_path)
+    assert report.ok and report.source == "timm" and enc.layers["norm"]._epsilon == 1e-6
+    enc.eval()
+    x = np.random.default_rng(2).standard_normal((2, 3, 32, 32)).astype("float32")
+    assert _max_err(enc(paddle.to_tensor(x)).numpy(), _vit_reference(ref, x)[0]) <= ATOL
+
+
+def test_vit_new_head_non_strict_and_names(scope, tmp_path):
+    ref = _tiny_hf_vit()
+    ref.save_pretrained(tmp_path)
+    enc = ViTEncoder(
+        scope, image_size=32, patch_size=8, dim=32, depth=2, heads=2, mlp_ratio=2, num_classes=3
+    )
+    report = enc.load_pretrained(tmp_path / "model.safetensors", strict=False)
+    assert {k for k, _, _ in report.mismatched} == {
+        "layers.prediction.weight",
+        "layers.prediction.bias",
+    }
+    np.testing.assert_array_equal(
+        enc.layers["block_1"].attn.k.weight.numpy(),
+        ref.state_dict()["vit.layers.1.attention.k_proj.weight"].numpy().T,
+    )
+    assert enc.logical_names == ["patch_embed", "block_0", "block_1", "norm", "prediction"]
+    assert all(p.name.startswith(f"{scope}.block_1.") for p in enc.get_param("block_1")["block_1"])
+    out = enc.forward_all(paddle.rand([4, 3, 32, 32]))
+    assert out["pooled"].shape == [4, 32] and out["tokens"].shape == [4, 17, 32]
+
+
+def test_vit_tiny_matches_the_published_parameter_count(scope):
+    # timm vit_tiny_patch16_224 (1000 classes): 5,717,416 parameters
+    enc = ViTEncoder(scope, size="tiny", num_classes=1000).build()
+    assert sum(int(np.prod(p.shape)) for p in enc.parameters()) == 5_717_416
