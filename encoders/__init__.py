@@ -40,7 +40,12 @@ _EXPORTS: dict[str, str] = {
 #: class's constructor signature (see arenas.engine.register_schemas); names, not classes,
 #: so reading this dict imports nothing
 SCHEMA_NAMES: dict[str, dict[str, str]] = {
-    "schema/encoder": {"mlp": "ImageMLPEncoder", "cnn": "ImageCNNEncoder"},
+    "schema/encoder": {
+        "mlp": "ImageMLPEncoder",
+        "cnn": "ImageCNNEncoder",
+        "resnet": "ResNetEncoder",
+        "vit": "ViTEncoder",
+    },
 }
 
 __all__ = sorted([*_EXPORTS, "SCHEMAS"])

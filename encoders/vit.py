@@ -112,7 +112,8 @@ class ViTEncoder(Encoder):
     Input ``input``: [B, in_channels, image_size, image_size] float32. Outputs:
     ``prediction`` [B, num_classes] (primary, when ``num_classes`` is set), ``pooled``
     [B, dim] (class token after ``norm``) and ``tokens`` [B, N + 1, dim] (all tokens after
-    ``norm``). ``size="tiny"|"small"`` sets (dim, depth, heads) to (192, 12, 3) / (384, 12, 6).
+    ``norm``). ``size="tiny"|"small"`` sets (dim, depth, heads) to (192, 12, 3) / (384, 12, 6);
+    with ``size=None`` each of them defaults to the tiny value.
 
     ``eps`` is the LayerNorm epsilon; None means 1e-6 (timm), switched to the reference's
     value when a file is loaded (Hugging Face ViT: 1e-12), so outputs match the source.
@@ -127,9 +128,9 @@ class ViTEncoder(Encoder):
         image_size: int = 224,
         patch_size: int = 16,
         in_channels: int = 3,
-        dim: int = 192,
-        depth: int = 12,
-        heads: int = 3,
+        dim: int | None = None,
+        depth: int | None = None,
+        heads: int | None = None,
         mlp_ratio: float = 4.0,
         num_classes: int | None = None,
         size: str | None = None,
@@ -138,12 +139,20 @@ class ViTEncoder(Encoder):
         pretrained_strict: bool = True,
     ) -> None:
         super().__init__(scope)
-        if size is not None:
-            if size not in SIZES:
+        if size is not None and size not in SIZES:
+            raise ValueError(
+                f"ViTEncoder({scope!r}): size must be one of {sorted(SIZES)} or None, got {size!r}"
+            )
+        given = {"dim": dim, "depth": depth, "heads": heads}
+        for (key, value), default in zip(given.items(), SIZES[size or "tiny"]):
+            if value is None:
+                given[key] = default
+            elif size is not None and value != default:
                 raise ValueError(
-                    f"ViTEncoder({scope!r}): size must be one of {sorted(SIZES)} or None, got {size!r}"
+                    f"ViTEncoder({scope!r}): {key}={value} contradicts size={size!r} "
+                    f"({key}={default}); set size=None to choose dim/depth/heads yourself"
                 )
-            dim, depth, heads = SIZES[size]
+        dim, depth, heads = given["dim"], given["depth"], given["heads"]
         if image_size % patch_size:
             raise ValueError(
                 f"ViTEncoder({scope!r}): image_size {image_size} must be a multiple of "

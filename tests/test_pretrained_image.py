@@ -349,3 +349,40 @@ def test_vit_tiny_matches_the_published_parameter_count(scope):
     # timm vit_tiny_patch16_224 (1000 classes): 5,717,416 parameters
     enc = ViTEncoder(scope, size="tiny", num_classes=1000).build()
     assert sum(int(np.prod(p.shape)) for p in enc.parameters()) == 5_717_416
+
+
+def test_vit_size_contradiction_is_a_clear_error(scope):
+    with pytest.raises(ValueError, match=r"dim=256 contradicts size='small' \(dim=384\)"):
+        ViTEncoder(scope, size="small", dim=256)
+    assert ViTEncoder(scope, size="small").dim == 384
+
+
+# ----------------------------------------------------------------------------- Hydra
+
+
+def test_encoder_config_pretrained_key_loads_the_file(scope, tmp_path, compose_config):
+    from arenas.engine.app import build_agents
+
+    src = ResNetEncoder(scope, depth=18, num_classes=10, in_channels=1, small_input=True, width=8)
+    src.build()
+    # paddle.vision naming: our state_dict keys without the "layers." / logical-layer prefixes
+    flat = {}
+    for k, v in src.state_dict().items():
+        k = k.removeprefix("layers.").replace("stem.", "").replace("prediction.", "fc.")
+        flat[k] = v.numpy()
+    path = tmp_path / "digits_resnet.pdparams"
+    paddle.save(flat, str(path))
+    cfg = compose_config(
+        "arena=classify",
+        "encoder@agents.classifier.encoder=resnet18",
+        "agents.classifier.encoder.width=8",
+        f"agents.classifier.encoder.pretrained={path}",
+    )
+    agents = build_agents(cfg)
+    enc = agents["classifier"].encoder
+    np.testing.assert_array_equal(
+        enc.layers["layer4"][1].conv2.weight.numpy(), flat["layer4.1.conv2.weight"]
+    )
+    np.testing.assert_array_equal(enc.layers["prediction"].weight.numpy(), flat["fc.weight"])
+    for a in agents.values():
+        a.release_scopes()
