@@ -42,6 +42,7 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+import paddle
 from paddle import nn
 
 log = logging.getLogger(__name__)
@@ -213,6 +214,11 @@ def load_pretrained(
         raise PretrainedLoadError(
             f"{who} has no pretrained key mapping (no pretrained_key method); load its own "
             "checkpoints with .load(path), or implement pretrained_key/detect_source for it"
+        )
+    if not paddle.in_dynamic_mode():
+        raise PretrainedLoadError(
+            f"{who}: load pretrained weights in dynamic mode (before paddle.enable_static()); "
+            "a static program then reads the loaded values from the parameters"
         )
     if hasattr(encoder, "built") and not encoder.built:
         encoder.build()
