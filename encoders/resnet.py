@@ -47,14 +47,20 @@ class BasicBlock(nn.Layer):
 
 
 class Bottleneck(nn.Layer):
-    """1x1 reduce, 3x3 (carries the stride: v1.5), 1x1 expand x4, + shortcut, ReLU."""
+    """1x1 reduce, 3x3 (carries the stride: v1.5), 1x1 expand x4, + shortcut, ReLU.
 
-    def __init__(self, c_in: int, planes: int, stride: int = 1) -> None:
+    ``stride_in_1x1`` moves the stride to the first 1x1 conv (ResNet v1, Caffe; Hugging Face
+    ``downsample_in_bottleneck=True``).
+    """
+
+    def __init__(
+        self, c_in: int, planes: int, stride: int = 1, stride_in_1x1: bool = False
+    ) -> None:
         super().__init__()
         out = planes * EXPANSION["bottleneck"]
-        self.conv1 = _conv(c_in, planes, 1)
+        self.conv1 = _conv(c_in, planes, 1, stride if stride_in_1x1 else 1)
         self.bn1 = nn.BatchNorm2D(planes)
-        self.conv2 = _conv(planes, planes, 3, stride)
+        self.conv2 = _conv(planes, planes, 3, 1 if stride_in_1x1 else stride)
         self.bn2 = nn.BatchNorm2D(planes)
         self.conv3 = _conv(planes, out, 1)
         self.bn3 = nn.BatchNorm2D(out)
@@ -87,10 +93,16 @@ class Stem(nn.Layer):
         return h if self.maxpool is None else self.maxpool(h)
 
 
-def _stage(block: str, c_in: int, planes: int, n: int, stride: int) -> nn.Sequential:
-    cls = BasicBlock if block == "basic" else Bottleneck
+def _stage(
+    block: str, c_in: int, planes: int, n: int, stride: int, stride_in_1x1: bool
+) -> nn.Sequential:
     out = planes * EXPANSION[block]
-    return nn.Sequential(cls(c_in, planes, stride), *[cls(out, planes) for _ in range(n - 1)])
+    if block == "basic":
+        return nn.Sequential(
+            BasicBlock(c_in, planes, stride), *[BasicBlock(out, planes) for _ in range(n - 1)]
+        )
+    first = Bottleneck(c_in, planes, stride, stride_in_1x1)
+    return nn.Sequential(first, *[Bottleneck(out, planes) for _ in range(n - 1)])
 
 
 class ResNetEncoder(Encoder):
@@ -103,7 +115,10 @@ class ResNetEncoder(Encoder):
 
     ``small_input`` swaps the 7x7/2 conv + max-pool stem for a 3x3/1 conv (for 8x8 to 32x32
     images). ``width`` is the stem's channel count (64 in the standard nets; stages use
-    width x 1, 2, 4, 8). ``pretrained`` loads a torchvision / paddle.vision / Hugging Face
+    width x 1, 2, 4, 8). ``stride_in_1x1`` (ResNet-50 only) puts a Bottleneck's stride on its
+    first 1x1 conv, as ResNet v1 and Hugging Face configs with ``downsample_in_bottleneck``
+    do: their files load either way (same shapes), so set it from the model's config.
+    ``pretrained`` loads a torchvision / paddle.vision / Hugging Face
     file right after ``build()`` (see :mod:`encoders.pretrained`).
     """
 
@@ -119,6 +134,7 @@ class ResNetEncoder(Encoder):
         in_channels: int = 3,
         small_input: bool = False,
         width: int = 64,
+        stride_in_1x1: bool = False,
         pretrained: str | None = None,
         pretrained_strict: bool = True,
     ) -> None:
@@ -144,8 +160,8 @@ class ResNetEncoder(Encoder):
             self.declare(
                 f"layer{i}",
                 LayerSpec(
-                    lambda c=c, p=planes, n=n, s=stride: _stage(block, c, p, n, s),
-                    ("resnet_stage", block, c, planes, n, stride),
+                    lambda c=c, p=planes, n=n, s=stride: _stage(block, c, p, n, s, stride_in_1x1),
+                    ("resnet_stage", block, c, planes, n, stride, stride_in_1x1),
                 ),
             )
             c = planes * EXPANSION[block]

@@ -1,7 +1,8 @@
 """ResNetEncoder / ViTEncoder load files made by torch (transformers), paddle.vision and timm naming.
 
 Reference models are tiny, randomly initialised ones built here (nothing is downloaded);
-outputs must agree with the reference to 1e-4 in eval mode on the same random input.
+outputs must agree with the reference to 1e-4 in eval mode on the same random input
+(relative to the output's largest magnitude where that exceeds 1).
 """
 
 from __future__ import annotations
@@ -43,13 +44,14 @@ def _max_err(a: np.ndarray, b: np.ndarray) -> float:
 
 
 @pytest.mark.parametrize(
-    ("depth", "layer_type", "depths", "hidden"),
+    ("depth", "layer_type", "depths", "hidden", "v1"),
     [
-        (18, "basic", [2, 2, 2, 2], [8, 16, 32, 64]),
-        (50, "bottleneck", [3, 4, 6, 3], [16, 32, 64, 128]),
+        (18, "basic", [2, 2, 2, 2], [8, 16, 32, 64], False),
+        (50, "bottleneck", [3, 4, 6, 3], [16, 32, 64, 128], False),
+        (50, "bottleneck", [3, 4, 6, 3], [16, 32, 64, 128], True),  # stride on the 1x1 conv
     ],
 )
-def test_resnet_matches_transformers(scope, tmp_path, depth, layer_type, depths, hidden):
+def test_resnet_matches_transformers(scope, tmp_path, depth, layer_type, depths, hidden, v1):
     torch.manual_seed(0)
     cfg = transformers.ResNetConfig(
         num_channels=3,
@@ -58,13 +60,16 @@ def test_resnet_matches_transformers(scope, tmp_path, depth, layer_type, depths,
         depths=depths,
         layer_type=layer_type,
         num_labels=5,
+        downsample_in_bottleneck=v1,
     )
     ref = transformers.ResNetForImageClassification(cfg).eval()
     _randomise_norm_stats(ref)
     ref.save_pretrained(tmp_path)  # the file a hub download gives: model.safetensors
     path = tmp_path / "model.safetensors"
 
-    enc = ResNetEncoder(scope, depth=depth, num_classes=5, width=cfg.embedding_size)
+    enc = ResNetEncoder(
+        scope, depth=depth, num_classes=5, width=cfg.embedding_size, stride_in_1x1=v1
+    )
     report = enc.load_pretrained(path)
     assert report.ok and report.source == "hf_resnet"
     enc.eval()
@@ -74,7 +79,10 @@ def test_resnet_matches_transformers(scope, tmp_path, depth, layer_type, depths,
         pooled = ref.resnet(torch.from_numpy(x)).pooler_output.flatten(1)
     got = enc.forward_all(paddle.to_tensor(x))
     assert _max_err(got["prediction"].numpy(), out.logits.numpy()) <= ATOL
-    assert _max_err(got["pooled"].numpy(), pooled.numpy()) <= ATOL
+    # pooled features reach ~100 here: float32 rounding alone is ~1e-6 of that
+    assert _max_err(got["pooled"].numpy(), pooled.numpy()) <= ATOL * max(
+        1.0, np.abs(pooled.numpy()).max()
+    )
 
 
 # ----------------------------------------------------------------------------- ResNet: paddle.vision
