@@ -118,8 +118,8 @@ class ResNetEncoder(Encoder):
     width x 1, 2, 4, 8). ``stride_in_1x1`` (ResNet-50 only) puts a Bottleneck's stride on its
     first 1x1 conv, as ResNet v1 and Hugging Face configs with ``downsample_in_bottleneck``
     do: their files load either way (same shapes), so set it from the model's config.
-    ``pretrained`` loads a torchvision / paddle.vision / Hugging Face
-    file right after ``build()`` (see :mod:`encoders.pretrained`).
+    ``pretrained`` loads a torchvision / paddle.vision / Hugging Face file right after
+    ``build()`` (see :mod:`encoders.pretrained`), with ``pretrained_strict``.
     """
 
     default_watch = ("prediction", "pooled")
