@@ -19,14 +19,20 @@ _EXPORTS: dict[str, str] = {
     "ImageMLPEncoder": "image_mlp",
     "InputSpec": "base",
     "LayerSpec": "base",
+    "LoadReport": "pretrained",
+    "PretrainedLoadError": "pretrained",
+    "ResNetEncoder": "resnet",
     "ScopeError": "naming",
     "SpeechEncoder": "speech",
     "SummaryTable": "base",
     "TextDecoder": "text",
     "TextEncoder": "text",
+    "ViTEncoder": "vit",
     "Vocab": "text",
     "init_missing": "base",
+    "load_pretrained": "pretrained",
     "physical_names": "naming",
+    "read_weights": "pretrained",
     "release_scope": "naming",
 }
 
@@ -34,7 +40,12 @@ _EXPORTS: dict[str, str] = {
 #: class's constructor signature (see arenas.engine.register_schemas); names, not classes,
 #: so reading this dict imports nothing
 SCHEMA_NAMES: dict[str, dict[str, str]] = {
-    "schema/encoder": {"mlp": "ImageMLPEncoder", "cnn": "ImageCNNEncoder"},
+    "schema/encoder": {
+        "mlp": "ImageMLPEncoder",
+        "cnn": "ImageCNNEncoder",
+        "resnet": "ResNetEncoder",
+        "vit": "ViTEncoder",
+    },
 }
 
 __all__ = sorted([*_EXPORTS, "SCHEMAS"])

@@ -33,6 +33,8 @@ import paddle
 from paddle import nn
 
 from .naming import SCOPES, build_named
+from .pretrained import LoadReport
+from .pretrained import load_pretrained as _load_pretrained
 from .specs import EncoderInputError, InputSpec, LayerSpec, SharedSpec, check_inputs
 from .static import build_static_io, init_missing, output_grad_value, param_grad_value
 from .summary import SummaryTable
@@ -456,3 +458,14 @@ class Encoder(nn.Layer):
         arrays, _ = load_tensors(path)
         assign_by_name(self.parameters(), arrays, what=self._who(), strict=strict)
         return self
+
+    def load_pretrained(
+        self, path: str | os.PathLike, strict: bool = True, source: str | None = None
+    ) -> LoadReport:
+        """Load weights from an external file (torchvision, timm, Hugging Face, paddle.vision).
+
+        See :mod:`encoders.pretrained` for the formats, the key mapping an encoder family
+        implements and the returned report (``print(report)`` lists every mismatch);
+        ``source`` skips detecting the file's naming.
+        """
+        return _load_pretrained(self, path, strict=strict, source=source)
