@@ -164,6 +164,7 @@ def _sections(quick: bool) -> dict[str, Callable[[], dict]]:
     }
     for name, module, fn in (
         ("gan_vs_torch", "gan_bench", "bench_gan_vs_torch"),
+        ("resnet", "resnet_bench", "bench_resnet"),
         ("selfplay", "selfplay_bench", "bench_selfplay"),
     ):
         if (ROOT / "bench" / f"{module}.py").exists():
