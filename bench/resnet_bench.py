@@ -36,7 +36,9 @@ def timed(step):
     return STEPS / (time.perf_counter() - t)
 """
 
-_AGENT = _COMMON + r"""
+_AGENT = (
+    _COMMON
+    + r"""
 import paddle
 from agents import Classifier
 agent = Classifier("clf", encoder={{"_target_": "encoders.ResNetEncoder", "depth": 18,
@@ -45,8 +47,11 @@ def step(x, y):
     agent.update(agent.loss(agent.to_tensor(x), agent.to_tensor(y)))
 print(json.dumps({{"steps_per_s": timed(step)}}))
 """
+)
 
-_PLAIN = _COMMON + r"""
+_PLAIN = (
+    _COMMON
+    + r"""
 import paddle, paddle.nn.functional as F
 paddle.seed(0)
 net = paddle.vision.models.resnet18(num_classes=10)
@@ -56,8 +61,11 @@ def step(x, y):
     loss.backward(); opt.step(); opt.clear_grad(set_to_zero=False)
 print(json.dumps({{"steps_per_s": timed(step)}}))
 """
+)
 
-_TORCH = _COMMON + r"""
+_TORCH = (
+    _COMMON
+    + r"""
 import os, torch
 torch.set_num_threads(int(os.environ.get("OMP_NUM_THREADS", "1")))
 torch.manual_seed(0)
@@ -71,6 +79,7 @@ def step(x, y):
     opt.zero_grad(set_to_none=True); loss.backward(); opt.step()
 print(json.dumps({{"steps_per_s": timed(step), "threads": torch.get_num_threads()}}))
 """
+)
 
 
 def _child(code: str) -> dict:

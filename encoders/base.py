@@ -459,6 +459,17 @@ class Encoder(nn.Layer):
         assign_by_name(self.parameters(), arrays, what=self._who(), strict=strict)
         return self
 
+    def save_pretrained(self, path: str | os.PathLike) -> str:
+        """Write scope-free weights that any encoder of this family can ``load_pretrained``.
+
+        For fine-tuning: train, ``save_pretrained``, build a new encoder (any scope, any
+        head), ``load_pretrained(path, strict=False)``. Returns the file's SHA-256.
+        """
+        from .pretrained import save_state
+
+        self._require_built()
+        return save_state(self, path)
+
     def load_pretrained(
         self, path: str | os.PathLike, strict: bool = True, source: str | None = None
     ) -> LoadReport:

@@ -26,6 +26,11 @@ What the loader does generically, so an encoder never has to:
   sublayers) is transposed from torch's [out, in] to Paddle's [in, out];
 - values are cast to the target's dtype; shapes are compared after the transpose.
 
+PaddleCraft's own weights need no mapping: :func:`save_state` writes an encoder's
+``state_dict()`` keys (``layers.layer1.0.conv1.weight``), which any encoder of the same
+family reads back as source ``"paddlecraft"`` whatever its scope (the fine-tuning case:
+train, ``save_state``, build a new encoder with another head, ``load_pretrained(strict=False)``).
+
 ``strict=True`` raises :class:`PretrainedLoadError` (carrying the report) when anything is
 missing, unexpected or of the wrong shape, and loads nothing; ``strict=False`` loads what
 matches (fine-tuning: the backbone loads, a new head stays initialised).
@@ -198,6 +203,21 @@ def _paddle_key(key: str) -> str:
     return key
 
 
+#: the source name of files written by :func:`save_state`
+PADDLECRAFT = "paddlecraft"
+
+
+def save_state(encoder: nn.Layer, path: str | os.PathLike) -> str:
+    """Write ``encoder.state_dict()`` (scope-free keys) as safetensors; return its SHA-256.
+
+    Unlike ``Encoder.save`` (physical names, for checkpoints of the same scope), any encoder
+    of the same family, in any scope and with any head, can ``load_pretrained`` this file.
+    """
+    from .tensorio import save_tensors
+
+    return save_tensors(path, dict(encoder.state_dict()), {"format": "paddlecraft-state-1"})
+
+
 def load_pretrained(
     encoder: nn.Layer,
     path: str | os.PathLike | Mapping[str, np.ndarray],
@@ -210,7 +230,8 @@ def load_pretrained(
     first if needed. With ``strict`` nothing is copied unless the match is complete.
     """
     who = f"{type(encoder).__name__}({getattr(encoder, 'scope', '')!r})"
-    if not hasattr(encoder, "pretrained_key"):
+    own = source == PADDLECRAFT
+    if not own and not hasattr(encoder, "pretrained_key"):
         raise PretrainedLoadError(
             f"{who} has no pretrained key mapping (no pretrained_key method); load its own "
             "checkpoints with .load(path), or implement pretrained_key/detect_source for it"
@@ -224,6 +245,9 @@ def load_pretrained(
         encoder.build()
     arrays = dict(path) if isinstance(path, Mapping) else read_weights(path)
     where = "<arrays>" if isinstance(path, Mapping) else str(path)
+    target = encoder.state_dict()
+    if source is None and arrays and all(k in target for k in arrays):
+        source = PADDLECRAFT  # written by save_state: the keys are ours already
     if source is None:
         if not hasattr(encoder, "detect_source"):
             raise PretrainedLoadError(f"{who} cannot detect the file's naming: pass source=")
@@ -235,12 +259,12 @@ def load_pretrained(
     if convert is not None:
         arrays = convert(arrays, source)
 
-    target = encoder.state_dict()
-    transpose = source not in getattr(encoder, "paddle_layout_sources", ("paddle",))
+    layouts = (*getattr(encoder, "paddle_layout_sources", ("paddle",)), PADDLECRAFT)
+    transpose = source not in layouts
     linear_w = linear_weight_keys(encoder) if transpose else set()
     values: dict[str, np.ndarray] = {}
     for key in sorted(arrays):
-        mapped = encoder.pretrained_key(key, source)
+        mapped = key if source == PADDLECRAFT else encoder.pretrained_key(key, source)
         mapped = None if mapped is None else _paddle_key(mapped)
         if mapped is None or mapped not in target:
             report.unexpected.append(key)

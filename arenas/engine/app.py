@@ -199,6 +199,11 @@ def main_entry(cfg: DictConfig, run_dir: str | os.PathLike, overrides: Sequence[
 
 
 def _config_for_resume(cfg: DictConfig, run_dir: Path) -> DictConfig:
+    if not run_dir.is_dir():
+        raise ConfigError(
+            f"resume={str(run_dir)!r}: no such run directory; give the folder a run wrote, "
+            "e.g. resume=runs/classify/<time>"
+        )
     saved_path = run_dir / "config.yaml"
     if not saved_path.is_file():
         raise ConfigError(
