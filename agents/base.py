@@ -30,7 +30,7 @@ from .device import place_of, resolve_device
 from .distributed import allreduce_gradients, world_size
 from .instantiate import check_targets, safe_instantiate, to_plain
 from .optim import load_optimizer_state, optimizer_state
-from .settings import make_settings, settings_record
+from .settings import ConfigError, make_settings, settings_record
 
 A = TypeVar("A", bound="Agent")
 
@@ -50,6 +50,8 @@ class AgentConfig:
         None  #: optional _partial_ paddle.optimizer.lr config (gets learning_rate=lr)
     )
     grad_clip: Optional[float] = None  #: clip gradients to this global norm  # noqa: UP045
+    freeze: list[str] = field(default_factory=list)
+    #: ^ logical layers of the agent's encoders to freeze at start, e.g. [stem, layer1]
 
 
 class Agent(nn.Layer):
@@ -123,10 +125,44 @@ class Agent(nn.Layer):
         return build_named(f"{self.name}.{role}", factory)
 
     def finish(self) -> None:
-        """Move to the device and create the optimizer (call at the end of ``__init__``)."""
+        """Freeze ``cfg.freeze``, move to the device, create the optimizer (end of ``__init__``)."""
+        if self.cfg.freeze:
+            self.freeze(*self.cfg.freeze)
         if self.device != "cpu":
             self.to(device=self.place)
         self.build_optimizer()
+
+    def encoders(self) -> list[Encoder]:
+        """The agent's encoders, in construction order."""
+        return [m for m in self.sublayers() if isinstance(m, Encoder)]
+
+    def freeze(self, *logical: str) -> None:
+        """Freeze logical layers by name in whichever of the agent's encoders has them.
+
+        ``agents.<name>.freeze=[stem,layer1]`` calls this at start; call
+        :meth:`unfreeze` mid-training (the optimizer skips frozen parameters, no rebuild).
+        """
+        for name, enc in self._layers_named(logical):
+            enc.freeze(name)
+
+    def unfreeze(self, *logical: str) -> None:
+        """Train logical layers frozen by :meth:`freeze` again."""
+        for name, enc in self._layers_named(logical):
+            enc.unfreeze(name)
+
+    def _layers_named(self, logical: tuple[str, ...]) -> list[tuple[str, Encoder]]:
+        encs = [e for e in self.encoders() if e.built]
+        out = []
+        for name in logical:
+            hits = [(name, e) for e in encs if name in e.layers]
+            if not hits:
+                have = sorted({n for e in encs for n in e.layers})
+                raise ConfigError(
+                    f"agents.{self.name}.freeze: no logical layer {name!r} in this agent's "
+                    f"encoders; they have {have}"
+                )
+            out += hits
+        return out
 
     def build_optimizer(self) -> None:
         """(Re)create the optimizer over :meth:`own_parameters` (None if there are none)."""

@@ -458,3 +458,25 @@ def test_update_returns_the_gradient_norm_before_the_step(make_scope):
     after = _params_np(agent)
     assert any(not np.array_equal(before[k], after[k]) for k in before)  # the step happened
     assert agent.update(agent.loss(x, y)) is None  # no norm unless asked: no host sync
+
+
+def test_freeze_setting_freezes_logical_layers_at_start(make_scope):
+    from agents.settings import ConfigError
+
+    enc = {"_target_": "encoders.ImageMLPEncoder", "input_size": 64, "hidden_size": 16}
+    agent = Classifier(make_scope("frz"), encoder=enc, freeze=["hidden_layer_1"], seed=0)
+    e = agent.encoder
+    assert e.is_frozen("hidden_layer_1") and not e.is_frozen("prediction")
+    before = {p.name: p.numpy().copy() for p in agent.parameters()}
+    x, y = np.random.default_rng(0).random((8, 64), np.float32), np.arange(8) % 10
+    agent.update(agent.loss(agent.to_tensor(x), agent.to_tensor(y)))
+    for p in agent.parameters():
+        moved = not np.array_equal(before[p.name], p.numpy())
+        assert moved == (".hidden_layer_1." not in p.name), p.name
+    agent.unfreeze("hidden_layer_1")
+    assert not e.is_frozen("hidden_layer_1")
+    assert agent.config["freeze"] == ["hidden_layer_1"]  # saved with the agent
+    agent.release_scopes()
+    with pytest.raises(ConfigError) as err:
+        Classifier(make_scope("frz"), encoder=enc, freeze=["stem"])
+    assert "'stem'" in str(err.value) and "hidden_layer_1" in str(err.value)
