@@ -1,13 +1,16 @@
 """Agents: named scopes that own encoders, heads, an optimizer, a device and a seed."""
 
 from .base import Agent, AgentConfig, load_agent
-from .caption import Captioner, Listener, Recognizer, Speaker
+from .captioner import Captioner
 from .classifier import Classifier, ClassifierConfig
 from .device import DeviceError, resolve_device
 from .gan import Discriminator, Generator
 from .instantiate import UnsafeConfigError, check_targets, safe_instantiate
+from .listener import Listener
 from .policy import Policy
+from .recognizer import Recognizer
 from .settings import ConfigError
+from .speaker import Speaker
 
 __all__ = [
     "Agent",

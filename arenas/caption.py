@@ -45,9 +45,8 @@ from typing import Any, Optional  # noqa: UP035 (OmegaConf needs typing forms)
 
 import numpy as np
 
-from agents import Agent
+from agents import Agent, Captioner, Listener, Recognizer, Speaker
 from agents.base import AgentConfig
-from agents.caption import Captioner, Listener, Recognizer, Speaker
 from encoders.tensorio import atomic_write_json
 
 from .engine import Arena

@@ -569,63 +569,6 @@ def _save_npy(path: Path, array: np.ndarray) -> None:
     atomic_write_bytes(path, buf.getvalue())
 
 
-# ----------------------------------------------------------------------------- data
-SHAPES_LABELS = ("subject", "relation", "caption")
-
-
-def load_shapes_classes(
-    seed: int = 0,
-    n_train: int = 6000,
-    n_test: int = 500,
-    image_size: int = 32,
-    label: str = "subject",
-) -> Any:
-    """The captioned shapes (``craftdata.load_shapes``) as a labelled image dataset for the GAN.
-
-    Images become float32 [N, 3, image_size, image_size] in [0, 1] (drawn at 64 x 64, then
-    ``cv2.INTER_AREA``); the class is read from the caption: ``subject`` (colour and shape
-    of the caption's subject: 9 classes, yellow is never the subject), ``relation`` (left
-    of, right of, above, below: 4) or ``caption`` (the 216 canonical captions).
-    """
-    from craftdata import Dataset, Split
-    from craftdata.shapes import COLOURS, RELATIONS, SHAPES, all_captions, load_shapes
-
-    if label not in SHAPES_LABELS:
-        raise ValueError(f"data.loader.label must be one of {SHAPES_LABELS}, got {label!r}")
-    raw = load_shapes(seed=seed, n_train=n_train, n_test=n_test, n_compositional=0)
-    subjects = [f"{c} {s}" for c in list(COLOURS)[:3] for s in SHAPES]
-    captions = {c: i for i, c in enumerate(all_captions())}
-    num_classes = {"subject": len(subjects), "relation": len(RELATIONS), "caption": len(captions)}
-
-    def class_of(caption: str) -> int:
-        words = caption.split()
-        if label == "subject":
-            return subjects.index(f"{words[1]} {words[2]}")
-        if label == "relation":
-            return RELATIONS.index(" ".join(words[3:-3]))
-        return captions[caption]
-
-    def convert(split: Any) -> Split:
-        imgs = split.images
-        if imgs.shape[1] != image_size:
-            imgs = np.stack(
-                [
-                    cv2.resize(im, (image_size, image_size), interpolation=cv2.INTER_AREA)
-                    for im in imgs
-                ]
-            )
-        x = np.ascontiguousarray(imgs.transpose(0, 3, 1, 2), dtype=np.float32) / np.float32(255)
-        return Split(x, np.array([class_of(c) for c in split.captions], np.int64))
-
-    return Dataset(
-        train=convert(raw.train),
-        test=convert(raw.test),
-        num_classes=num_classes[label],
-        image_shape=(3, image_size, image_size),
-        name=f"shapes-{label}",
-    )
-
-
 # ----------------------------------------------------------------------------- schemas
 @dataclass
 class ImageDecoderConfig:

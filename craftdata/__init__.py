@@ -6,7 +6,7 @@ Nothing in this package downloads anything.
 from craftdata.batches import iterate_minibatches
 from craftdata.digits import Dataset, Split, load_digits, stratified_split
 from craftdata.mnist import load_mnist, read_idx, read_mnist_csv
-from craftdata.shapes import load_shapes
+from craftdata.shapes import load_shapes, load_shapes_classes
 from craftdata.speech import load_spoken_digits, synthesize
 from craftdata.wav import load_wav_folder
 
@@ -17,6 +17,7 @@ __all__ = [
     "load_digits",
     "load_mnist",
     "load_shapes",
+    "load_shapes_classes",
     "load_spoken_digits",
     "load_wav_folder",
     "read_idx",

@@ -13,7 +13,7 @@ import pytest
 from safetensors.numpy import load_file
 
 from agents import Agent, Captioner, Listener, Recognizer, Speaker
-from agents.caption import ctc_greedy
+from agents.recognizer import ctc_greedy
 from arenas import CaptionArena, check_arena
 from craftdata.shapes import load_shapes
 

@@ -433,7 +433,7 @@ def test_mnist_sized_data_builds_and_trains(tmp_path):
 
 def test_shapes_images_plug_in_as_data():
     from arenas.engine.app import build_agents, build_arena
-    from arenas.gan import load_shapes_classes
+    from craftdata import load_shapes_classes
 
     d = load_shapes_classes(n_train=64, n_test=16, image_size=16, label="relation")
     assert d.train.x.shape == (64, 3, 16, 16) and d.train.x.dtype == np.float32

@@ -12,8 +12,8 @@ import paddle
 import paddle.nn.functional as F
 import pytest
 
-from encoders import EncoderInputError, release_scope
-from encoders.text import BOS, EOS, PAD, UNK, TextDecoder, TextEncoder, Vocab
+from encoders import EncoderInputError, TextDecoder, TextEncoder, Vocab, release_scope
+from encoders.vocab import BOS, EOS, PAD, UNK
 
 SENTENCES = [
     "a red circle",

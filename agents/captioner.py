@@ -1,0 +1,94 @@
+"""Image -> caption: the :class:`Captioner` agent.
+
+```python
+cap = Agent.load("runs/caption/<time>/checkpoints/step_00001000/agents/captioner")
+cap.caption(images)   # uint8 [N, 64, 64, 3] RGB -> ["a red circle above a blue square", ...]
+```
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import paddle
+
+from craftdata.words import resolve_words
+from encoders import Vocab
+
+from .text_agent import TextAgent, batch_slices, images_to_array
+
+__all__ = ["Captioner"]
+
+
+class Captioner(TextAgent):
+    """Image -> caption: ``ImageCNNEncoder`` (``<name>.image``) + ``TextDecoder`` (``<name>.text``).
+
+    Teacher-forced training (:meth:`loss`); batched greedy or beam decoding (:meth:`caption`).
+    The decoder is conditioned on the image embedding; its ``vocab_size`` and
+    ``cond_dim`` are filled in from ``words`` and the image encoder.
+
+    Args:
+        encoder: ImageCNNEncoder config (``num_classes`` is forced to None).
+        decoder: TextDecoder config (``vocab_size``/``cond_dim`` are filled in).
+        words: vocabulary (list, ``"shapes"`` or ``"digits"``).
+        beam_size: default decoding: 1 = greedy, > 1 = beam search.
+    """
+
+    def __init__(
+        self,
+        name: str,
+        encoder: Any,
+        decoder: Any,
+        words: Any = "shapes",
+        beam_size: int = 1,
+        **common: Any,
+    ) -> None:
+        words = resolve_words(words, f"agents.{name}.words")
+        cfg = {"encoder": encoder, "decoder": decoder, "words": words, "beam_size": beam_size}
+        super().__init__(name, config=cfg, **common)
+        self.vocab = Vocab(words)
+        self.beam_size = int(beam_size)
+        with self.seeded():
+            self.encoder = self.make_encoder({**dict(encoder), "num_classes": None}, "image")
+            dec = {
+                **dict(decoder),
+                "vocab_size": len(self.vocab),
+                "cond_dim": self.encoder.embedding_dim,
+            }
+            self.decoder = self.make_encoder(dec, "text")
+        self.channels = self.encoder.in_channels
+        self.finish()
+
+    def embed(self, images: Any) -> paddle.Tensor:
+        """Image embeddings [N, D] (the decoder's condition)."""
+        x = images if isinstance(images, paddle.Tensor) else images_to_array(images, self.channels)
+        return self.encoder.forward_all(self.to_tensor(x))["embedding"]
+
+    def loss(self, images: Any, captions: Sequence[str]) -> paddle.Tensor:
+        """Teacher-forced cross-entropy of ``captions`` given ``images``."""
+        targets = self.to_tensor(self.encode_texts(captions))
+        return self.decoder.loss(self.embed(images), targets)
+
+    @paddle.no_grad()
+    def caption(
+        self, images: Any, beam_size: int | None = None, batch_size: int = 256
+    ) -> list[str]:
+        """Captions of uint8 [N, H, W, 3] RGB images (greedy when ``beam_size`` is 1)."""
+        beam = self.beam_size if beam_size is None else int(beam_size)
+        x = images_to_array(images, self.channels)
+        was = self.training
+        self.eval()
+        out: list[str] = []
+        try:
+            for sl in batch_slices(len(x), batch_size):
+                cond = self.embed(x[sl])
+                ids = (
+                    self.decoder.greedy(cond)
+                    if beam == 1
+                    else self.decoder.beam_search(cond, beam_size=beam)
+                )
+                out += self.vocab.decode_batch(ids)
+        finally:
+            self.train(was)
+        return out

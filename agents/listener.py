@@ -1,0 +1,118 @@
+"""Text + K candidate images -> the described image: the :class:`Listener` agent.
+
+```python
+lis.choose(captions, candidates)   # [N] texts, uint8 [N, K, 64, 64, 3] -> int64 [N]
+```
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+import paddle
+import paddle.nn.functional as F
+from paddle import nn
+
+from craftdata.words import resolve_words
+from encoders import Vocab
+
+from .text_agent import TextAgent, batch_slices, images_to_array
+
+__all__ = ["Listener"]
+
+
+class Listener(TextAgent):
+    """Text + K candidate images -> the index of the described image (a referential game).
+
+    ``TextEncoder`` (``<name>.text``) and ``ImageCNNEncoder`` (``<name>.image``) embed both
+    sides; linear heads (``<name>.text_proj``, ``<name>.image_proj``) map them to ``dim``;
+    the score is cosine similarity / ``temperature``. Trained with cross-entropy over
+    in-batch candidates (other images with the same text are masked out, both directions).
+
+    Args:
+        encoder: the image side, an ImageCNNEncoder config (``num_classes`` forced to None).
+        text_encoder: TextEncoder config (``vocab_size`` is filled in, no ``num_classes``).
+        words: vocabulary (list, ``"shapes"`` or ``"digits"``).
+        dim: joint embedding size.
+        temperature: softmax temperature of the cosine scores.
+    """
+
+    def __init__(
+        self,
+        name: str,
+        encoder: Any,
+        text_encoder: Any,
+        words: Any = "shapes",
+        dim: int = 64,
+        temperature: float = 0.1,
+        **common: Any,
+    ) -> None:
+        words = resolve_words(words, f"agents.{name}.words")
+        cfg = {
+            "encoder": encoder,
+            "text_encoder": text_encoder,
+            "words": words,
+            "dim": dim,
+            "temperature": temperature,
+        }
+        super().__init__(name, config=cfg, **common)
+        self.vocab = Vocab(words)
+        self.temperature = float(temperature)
+        with self.seeded():
+            tcfg = {**dict(text_encoder), "vocab_size": len(self.vocab), "num_classes": None}
+            self.text_encoder = self.make_encoder(tcfg, "text")
+            self.image_encoder = self.make_encoder({**dict(encoder), "num_classes": None}, "image")
+            t_dim, i_dim = self.text_encoder.hidden_size, self.image_encoder.embedding_dim
+            self.text_proj = self.make_head("text_proj", lambda: nn.Linear(t_dim, dim))
+            self.image_proj = self.make_head("image_proj", lambda: nn.Linear(i_dim, dim))
+        self.channels = self.image_encoder.in_channels
+        self.finish()
+
+    def embed_texts(self, texts: Sequence[str]) -> paddle.Tensor:
+        """Unit-norm text embeddings [N, dim]."""
+        tokens = self.to_tensor(self.encode_texts(texts, add_eos=False))
+        return F.normalize(
+            self.text_proj(self.text_encoder.forward_all(tokens)["embedding"]), axis=-1
+        )
+
+    def embed_images(self, images: Any) -> paddle.Tensor:
+        """Unit-norm image embeddings [N, dim] from uint8 [N, H, W, C] (or float [N, C, H, W])."""
+        x = images if isinstance(images, paddle.Tensor) else images_to_array(images, self.channels)
+        emb = self.image_encoder.forward_all(self.to_tensor(x))["embedding"]
+        return F.normalize(self.image_proj(emb), axis=-1)
+
+    def loss(self, texts: Sequence[str], images: Any) -> paddle.Tensor:
+        """Symmetric in-batch cross-entropy: text i should pick image i and vice versa."""
+        t, v = self.embed_texts(texts), self.embed_images(images)
+        logits = paddle.matmul(t, v, transpose_y=True) / self.temperature  # [B, B]
+        keys = np.array([" ".join(Vocab.tokenize(s)) for s in texts])
+        same = (keys[:, None] == keys[None, :]) & ~np.eye(len(keys), dtype=bool)
+        logits = logits - self.to_tensor(same.astype(np.float32) * 1e4)  # same text: not a negative
+        target = self.to_tensor(np.arange(len(keys), dtype=np.int64))
+        return 0.5 * (F.cross_entropy(logits, target) + F.cross_entropy(logits.T, target))
+
+    @paddle.no_grad()
+    def scores(self, texts: Sequence[str], candidates: Any, batch_size: int = 256) -> np.ndarray:
+        """Scores [N, K] of ``candidates`` [N, K, H, W, C] for each text."""
+        cand = np.asarray(candidates)
+        n, k = cand.shape[:2]
+        if len(texts) != n:
+            raise ValueError(f"Listener.scores: {len(texts)} texts but {n} candidate sets")
+        was = self.training
+        self.eval()
+        try:
+            out = []
+            for sl in batch_slices(n, max(1, batch_size // k)):
+                t = self.embed_texts(texts[sl])  # [b, d]
+                flat = cand[sl].reshape(-1, *cand.shape[2:])
+                v = self.embed_images(flat).reshape([t.shape[0], k, -1])  # [b, K, d]
+                out.append((v * t.unsqueeze(1)).sum(-1).numpy())
+        finally:
+            self.train(was)
+        return np.concatenate(out) if out else np.zeros((0, k), np.float32)
+
+    def choose(self, texts: Sequence[str], candidates: Any) -> np.ndarray:
+        """The index (int64 [N]) of the candidate each text describes best."""
+        return self.scores(list(texts), candidates).argmax(axis=1).astype(np.int64)

@@ -1,0 +1,152 @@
+"""Waveform -> text: the :class:`Recognizer` agent (SpeechEncoder + CTC or seq2seq).
+
+```python
+rec.transcribe(waveforms, sample_rate)   # list of 1-D arrays -> ["a red circle ...", ...]
+```
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+import paddle
+import paddle.nn.functional as F
+from paddle import nn
+
+from craftdata.words import resolve_words
+from encoders import Vocab
+from encoders.vocab import EOS, PAD
+
+from .text_agent import TextAgent, batch_slices
+
+__all__ = ["Recognizer", "ctc_greedy"]
+
+
+def ctc_greedy(logits: np.ndarray, lengths: np.ndarray, blank: int = PAD) -> list[list[int]]:
+    """Best-path CTC decoding: argmax per frame, merge repeats, drop blanks."""
+    best = logits.argmax(-1)  # [B, T]
+    out = []
+    for row, n in zip(best, lengths):
+        ids, prev = [], blank
+        for t in row[: int(n)]:
+            if t != prev and t != blank:
+                ids.append(int(t))
+            prev = t
+        out.append(ids)
+    return out
+
+
+class Recognizer(TextAgent):
+    """Waveform -> text: ``SpeechEncoder`` (``<name>.speech``) + a CTC or seq2seq head.
+
+    ``head="ctc"``: a linear layer (``<name>.ctc``) over the encoder's frames, word-level
+    CTC with ``<pad>`` as the blank, best-path decoding. ``head="seq2seq"``: a
+    ``TextDecoder`` (``<name>.text``) conditioned on the utterance embedding, greedy.
+
+    Args:
+        encoder: SpeechEncoder config (``num_classes`` forced to None).
+        decoder: TextDecoder config for ``head="seq2seq"`` (ignored for CTC).
+        head: ``ctc`` or ``seq2seq``.
+        words: vocabulary (list, ``"shapes"`` or ``"digits"``).
+    """
+
+    def __init__(
+        self,
+        name: str,
+        encoder: Any,
+        decoder: Any = None,
+        head: str = "ctc",
+        words: Any = "shapes",
+        **common: Any,
+    ) -> None:
+        if head not in ("ctc", "seq2seq"):
+            raise ValueError(f"agents.{name}.head must be 'ctc' or 'seq2seq', got {head!r}")
+        if head == "seq2seq" and not decoder:
+            raise ValueError(f"agents.{name}: head=seq2seq needs a decoder config")
+        words = resolve_words(words, f"agents.{name}.words")
+        cfg = {"encoder": encoder, "decoder": decoder, "head": head, "words": words}
+        super().__init__(name, config=cfg, **common)
+        self.vocab = Vocab(words)
+        self.head = head
+        with self.seeded():
+            self.encoder = self.make_encoder({**dict(encoder), "num_classes": None}, "speech")
+            if head == "ctc":
+                size, n = self.encoder.frame_size, len(self.vocab)
+                self.ctc = self.make_head("ctc", lambda: nn.Linear(size, n))
+            else:
+                dec = {
+                    **dict(decoder),
+                    "vocab_size": len(self.vocab),
+                    "cond_dim": self.encoder.embedding_dim,
+                }
+                self.decoder = self.make_encoder(dec, "text")
+        self.sample_rate = int(self.encoder.sample_rate)
+        self.finish()
+
+    def prepare(self, waveforms: Any, sample_rate: int | None = None) -> np.ndarray:
+        """float32 [B, S] at the model's rate, zero-padded at the end (int16 is scaled to [-1, 1))."""
+        from craftdata.speech import resample, to_float
+
+        rate = self.sample_rate if sample_rate is None else int(sample_rate)
+        if isinstance(waveforms, np.ndarray) and waveforms.ndim == 2:
+            waveforms = list(waveforms)
+        clips = [to_float(resample(np.asarray(w), rate, self.sample_rate)) for w in waveforms]
+        width = max([self.encoder.min_samples, *(len(c) for c in clips)])
+        out = np.zeros((len(clips), width), np.float32)
+        for i, c in enumerate(clips):
+            out[i, : len(c)] = c
+        return out
+
+    def _ctc_logits(self, x: paddle.Tensor) -> tuple[paddle.Tensor, paddle.Tensor]:
+        frames = self.encoder.frames(x)  # [B, T, H]
+        return self.ctc(frames), self.encoder.frame_lengths(x)  # [B, T, V], [B]
+
+    def loss(self, waveforms: np.ndarray, texts: Sequence[str]) -> paddle.Tensor:
+        """Training loss for a padded batch (:meth:`prepare`) and its transcripts."""
+        x = self.to_tensor(waveforms)
+        if self.head == "seq2seq":
+            cond = self.encoder.forward_all(x)["embedding"]
+            return self.decoder.loss(cond, self.to_tensor(self.encode_texts(texts)))
+        logits, lengths = self._ctc_logits(x)
+        labels = self.encode_texts(texts, add_eos=False)
+        label_lengths = (labels != PAD).sum(1).astype(np.int64)
+        return F.ctc_loss(
+            logits.transpose([1, 0, 2]),  # [T, B, V]: unscaled, warp-ctc applies softmax
+            self.to_tensor(labels.astype(np.int32)),
+            lengths,
+            self.to_tensor(label_lengths),
+            blank=PAD,
+            reduction="mean",
+        )
+
+    @paddle.no_grad()
+    def transcribe(
+        self, waveforms: Any, sample_rate: int | None = None, batch_size: int = 64
+    ) -> list[str]:
+        """Transcripts of mono waveforms (a list of 1-D arrays, or [B, S]) at ``sample_rate``.
+
+        Clips are batched by length (shortest first) so little padding is computed.
+        """
+        clips = list(waveforms) if not isinstance(waveforms, list) else waveforms
+        order = np.argsort([len(c) for c in clips], kind="stable")
+        out: list[str] = [""] * len(clips)
+        was = self.training
+        self.eval()
+        try:
+            for sl in batch_slices(len(order), batch_size):
+                idx = order[sl]
+                x = self.to_tensor(self.prepare([clips[i] for i in idx], sample_rate))
+                if self.head == "ctc":
+                    logits, lengths = self._ctc_logits(x)
+                    ids = ctc_greedy(logits.numpy(), lengths.numpy())
+                    texts = [self.vocab.decode(r + [EOS]) for r in ids]
+                else:
+                    cond = self.encoder.forward_all(x)["embedding"]
+                    texts = self.vocab.decode_batch(self.decoder.greedy(cond))
+                for i, t in zip(idx, texts):
+                    out[int(i)] = t
+        finally:
+            self.train(was)
+        return out

@@ -1,0 +1,95 @@
+"""Text -> speech with eSpeak NG: the :class:`Speaker` agent (fixed, no parameters).
+
+```python
+spk.speak(["a red circle above a blue square"])   # -> [int16 waveform at spk.sample_rate]
+```
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+
+from .base import Agent
+
+__all__ = ["Speaker"]
+
+
+class Speaker(Agent):
+    """Text -> speech with eSpeak NG: a fixed (non-learned) agent with no parameters.
+
+    Each text is spoken with a voice drawn from ``voices`` (``"train"``/``"test"``: the
+    seeded split of :func:`craftdata.speech.split_voices`, ``"all"``, or a list of
+    variant names), plus a random accent, rate, pitch and range; the draw depends only
+    on ``seed`` and the call's ``seed``, and synthesis is bit-identical per list.
+
+    Args:
+        voices: which voices to speak with.
+        encoder: unused (eSpeak NG does the work); accepted so every agent config has an
+            ``encoder`` slot.
+        sample_rate: output rate (resampled from eSpeak's 22050 Hz).
+        voice_seed: seed of the train/test voice split.
+        test_fraction: share of voices in the test split.
+    """
+
+    def __init__(
+        self,
+        name: str,
+        voices: Any = "test",
+        sample_rate: int = 16000,
+        voice_seed: int = 0,
+        test_fraction: float = 0.2,
+        encoder: Any = None,
+        **common: Any,
+    ) -> None:
+        cfg = {
+            "voices": voices,
+            "sample_rate": sample_rate,
+            "voice_seed": voice_seed,
+            "test_fraction": test_fraction,
+        }
+        super().__init__(name, config=cfg, **common)
+        self.sample_rate = int(sample_rate)
+        self._voices_cfg, self.voice_seed, self.test_fraction = voices, voice_seed, test_fraction
+        self.finish()
+
+    @property
+    def voices(self) -> list[str]:
+        """The voice variants this speaker draws from."""
+        return self.resolve_voices(self._voices_cfg)
+
+    def resolve_voices(self, v: Any) -> list[str]:
+        """``"train"``/``"test"`` (this speaker's split), ``"all"`` or a list -> variant names."""
+        from craftdata.speech import espeak_voices, split_voices
+
+        if isinstance(v, str):
+            if v == "all":
+                return espeak_voices()
+            train, test = split_voices(self.voice_seed, self.test_fraction)
+            if v in ("train", "test"):
+                return train if v == "train" else test
+            raise ValueError(
+                f"agents.{self.name}.voices: 'train', 'test', 'all' or a list, got {v!r}"
+            )
+        return [str(x) for x in v]
+
+    def speak(self, texts: Sequence[str], seed: int = 0, cache: bool = False) -> list[np.ndarray]:
+        """int16 waveforms at :attr:`sample_rate`, one per text."""
+        return self.speak_split(texts, seed, cache).waveforms
+
+    def speak_split(
+        self, texts: Sequence[str], seed: int = 0, cache: bool = False, voices: Any = None
+    ) -> Any:
+        """Like :meth:`speak`, as a :class:`craftdata.speech.SpokenSplit` (with each voice).
+
+        ``voices`` overrides the configured ones for this call (e.g. ``"train"``).
+        """
+        from craftdata.speech import spoken_split
+
+        base = 0 if self.seed is None else int(self.seed)
+        pool = self.voices if voices is None else self.resolve_voices(voices)
+        return spoken_split(
+            list(texts), pool, [base, int(seed), 0x5E], self.sample_rate, cache=cache
+        )

@@ -1,0 +1,60 @@
+"""What the text agents share: a word vocabulary, image arrays, batch slices.
+
+Each text agent (:class:`~agents.Captioner`, :class:`~agents.Listener`,
+:class:`~agents.Recognizer`) holds a word :class:`~encoders.Vocab` built from ``words``: a
+list, or a preset of :mod:`craftdata.words` (``"shapes"``, ``"digits"``). The resolved list
+is saved with the agent, so a loaded agent never depends on a preset changing.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Sequence
+from typing import Any
+
+import numpy as np
+
+from encoders import Vocab
+
+from .base import Agent
+
+__all__ = ["TextAgent", "batch_slices", "images_to_array"]
+
+
+def images_to_array(images: Any, channels: int) -> np.ndarray:
+    """Images as float32 [N, C, H, W] in [0, 1].
+
+    Accepts uint8 [N, H, W, C] (RGB, as :func:`craftdata.shapes.load_shapes` gives) or
+    uint8 [N, H, W] (grey), or float [N, C, H, W] already scaled.
+    """
+    x = np.asarray(images)
+    if x.dtype == np.uint8:
+        if x.ndim == 3:
+            x = x[..., None]
+        if x.ndim != 4 or x.shape[-1] != channels:
+            raise ValueError(
+                f"expected uint8 images [N, H, W, {channels}] (or [N, H, W] when grey), got "
+                f"{list(x.shape)}"
+            )
+        return np.ascontiguousarray(x.transpose(0, 3, 1, 2), dtype=np.float32) / np.float32(255)
+    if x.ndim != 4 or x.shape[1] != channels:
+        raise ValueError(
+            f"expected float images [N, {channels}, H, W] in [0, 1] or uint8 [N, H, W, "
+            f"{channels}], got {list(x.shape)} {x.dtype}"
+        )
+    return np.ascontiguousarray(x, dtype=np.float32)
+
+
+def batch_slices(n: int, size: int) -> Iterator[slice]:
+    """Consecutive slices of at most ``size`` covering ``range(n)``."""
+    for i in range(0, n, size):
+        yield slice(i, min(n, i + size))
+
+
+class TextAgent(Agent):
+    """An agent that reads or writes words of its :attr:`vocab`."""
+
+    vocab: Vocab
+
+    def encode_texts(self, texts: Sequence[str], add_eos: bool = True) -> np.ndarray:
+        """int64 token ids [N, T] of ``texts``, right-padded (see :meth:`Vocab.encode_batch`)."""
+        return self.vocab.encode_batch(list(texts), add_eos=add_eos)
