@@ -9,50 +9,58 @@ cap.caption(images)   # uint8 [N, 64, 64, 3] RGB -> ["a red circle above a blue 
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass, field
 from typing import Any
 
 import paddle
 
-from craftdata.words import resolve_words
-from encoders import Vocab
+from .base import AgentConfig
+from .text_agent import (
+    TextAgent,
+    batch_slices,
+    gru_text_decoder,
+    images_to_array,
+    shapes_image_encoder,
+)
 
-from .text_agent import TextAgent, batch_slices, images_to_array
+__all__ = ["Captioner", "CaptionerConfig"]
 
-__all__ = ["Captioner"]
+
+@dataclass
+class CaptionerConfig(AgentConfig):
+    """agents.Captioner settings."""
+
+    encoder: Any = field(default_factory=shapes_image_encoder)
+    #: ^ image encoder config (ImageCNNEncoder...); num_classes is forced to None
+    decoder: Any = field(default_factory=gru_text_decoder)
+    #: ^ text decoder config (TextDecoder); vocab_size and cond_dim are filled in
+    words: Any = "shapes"  #: vocabulary: shapes | digits | a list of words
+    beam_size: int = 1  #: default decoding: 1 = greedy, > 1 = beam search
 
 
 class Captioner(TextAgent):
-    """Image -> caption: ``ImageCNNEncoder`` (``<name>.image``) + ``TextDecoder`` (``<name>.text``).
+    """Image -> caption: an image encoder (``<name>.image``) + a text decoder (``<name>.text``).
 
     Teacher-forced training (:meth:`loss`); batched greedy or beam decoding (:meth:`caption`).
     The decoder is conditioned on the image embedding; its ``vocab_size`` and
     ``cond_dim`` are filled in from ``words`` and the image encoder.
 
     Args:
-        encoder: ImageCNNEncoder config (``num_classes`` is forced to None).
-        decoder: TextDecoder config (``vocab_size``/``cond_dim`` are filled in).
-        words: vocabulary (list, ``"shapes"`` or ``"digits"``).
-        beam_size: default decoding: 1 = greedy, > 1 = beam search.
+        name: the agent's scope.
+        **settings: :class:`CaptionerConfig` fields.
     """
 
-    def __init__(
-        self,
-        name: str,
-        encoder: Any,
-        decoder: Any,
-        words: Any = "shapes",
-        beam_size: int = 1,
-        **common: Any,
-    ) -> None:
-        words = resolve_words(words, f"agents.{name}.words")
-        cfg = {"encoder": encoder, "decoder": decoder, "words": words, "beam_size": beam_size}
-        super().__init__(name, config=cfg, **common)
-        self.vocab = Vocab(words)
-        self.beam_size = int(beam_size)
+    Config = CaptionerConfig
+
+    def __init__(self, name: str, **settings: Any) -> None:
+        super().__init__(name, **settings)
+        self.use_words()
+        c = self.cfg
+        self.beam_size = int(c.beam_size)
         with self.seeded():
-            self.encoder = self.make_encoder({**dict(encoder), "num_classes": None}, "image")
+            self.encoder = self.make_encoder({**dict(c.encoder), "num_classes": None}, "image")
             dec = {
-                **dict(decoder),
+                **dict(c.decoder),
                 "vocab_size": len(self.vocab),
                 "cond_dim": self.encoder.embedding_dim,
             }

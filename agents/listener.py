@@ -8,6 +8,7 @@ lis.choose(captions, candidates)   # [N] texts, uint8 [N, K, 64, 64, 3] -> int64
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
@@ -15,56 +16,63 @@ import paddle
 import paddle.nn.functional as F
 from paddle import nn
 
-from craftdata.words import resolve_words
 from encoders import Vocab
 
-from .text_agent import TextAgent, batch_slices, images_to_array
+from .base import AgentConfig
+from .text_agent import TextAgent, batch_slices, images_to_array, shapes_image_encoder
 
-__all__ = ["Listener"]
+__all__ = ["Listener", "ListenerConfig", "gru_text_encoder"]
+
+
+def gru_text_encoder() -> dict[str, Any]:
+    """The listener's default text side: a GRU :class:`~encoders.TextEncoder`."""
+    return {"_target_": "encoders.TextEncoder", "embed_dim": 32, "hidden_size": 64}
+
+
+@dataclass
+class ListenerConfig(AgentConfig):
+    """agents.Listener settings."""
+
+    text_encoder: Any = field(default_factory=gru_text_encoder)
+    #: ^ text side (TextEncoder); vocab_size is filled in, num_classes forced to None
+    encoder: Any = field(default_factory=shapes_image_encoder)
+    #: ^ image side (ImageCNNEncoder...); num_classes is forced to None
+    words: Any = "shapes"  #: vocabulary: shapes | digits | a list of words
+    dim: int = 64  #: joint embedding size
+    temperature: float = 0.1  #: softmax temperature of the cosine scores
 
 
 class Listener(TextAgent):
     """Text + K candidate images -> the index of the described image (a referential game).
 
-    ``TextEncoder`` (``<name>.text``) and ``ImageCNNEncoder`` (``<name>.image``) embed both
+    A text encoder (``<name>.text``) and an image encoder (``<name>.image``) embed both
     sides; linear heads (``<name>.text_proj``, ``<name>.image_proj``) map them to ``dim``;
     the score is cosine similarity / ``temperature``. Trained with cross-entropy over
     in-batch candidates (other images with the same text are masked out, both directions).
 
     Args:
-        encoder: the image side, an ImageCNNEncoder config (``num_classes`` forced to None).
-        text_encoder: TextEncoder config (``vocab_size`` is filled in, no ``num_classes``).
-        words: vocabulary (list, ``"shapes"`` or ``"digits"``).
-        dim: joint embedding size.
-        temperature: softmax temperature of the cosine scores.
+        name: the agent's scope.
+        **settings: :class:`ListenerConfig` fields.
     """
 
-    def __init__(
-        self,
-        name: str,
-        encoder: Any,
-        text_encoder: Any,
-        words: Any = "shapes",
-        dim: int = 64,
-        temperature: float = 0.1,
-        **common: Any,
-    ) -> None:
-        words = resolve_words(words, f"agents.{name}.words")
-        cfg = {
-            "encoder": encoder,
-            "text_encoder": text_encoder,
-            "words": words,
-            "dim": dim,
-            "temperature": temperature,
-        }
-        super().__init__(name, config=cfg, **common)
-        self.vocab = Vocab(words)
-        self.temperature = float(temperature)
+    Config = ListenerConfig
+
+    def __init__(self, name: str, **settings: Any) -> None:
+        super().__init__(name, **settings)
+        self.use_words()
+        c = self.cfg
+        self.temperature = float(c.temperature)
         with self.seeded():
-            tcfg = {**dict(text_encoder), "vocab_size": len(self.vocab), "num_classes": None}
+            tcfg = {**dict(c.text_encoder), "vocab_size": len(self.vocab), "num_classes": None}
             self.text_encoder = self.make_encoder(tcfg, "text")
-            self.image_encoder = self.make_encoder({**dict(encoder), "num_classes": None}, "image")
-            t_dim, i_dim = self.text_encoder.hidden_size, self.image_encoder.embedding_dim
+            self.image_encoder = self.make_encoder(
+                {**dict(c.encoder), "num_classes": None}, "image"
+            )
+            t_dim, i_dim, dim = (
+                self.text_encoder.hidden_size,
+                self.image_encoder.embedding_dim,
+                c.dim,
+            )
             self.text_proj = self.make_head("text_proj", lambda: nn.Linear(t_dim, dim))
             self.image_proj = self.make_head("image_proj", lambda: nn.Linear(i_dim, dim))
         self.channels = self.image_encoder.in_channels

@@ -8,6 +8,7 @@ rec.transcribe(waveforms, sample_rate)   # list of 1-D arrays -> ["a red circle 
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
@@ -15,13 +16,12 @@ import paddle
 import paddle.nn.functional as F
 from paddle import nn
 
-from craftdata.words import resolve_words
-from encoders import Vocab
 from encoders.vocab import EOS, PAD
 
-from .text_agent import TextAgent, batch_slices
+from .base import AgentConfig
+from .text_agent import TextAgent, batch_slices, gru_text_decoder
 
-__all__ = ["Recognizer", "ctc_greedy"]
+__all__ = ["Recognizer", "RecognizerConfig", "ctc_greedy", "speech_encoder"]
 
 
 def ctc_greedy(logits: np.ndarray, lengths: np.ndarray, blank: int = PAD) -> list[list[int]]:
@@ -38,46 +38,72 @@ def ctc_greedy(logits: np.ndarray, lengths: np.ndarray, blank: int = PAD) -> lis
     return out
 
 
+def speech_encoder() -> dict[str, Any]:
+    """The recognizer's default front end: a :class:`~encoders.SpeechEncoder` (log-mel,
+    two stride-2 conv blocks, a bidirectional GRU)."""
+    return {
+        "_target_": "encoders.SpeechEncoder",
+        "sample_rate": 16000,
+        "n_mels": 40,
+        "n_fft": 640,  # 40 ms
+        "hop_length": 320,  # 20 ms; each conv block halves the frame rate
+        "channels": [64, 64],
+        "hidden_size": 96,
+        "embedding_dim": 128,
+        "num_classes": None,
+        "max_seconds": None,
+        "bidirectional": True,
+        "pool": "last",
+        "normalize": True,
+    }
+
+
+HEADS = ("ctc", "seq2seq")
+
+
+@dataclass
+class RecognizerConfig(AgentConfig):
+    """agents.Recognizer settings."""
+
+    encoder: Any = field(default_factory=speech_encoder)
+    #: ^ speech encoder config (SpeechEncoder); num_classes is forced to None
+    decoder: Any = field(default_factory=gru_text_decoder)
+    #: ^ text decoder config for head=seq2seq (ignored by ctc)
+    head: str = "ctc"  #: ctc (word-level CTC, <pad> is the blank) | seq2seq
+    words: Any = "shapes"  #: vocabulary: shapes | digits | a list of words
+
+
 class Recognizer(TextAgent):
-    """Waveform -> text: ``SpeechEncoder`` (``<name>.speech``) + a CTC or seq2seq head.
+    """Waveform -> text: a speech encoder (``<name>.speech``) + a CTC or seq2seq head.
 
     ``head="ctc"``: a linear layer (``<name>.ctc``) over the encoder's frames, word-level
     CTC with ``<pad>`` as the blank, best-path decoding. ``head="seq2seq"``: a
     ``TextDecoder`` (``<name>.text``) conditioned on the utterance embedding, greedy.
 
     Args:
-        encoder: SpeechEncoder config (``num_classes`` forced to None).
-        decoder: TextDecoder config for ``head="seq2seq"`` (ignored for CTC).
-        head: ``ctc`` or ``seq2seq``.
-        words: vocabulary (list, ``"shapes"`` or ``"digits"``).
+        name: the agent's scope.
+        **settings: :class:`RecognizerConfig` fields.
     """
 
-    def __init__(
-        self,
-        name: str,
-        encoder: Any,
-        decoder: Any = None,
-        head: str = "ctc",
-        words: Any = "shapes",
-        **common: Any,
-    ) -> None:
-        if head not in ("ctc", "seq2seq"):
-            raise ValueError(f"agents.{name}.head must be 'ctc' or 'seq2seq', got {head!r}")
-        if head == "seq2seq" and not decoder:
+    Config = RecognizerConfig
+
+    def __init__(self, name: str, **settings: Any) -> None:
+        super().__init__(name, **settings)
+        c = self.cfg
+        if c.head not in HEADS:
+            raise ValueError(f"agents.{name}.head must be one of {HEADS}, got {c.head!r}")
+        if c.head == "seq2seq" and not c.decoder:
             raise ValueError(f"agents.{name}: head=seq2seq needs a decoder config")
-        words = resolve_words(words, f"agents.{name}.words")
-        cfg = {"encoder": encoder, "decoder": decoder, "head": head, "words": words}
-        super().__init__(name, config=cfg, **common)
-        self.vocab = Vocab(words)
-        self.head = head
+        self.use_words()
+        self.head = c.head
         with self.seeded():
-            self.encoder = self.make_encoder({**dict(encoder), "num_classes": None}, "speech")
-            if head == "ctc":
+            self.encoder = self.make_encoder({**dict(c.encoder), "num_classes": None}, "speech")
+            if self.head == "ctc":
                 size, n = self.encoder.frame_size, len(self.vocab)
                 self.ctc = self.make_head("ctc", lambda: nn.Linear(size, n))
             else:
                 dec = {
-                    **dict(decoder),
+                    **dict(c.decoder),
                     "vocab_size": len(self.vocab),
                     "cond_dim": self.encoder.embedding_dim,
                 }

@@ -8,13 +8,25 @@ spk.speak(["a red circle above a blue square"])   # -> [int16 waveform at spk.sa
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 
-from .base import Agent
+from .base import Agent, AgentConfig
 
-__all__ = ["Speaker"]
+__all__ = ["Speaker", "SpeakerConfig"]
+
+
+@dataclass
+class SpeakerConfig(AgentConfig):
+    """agents.Speaker settings."""
+
+    encoder: Any = None  #: unused: eSpeak NG does the work (every agent config has the slot)
+    voices: Any = "test"  #: train | test (the held-out voices) | all | a list of voice variants
+    sample_rate: int = 16000  #: output rate (resampled from eSpeak's 22050 Hz)
+    voice_seed: int = 0  #: seed of the train/test voice split
+    test_fraction: float = 0.2  #: share of voices held out
 
 
 class Speaker(Agent):
@@ -26,33 +38,21 @@ class Speaker(Agent):
     on ``seed`` and the call's ``seed``, and synthesis is bit-identical per list.
 
     Args:
-        voices: which voices to speak with.
-        encoder: unused (eSpeak NG does the work); accepted so every agent config has an
-            ``encoder`` slot.
-        sample_rate: output rate (resampled from eSpeak's 22050 Hz).
-        voice_seed: seed of the train/test voice split.
-        test_fraction: share of voices in the test split.
+        name: the agent's scope.
+        **settings: :class:`SpeakerConfig` fields.
     """
 
-    def __init__(
-        self,
-        name: str,
-        voices: Any = "test",
-        sample_rate: int = 16000,
-        voice_seed: int = 0,
-        test_fraction: float = 0.2,
-        encoder: Any = None,
-        **common: Any,
-    ) -> None:
-        cfg = {
-            "voices": voices,
-            "sample_rate": sample_rate,
-            "voice_seed": voice_seed,
-            "test_fraction": test_fraction,
-        }
-        super().__init__(name, config=cfg, **common)
-        self.sample_rate = int(sample_rate)
-        self._voices_cfg, self.voice_seed, self.test_fraction = voices, voice_seed, test_fraction
+    Config = SpeakerConfig
+
+    def __init__(self, name: str, **settings: Any) -> None:
+        super().__init__(name, **settings)
+        c = self.cfg
+        self.sample_rate = int(c.sample_rate)
+        self._voices_cfg, self.voice_seed, self.test_fraction = (
+            c.voices,
+            c.voice_seed,
+            c.test_fraction,
+        )
         self.finish()
 
     @property

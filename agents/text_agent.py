@@ -13,11 +13,40 @@ from typing import Any
 
 import numpy as np
 
+from craftdata.words import resolve_words
 from encoders import Vocab
 
 from .base import Agent
 
-__all__ = ["TextAgent", "batch_slices", "images_to_array"]
+__all__ = [
+    "TextAgent",
+    "batch_slices",
+    "gru_text_decoder",
+    "images_to_array",
+    "shapes_image_encoder",
+]
+
+
+def shapes_image_encoder() -> dict[str, Any]:
+    """The default image side of the caption agents: a 4-block CNN for 64 x 64 RGB shapes.
+
+    A plain dict (every agent config keeps an untyped ``encoder`` slot, so any image
+    encoder composes there).
+    """
+    return {
+        "_target_": "encoders.ImageCNNEncoder",
+        "in_channels": 3,
+        "image_size": 64,
+        "channels": [16, 32, 64, 64],
+        "embedding_dim": 128,
+        "num_classes": None,
+    }
+
+
+def gru_text_decoder() -> dict[str, Any]:
+    """The default text decoder: a GRU :class:`~encoders.TextDecoder` (vocab and condition
+    sizes are filled in by the agent)."""
+    return {"_target_": "encoders.TextDecoder", "embed_dim": 32, "hidden_size": 128, "max_len": 12}
 
 
 def images_to_array(images: Any, channels: int) -> np.ndarray:
@@ -51,9 +80,21 @@ def batch_slices(n: int, size: int) -> Iterator[slice]:
 
 
 class TextAgent(Agent):
-    """An agent that reads or writes words of its :attr:`vocab`."""
+    """An agent that reads or writes words of its :attr:`vocab` (built from ``cfg.words``).
+
+    Subclasses call :meth:`use_words` right after ``super().__init__``: the preset name in
+    ``cfg.words`` becomes the word list it stands for, in the settings and in the record
+    ``agent.json`` keeps.
+    """
 
     vocab: Vocab
+
+    def use_words(self) -> None:
+        """Resolve ``cfg.words`` to a list (saved as such) and build :attr:`vocab` from it."""
+        words = resolve_words(self.cfg.words, f"agents.{self.name}.words")
+        self.cfg.words = words
+        self.config["words"] = list(words)
+        self.vocab = Vocab(words)
 
     def encode_texts(self, texts: Sequence[str], add_eos: bool = True) -> np.ndarray:
         """int64 token ids [N, T] of ``texts``, right-padded (see :meth:`Vocab.encode_batch`)."""

@@ -138,6 +138,57 @@ def test_recognizer_and_speaker_round_trip(make_scope, tmp_path):
     _release(rec, rec2)
 
 
+def test_settings_are_declared_once_checked_and_saved_resolved(make_scope, tmp_path):
+    from agents.settings import ConfigError
+
+    with pytest.raises(ConfigError, match="decodr"):
+        Captioner(make_scope("cap"), encoder=TINY_CNN, decodr=TINY_DEC)
+    with pytest.raises(ConfigError, match="beam_size"):
+        Captioner(make_scope("cap"), encoder=TINY_CNN, decoder=TINY_DEC, beam_size="wide")
+    with pytest.raises(ValueError, match="words='shape'"):
+        Listener(make_scope("lis"), encoder=TINY_CNN, text_encoder=TINY_TEXT, words="shape")
+    cap = _captioner(make_scope("cap"), beam_size=2)
+    assert cap.cfg.beam_size == 2 and cap.beam_size == 2
+    assert cap.cfg.words[:4] == ["a", "red", "green", "blue"]  # the preset, resolved
+    cap.save(tmp_path / "cap")
+    saved = json.loads((tmp_path / "cap" / "agent.json").read_text())["config"]
+    assert saved["words"] == cap.cfg.words and saved["beam_size"] == 2
+    assert saved["decoder"]["hidden_size"] == TINY_DEC["hidden_size"]
+    spk = Speaker(make_scope("spk"), voices="train", voice_seed=3)
+    assert spk.cfg.voice_seed == 3 and spk.voice_seed == 3
+    with pytest.raises(ConfigError, match="voice_sed"):
+        Speaker(make_scope("spk"), voice_sed=3)
+    _release(cap)
+
+
+def test_metrics_group_by_hop_per_split():
+    from arenas.caption import group_by_hop
+
+    flat = {
+        "captioner_exact_match": 0.9,
+        "listener_recall_at_1": 0.8,
+        "chain_recognizer_wer": 0.1,
+        "chain_accuracy": 0.7,
+        "comp_captioner_exact_match": 0.5,
+        "comp_chain_accuracy": 0.4,
+        "chance": 0.25,
+    }
+    g = group_by_hop(
+        flat, ["captioner", "recognizer", "listener"], "shapes", 4, ["red circle above"]
+    )
+    assert g["test"] == {
+        "captioner": {"exact_match": 0.9},
+        "recognizer": {"in_chain_wer": 0.1},
+        "listener": {"recall_at_1": 0.8},
+        "end_to_end": {"chain_accuracy": 0.7},
+    }
+    assert g["compositional"] == {
+        "captioner": {"exact_match": 0.5},
+        "end_to_end": {"chain_accuracy": 0.4},
+    }
+    assert g["chance"] == 0.25 and g["compositional_holdout"] == ["red circle above"]
+
+
 # ----------------------------------------------------------------------------- arena
 def _arena(agents, chain, **kw):
     kw.setdefault("data", TINY_DATA)
@@ -154,6 +205,12 @@ def test_chain_must_line_up(make_scope):
         )
     with pytest.raises(ValueError, match="missing"):
         CaptionArena({cap.name: cap}, chain=[cap.name, "listener"], data=TINY_DATA)
+    with pytest.raises(ValueError, match="arena.k must be >= 2"):
+        _arena([cap, lis], [cap, lis], k=1)
+    from agents.settings import ConfigError
+
+    with pytest.raises(ConfigError, match="n_tran"):
+        _arena([cap, lis], [cap, lis], data={"n_tran": 3})
     _release(cap, lis)
 
 

@@ -1,4 +1,4 @@
-"""Tests for encoders.text: Vocab, TextEncoder (GRU / Transformer), TextDecoder decoding.
+"""Tests for the text encoders (encoders.vocab, text_encoder, text_decoder): Vocab, TextEncoder (GRU / Transformer), TextDecoder decoding.
 
 ``scope`` / ``make_scope`` come from conftest.py: a live encoder's scope cannot be reused.
 """
