@@ -9,18 +9,18 @@ cap.caption(images)   # uint8 [N, 64, 64, 3] RGB -> ["a red circle above a blue 
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 import paddle
+from omegaconf import MISSING
 
 from .base import AgentConfig
 from .text_agent import (
+    ImageVector,
     TextAgent,
     batch_slices,
-    gru_text_decoder,
     images_to_array,
-    shapes_image_encoder,
 )
 
 __all__ = ["Captioner", "CaptionerConfig"]
@@ -30,9 +30,9 @@ __all__ = ["Captioner", "CaptionerConfig"]
 class CaptionerConfig(AgentConfig):
     """agents.Captioner settings."""
 
-    encoder: Any = field(default_factory=shapes_image_encoder)
-    #: ^ image encoder config (ImageCNNEncoder...); num_classes is forced to None
-    decoder: Any = field(default_factory=gru_text_decoder)
+    encoder: Any = MISSING
+    #: ^ image encoder config (ImageCNNEncoder, ResNetEncoder, ViTEncoder); num_classes -> None
+    decoder: Any = MISSING
     #: ^ text decoder config (TextDecoder); vocab_size and cond_dim are filled in
     words: Any = "shapes"  #: vocabulary: shapes | digits | a list of words
     beam_size: int = 1  #: default decoding: 1 = greedy, > 1 = beam search
@@ -59,19 +59,20 @@ class Captioner(TextAgent):
         self.beam_size = int(c.beam_size)
         with self.seeded():
             self.encoder = self.make_encoder({**dict(c.encoder), "num_classes": None}, "image")
+            self.image = ImageVector(self.encoder, f"agents.{name}.encoder")
             dec = {
                 **dict(c.decoder),
                 "vocab_size": len(self.vocab),
-                "cond_dim": self.encoder.embedding_dim,
+                "cond_dim": self.image.size,
             }
             self.decoder = self.make_encoder(dec, "text")
-        self.channels = self.encoder.in_channels
+        self.channels = self.image.channels
         self.finish()
 
     def embed(self, images: Any) -> paddle.Tensor:
         """Image embeddings [N, D] (the decoder's condition)."""
         x = images if isinstance(images, paddle.Tensor) else images_to_array(images, self.channels)
-        return self.encoder.forward_all(self.to_tensor(x))["embedding"]
+        return self.image(self.to_tensor(x))
 
     def loss(self, images: Any, captions: Sequence[str]) -> paddle.Tensor:
         """Teacher-forced cross-entropy of ``captions`` given ``images``."""

@@ -8,35 +8,36 @@ lis.choose(captions, candidates)   # [N] texts, uint8 [N, K, 64, 64, 3] -> int64
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 import paddle
 import paddle.nn.functional as F
+from omegaconf import MISSING
 from paddle import nn
 
 from encoders import Vocab
 
 from .base import AgentConfig
-from .text_agent import TextAgent, batch_slices, images_to_array, shapes_image_encoder
+from .text_agent import (
+    ImageVector,
+    TextAgent,
+    batch_slices,
+    images_to_array,
+)
 
-__all__ = ["Listener", "ListenerConfig", "gru_text_encoder"]
-
-
-def gru_text_encoder() -> dict[str, Any]:
-    """The listener's default text side: a GRU :class:`~encoders.TextEncoder`."""
-    return {"_target_": "encoders.TextEncoder", "embed_dim": 32, "hidden_size": 64}
+__all__ = ["Listener", "ListenerConfig"]
 
 
 @dataclass
 class ListenerConfig(AgentConfig):
     """agents.Listener settings."""
 
-    text_encoder: Any = field(default_factory=gru_text_encoder)
+    text_encoder: Any = MISSING
     #: ^ text side (TextEncoder); vocab_size is filled in, num_classes forced to None
-    encoder: Any = field(default_factory=shapes_image_encoder)
-    #: ^ image side (ImageCNNEncoder...); num_classes is forced to None
+    encoder: Any = MISSING
+    #: ^ image side (ImageCNNEncoder, ResNetEncoder, ViTEncoder); num_classes -> None
     words: Any = "shapes"  #: vocabulary: shapes | digits | a list of words
     dim: int = 64  #: joint embedding size
     temperature: float = 0.1  #: softmax temperature of the cosine scores
@@ -68,14 +69,11 @@ class Listener(TextAgent):
             self.image_encoder = self.make_encoder(
                 {**dict(c.encoder), "num_classes": None}, "image"
             )
-            t_dim, i_dim, dim = (
-                self.text_encoder.hidden_size,
-                self.image_encoder.embedding_dim,
-                c.dim,
-            )
+            self.image = ImageVector(self.image_encoder, f"agents.{name}.encoder")
+            t_dim, i_dim, dim = self.text_encoder.hidden_size, self.image.size, c.dim
             self.text_proj = self.make_head("text_proj", lambda: nn.Linear(t_dim, dim))
             self.image_proj = self.make_head("image_proj", lambda: nn.Linear(i_dim, dim))
-        self.channels = self.image_encoder.in_channels
+        self.channels = self.image.channels
         self.finish()
 
     def embed_texts(self, texts: Sequence[str]) -> paddle.Tensor:
@@ -88,7 +86,7 @@ class Listener(TextAgent):
     def embed_images(self, images: Any) -> paddle.Tensor:
         """Unit-norm image embeddings [N, dim] from uint8 [N, H, W, C] (or float [N, C, H, W])."""
         x = images if isinstance(images, paddle.Tensor) else images_to_array(images, self.channels)
-        emb = self.image_encoder.forward_all(self.to_tensor(x))["embedding"]
+        emb = self.image(self.to_tensor(x))
         return F.normalize(self.image_proj(emb), axis=-1)
 
     def loss(self, texts: Sequence[str], images: Any) -> paddle.Tensor:

@@ -8,20 +8,21 @@ rec.transcribe(waveforms, sample_rate)   # list of 1-D arrays -> ["a red circle 
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 import paddle
 import paddle.nn.functional as F
+from omegaconf import MISSING
 from paddle import nn
 
 from encoders.vocab import EOS, PAD
 
 from .base import AgentConfig
-from .text_agent import TextAgent, batch_slices, gru_text_decoder
+from .text_agent import TextAgent, batch_slices
 
-__all__ = ["Recognizer", "RecognizerConfig", "ctc_greedy", "speech_encoder"]
+__all__ = ["Recognizer", "RecognizerConfig", "ctc_greedy"]
 
 
 def ctc_greedy(logits: np.ndarray, lengths: np.ndarray, blank: int = PAD) -> list[list[int]]:
@@ -38,26 +39,6 @@ def ctc_greedy(logits: np.ndarray, lengths: np.ndarray, blank: int = PAD) -> lis
     return out
 
 
-def speech_encoder() -> dict[str, Any]:
-    """The recognizer's default front end: a :class:`~encoders.SpeechEncoder` (log-mel,
-    two stride-2 conv blocks, a bidirectional GRU)."""
-    return {
-        "_target_": "encoders.SpeechEncoder",
-        "sample_rate": 16000,
-        "n_mels": 40,
-        "n_fft": 640,  # 40 ms
-        "hop_length": 320,  # 20 ms; each conv block halves the frame rate
-        "channels": [64, 64],
-        "hidden_size": 96,
-        "embedding_dim": 128,
-        "num_classes": None,
-        "max_seconds": None,
-        "bidirectional": True,
-        "pool": "last",
-        "normalize": True,
-    }
-
-
 HEADS = ("ctc", "seq2seq")
 
 
@@ -65,9 +46,9 @@ HEADS = ("ctc", "seq2seq")
 class RecognizerConfig(AgentConfig):
     """agents.Recognizer settings."""
 
-    encoder: Any = field(default_factory=speech_encoder)
+    encoder: Any = MISSING
     #: ^ speech encoder config (SpeechEncoder); num_classes is forced to None
-    decoder: Any = field(default_factory=gru_text_decoder)
+    decoder: Any = None
     #: ^ text decoder config for head=seq2seq (ignored by ctc)
     head: str = "ctc"  #: ctc (word-level CTC, <pad> is the blank) | seq2seq
     words: Any = "shapes"  #: vocabulary: shapes | digits | a list of words

@@ -19,34 +19,11 @@ from encoders import Vocab
 from .base import Agent
 
 __all__ = [
+    "ImageVector",
     "TextAgent",
     "batch_slices",
-    "gru_text_decoder",
     "images_to_array",
-    "shapes_image_encoder",
 ]
-
-
-def shapes_image_encoder() -> dict[str, Any]:
-    """The default image side of the caption agents: a 4-block CNN for 64 x 64 RGB shapes.
-
-    A plain dict (every agent config keeps an untyped ``encoder`` slot, so any image
-    encoder composes there).
-    """
-    return {
-        "_target_": "encoders.ImageCNNEncoder",
-        "in_channels": 3,
-        "image_size": 64,
-        "channels": [16, 32, 64, 64],
-        "embedding_dim": 128,
-        "num_classes": None,
-    }
-
-
-def gru_text_decoder() -> dict[str, Any]:
-    """The default text decoder: a GRU :class:`~encoders.TextDecoder` (vocab and condition
-    sizes are filled in by the agent)."""
-    return {"_target_": "encoders.TextDecoder", "embed_dim": 32, "hidden_size": 128, "max_len": 12}
 
 
 def images_to_array(images: Any, channels: int) -> np.ndarray:
@@ -71,6 +48,36 @@ def images_to_array(images: Any, channels: int) -> np.ndarray:
             f"{channels}], got {list(x.shape)} {x.dtype}"
         )
     return np.ascontiguousarray(x, dtype=np.float32)
+
+
+class ImageVector:
+    """One vector per image from any image encoder: ``embedding`` (ImageCNNEncoder) or
+    ``pooled`` (ResNetEncoder, ViTEncoder), and its size.
+
+    Args:
+        encoder: a built image encoder.
+        setting: the config key named in errors (``agents.captioner.encoder``).
+    """
+
+    OUTPUTS = ("embedding", "pooled")  # first found wins
+    SIZES = ("embedding_dim", "feature_dim", "dim")
+
+    def __init__(self, encoder: Any, setting: str) -> None:
+        names = getattr(encoder, "output_names", ())
+        self.output = next((n for n in self.OUTPUTS if n in names), None)
+        size = next((getattr(encoder, a) for a in self.SIZES if getattr(encoder, a, None)), None)
+        if self.output is None or size is None or not hasattr(encoder, "in_channels"):
+            raise ValueError(
+                f"{setting}: {type(encoder).__name__} gives no image vector (outputs "
+                f"{list(names)}); use an image encoder with an 'embedding' or 'pooled' output "
+                "(ImageCNNEncoder, ResNetEncoder, ViTEncoder)"
+            )
+        self.encoder, self.size = encoder, int(size)
+        self.channels = int(encoder.in_channels)
+
+    def __call__(self, x: Any) -> Any:
+        """Image vectors [N, size] of float images [N, C, H, W] (a tensor on the agent's place)."""
+        return self.encoder.forward_all(x)[self.output]
 
 
 def batch_slices(n: int, size: int) -> Iterator[slice]:

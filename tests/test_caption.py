@@ -161,6 +161,32 @@ def test_settings_are_declared_once_checked_and_saved_resolved(make_scope, tmp_p
     _release(cap)
 
 
+@pytest.mark.parametrize(
+    "encoder",
+    [
+        {"_target_": "encoders.ResNetEncoder", "depth": 18, "width": 4},
+        {"_target_": "encoders.ViTEncoder", "image_size": 64, "patch_size": 16, "dim": 16}
+        | {"depth": 1, "heads": 2},
+    ],
+    ids=["resnet", "vit"],
+)
+def test_captioner_and_listener_take_any_image_encoder(make_scope, shapes, encoder):
+    cap = Captioner(make_scope("cap"), encoder=encoder, decoder=TINY_DEC, seed=0)
+    lis = Listener(make_scope("lis"), encoder=encoder, text_encoder=TINY_TEXT, seed=0, dim=8)
+    assert cap.image.output == "pooled" and cap.decoder.cond_dim == cap.image.size
+    emb = lis.embed_images(shapes.test.images[:3])
+    assert emb.shape == [3, 8] and np.allclose(np.linalg.norm(emb.numpy(), axis=1), 1, atol=1e-5)
+    before = cap.encoder.state_dict()
+    before = {k: v.numpy().copy() for k, v in before.items()}
+    cap.update(cap.loss(shapes.train.images[:8], shapes.train.captions[:8]))
+    after = cap.encoder.state_dict()
+    assert any(not np.array_equal(before[k], after[k].numpy()) for k in before)  # it trains
+    assert len(cap.caption(shapes.test.images[:2])) == 2
+    with pytest.raises(ValueError, match="no image vector"):
+        Captioner(make_scope("cap"), encoder={**TINY_TEXT, "vocab_size": 5}, decoder=TINY_DEC)
+    _release(cap, lis)
+
+
 def test_metrics_group_by_hop_per_split():
     from arenas.caption import group_by_hop
 
