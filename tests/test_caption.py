@@ -187,6 +187,22 @@ def test_captioner_and_listener_take_any_image_encoder(make_scope, shapes, encod
     _release(cap, lis)
 
 
+@pytest.mark.parametrize("variant", ["captioner_resnet", "captioner_vit"])
+def test_captioner_encoder_variants_compose_and_caption(variant, compose_config, shapes):
+    from arenas.engine import build_agents
+
+    cfg = compose_config("arena=caption", f"agent@agents.captioner={variant}")
+    agents = build_agents(cfg)
+    try:
+        cap = agents["captioner"]
+        assert type(cap.encoder).__name__ == {"captioner_resnet": "ResNetEncoder"}.get(
+            variant, "ViTEncoder"
+        )
+        assert len(cap.caption(shapes.test.images[:2])) == 2
+    finally:
+        _release(*agents.values())
+
+
 def test_metrics_group_by_hop_per_split():
     from arenas.caption import group_by_hop
 
