@@ -13,6 +13,7 @@ query may look, :data:`MASKED` where it may not (see :func:`padding_bias`, :func
 from __future__ import annotations
 
 import math
+from typing import Any
 
 import numpy as np
 import paddle
@@ -26,16 +27,16 @@ KVCache = tuple[Tensor, Tensor]  # keys, values: [B, heads, t, head_dim] each
 MASKED = -1e9
 
 
-def padding_bias(keep: Tensor, dtype: str) -> Tensor:
+def padding_bias(keep: Tensor, dtype: Any) -> Tensor:
     """Additive bias [B, 1, 1, T] from a key mask [B, T] (nonzero/True = a real token)."""
     keep = paddle.cast(paddle.cast(keep, "bool"), dtype)  # [B, T]
     return ((1.0 - keep) * MASKED).unsqueeze([1, 2])  # [B, 1, 1, T]
 
 
-def causal_bias(length: int, dtype: str) -> Tensor:
+def causal_bias(length: int, dtype: Any) -> Tensor:
     """Additive bias [1, 1, T, T] that hides later positions from each query."""
     upper = np.triu(np.full((length, length), MASKED, dtype=np.float64), k=1)  # [T, T]
-    return paddle.to_tensor(upper.astype(dtype))[None, None]  # [1, 1, T, T]
+    return paddle.to_tensor(upper).astype(dtype)[None, None]  # [1, 1, T, T]
 
 
 def sinusoids(length: int, channels: int, max_timescale: float = 10000.0) -> np.ndarray:
