@@ -152,3 +152,51 @@ def test_subword_ids_and_freezing(scope: str) -> None:
     assert dec.get_gradient("layers.0")["layers.0"]
     dec.unfreeze("embeddings")
     assert not dec.is_frozen("embeddings")
+
+
+@pytest.fixture
+def static_mode():
+    paddle.enable_static()
+    try:
+        with paddle.static.scope_guard(paddle.static.Scope()):
+            yield
+    finally:
+        paddle.disable_static()
+
+
+@pytest.mark.filterwarnings("ignore:Tensor do not have 'place'")  # paddle's own minimize
+def test_static_train_step_bert_encoder_and_decoder(make_scope, static_mode) -> None:
+    """Both Transformer text models build into one static program and train a step."""
+    from encoders.transformer_text import TransformerTextEncoder
+
+    main, startup = paddle.static.Program(), paddle.static.Program()
+    with paddle.static.program_guard(main, startup):
+        enc = TransformerTextEncoder(
+            s := make_scope(), vocab_size=50, dim=16, depth=2, heads=2, max_len=12, num_classes=3
+        )
+        enc.build()
+        dec = TransformerTextDecoder(d := make_scope(), 20, cond_dim=4, dim=16, depth=1, heads=2)
+        dec.build()
+        targets = paddle.static.data("targets", [None, -1], "int64")
+        enc_loss = paddle.nn.functional.cross_entropy(enc.prediction, enc.label).mean()
+        dec_loss = TransformerTextDecoder.sequence_loss(dec.prediction, targets)
+        paddle.optimizer.Adam(1e-3).minimize(enc_loss + dec_loss)
+    exe = paddle.static.Executor(paddle.CPUPlace())
+    exe.run(startup)
+    ids, tgt = np.full((2, 5), 7, np.int64), np.array([[5, 6, EOS, PAD], [4, EOS, PAD, PAD]])
+    feed = {
+        f"{s}.tokens": ids,
+        f"{s}.attention_mask": np.ones_like(ids),
+        f"{s}.token_type_ids": np.zeros_like(ids),
+        f"{s}.label": np.zeros((2, 1), np.int64),
+        f"{d}.cond": np.ones((2, 4), np.float32),
+        f"{d}.tokens": TransformerTextDecoder.teacher_forcing_inputs(tgt),
+        "targets": tgt,
+    }
+    first, pooled, logits = exe.run(
+        main, feed=feed, fetch_list=[dec_loss, enc.pooled, dec.prediction]
+    )
+    assert pooled.shape == (2, 16) and logits.shape == (2, 4, 20)
+    for _ in range(5):
+        (last,) = exe.run(main, feed=feed, fetch_list=[dec_loss])
+    assert last < first
