@@ -2,7 +2,8 @@
 against decoding one sentence at a time with the same decoder, beam and length.
 
 The decoder is trained briefly on shapes-like captions so decoding runs to natural
-lengths (an untrained decoder would stop at random). Run: ``python bench/decode_bench.py``.
+lengths (an untrained decoder would stop at random). Run: ``python bench/decode_bench.py``
+(``--decoder transformer``: the GPT-style ``TransformerTextDecoder`` with its KV cache).
 """
 
 from __future__ import annotations
@@ -17,12 +18,14 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 
-def bench_decoding(n_sentences: int = 256, beam: int = 4, train_steps: int = 150) -> dict:
+def bench_decoding(
+    n_sentences: int = 256, beam: int = 4, train_steps: int = 150, decoder: str = "gru"
+) -> dict:
     """Sentences/s of batched beam search vs a per-sentence loop (same outputs checked)."""
     import numpy as np
     import paddle
 
-    from encoders import TextDecoder, Vocab
+    from encoders import TextDecoder, TransformerTextDecoder, Vocab
 
     rng = np.random.default_rng(0)
     colours, shapes = ["red", "green", "blue", "yellow"], ["circle", "square", "triangle"]
@@ -39,7 +42,12 @@ def bench_decoding(n_sentences: int = 256, beam: int = 4, train_steps: int = 150
     vocab = Vocab.build(captions)
     k = len(captions)
     paddle.seed(0)
-    dec = TextDecoder("bench_decoder", vocab_size=len(vocab), cond_dim=32, max_len=12)
+    if decoder == "transformer":
+        dec = TransformerTextDecoder(
+            "bench_decoder", len(vocab), cond_dim=32, dim=128, depth=2, heads=4, max_len=12
+        )
+    else:
+        dec = TextDecoder("bench_decoder", vocab_size=len(vocab), cond_dim=32, max_len=12)
     table = rng.normal(size=(k, 32)).astype("float32")  # one condition vector per caption
     targets = vocab.encode_batch(captions)
     opt = paddle.optimizer.Adam(3e-3, parameters=dec.parameters())
@@ -65,6 +73,7 @@ def bench_decoding(n_sentences: int = 256, beam: int = 4, train_steps: int = 150
         "batched_sentences_per_s": n_sentences / t_batched,
         "one_at_a_time_sentences_per_s": m / t_single,
         "speedup": (n_sentences / t_batched) / (m / t_single),
+        "decoder": type(dec).__name__,
         "beam": beam,
         "sentences": n_sentences,
         "same_output": same,
@@ -74,8 +83,10 @@ def bench_decoding(n_sentences: int = 256, beam: int = 4, train_steps: int = 150
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true")
+    parser.add_argument("--decoder", choices=["gru", "transformer"], default="gru")
     args = parser.parse_args()
-    print(json.dumps(bench_decoding(128 if args.quick else 256), indent=2))
+    n = 128 if args.quick else 256
+    print(json.dumps(bench_decoding(n, decoder=args.decoder), indent=2))
 
 
 if __name__ == "__main__":

@@ -24,16 +24,21 @@ _EXPORTS: dict[str, str] = {
     "ResNetEncoder": "resnet",
     "ScopeError": "naming",
     "SpeechEncoder": "speech",
+    "SubwordTokenizer": "tokenizer",
     "SummaryTable": "base",
     "TextDecoder": "text_decoder",
     "TextEncoder": "text_encoder",
+    "TransformerTextDecoder": "transformer_decoder",
+    "TransformerTextEncoder": "transformer_text",
     "ViTEncoder": "vit",
     "Vocab": "vocab",
+    "WhisperStyleEncoder": "whisper",
     "init_missing": "base",
     "load_pretrained": "pretrained",
     "physical_names": "naming",
     "read_weights": "pretrained",
     "release_scope": "naming",
+    "whisper_log_mel": "whisper",
 }
 
 #: Hydra schemas of the toolkit's encoders: ``schema/encoder/<name>``, derived from each
@@ -45,7 +50,10 @@ SCHEMA_NAMES: dict[str, dict[str, str]] = {
         "cnn": "ImageCNNEncoder",
         "resnet": "ResNetEncoder",
         "vit": "ViTEncoder",
+        "bert": "TransformerTextEncoder",
+        "whisper": "WhisperStyleEncoder",
     },
+    "schema/decoder": {"transformer_text": "TransformerTextDecoder"},
 }
 
 __all__ = sorted([*_EXPORTS, "SCHEMAS"])

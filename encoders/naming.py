@@ -24,7 +24,8 @@ from paddle.base.unique_name import guard as _name_guard
 
 T = TypeVar("T")
 
-_SCOPE_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*$")
+# dotted identifiers; parts after the first may also be indices (``enc.layers.0``)
+_SCOPE_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*(\.([A-Za-z_][A-Za-z0-9_]*|[0-9]+))*$")
 
 
 class ScopeError(ValueError):
@@ -77,12 +78,12 @@ def build_named(path: str, factory: Callable[[], T]) -> T:
 
 
 def check_scope_syntax(scope: str) -> None:
-    """Raise :class:`ScopeError` unless ``scope`` is dotted identifiers (``gen``, ``a.b_1``)."""
+    """Raise :class:`ScopeError` unless ``scope`` is dotted names (``gen``, ``a.b_1``, ``a.layers.0``)."""
     if not isinstance(scope, str) or not _SCOPE_RE.match(scope):
         raise ScopeError(
             f"scope {scope!r} is not a valid name scope: expected dot-separated identifiers "
-            "such as 'model1' or 'generator.image' (letters, digits, underscores; "
-            "not starting with a digit)."
+            "such as 'model1', 'generator.image' or 'enc.layers.0' (letters, digits, "
+            "underscores; the first part not starting with a digit)."
         )
 
 

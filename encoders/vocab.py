@@ -14,8 +14,9 @@ from typing import Any
 import numpy as np
 
 from .base import Tensor
+from .decoding import BOS, EOS, PAD
 
-PAD, BOS, EOS, UNK = 0, 1, 2, 3
+UNK = 3  # PAD = 0, BOS = 1, EOS = 2 come from .decoding
 SPECIALS = ("<pad>", "<bos>", "<eos>", "<unk>")
 VOCAB_FORMAT = "paddlecraft-vocab-1"
 

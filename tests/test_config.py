@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import gzip
+import re
 import struct
 from pathlib import Path
 
@@ -11,6 +12,7 @@ import paddle
 import pytest
 from hydra import compose, initialize_config_dir
 from hydra.errors import ConfigCompositionException
+from hydra.utils import instantiate
 from omegaconf import OmegaConf
 
 from agents import DeviceError, UnsafeConfigError
@@ -19,6 +21,20 @@ from arenas.engine.app import build_agents, build_arena, run_from_config, valida
 CONF = Path(__file__).resolve().parents[1] / "conf"
 ARENAS = sorted(p.stem for p in (CONF / "arena").glob("*.yaml"))
 ENCODERS = sorted(p.stem for p in (CONF / "encoder").glob("*.yaml"))
+#: encoder configs whose input is not an image -> a sample input for them
+SEQUENCE_INPUTS = {
+    "bert": lambda: np.full((2, 6), 5, np.int64),  # token ids [B, T]
+    "whisper": lambda: np.zeros((2, 80, 20), np.float32),  # log-mel [B, n_mels, frames]
+}
+
+
+def _encoder_schema(name: str) -> str:
+    text = (CONF / "encoder" / f"{name}.yaml").read_text()
+    return re.search(r"/schema/encoder/(\w+)@", text).group(1)
+
+
+IMAGE_ENCODERS = [e for e in ENCODERS if _encoder_schema(e) not in SEQUENCE_INPUTS]
+SEQUENCE_ENCODERS = [e for e in ENCODERS if _encoder_schema(e) in SEQUENCE_INPUTS]
 AGENTS = sorted(p.stem for p in (CONF / "agent").glob("*.yaml"))
 
 
@@ -35,7 +51,7 @@ def test_every_arena_config_composes_and_instantiates(arena, compose_config):
     _release(agents)
 
 
-@pytest.mark.parametrize("encoder", ENCODERS)
+@pytest.mark.parametrize("encoder", IMAGE_ENCODERS)
 def test_every_encoder_config_instantiates_in_the_classifier(encoder, compose_config):
     cfg = compose_config("arena=classify", f"encoder@agents.classifier.encoder={encoder}")
     assert OmegaConf.select(cfg, "agents.classifier.encoder._target_").startswith("encoders.")
@@ -43,6 +59,14 @@ def test_every_encoder_config_instantiates_in_the_classifier(encoder, compose_co
     x = np.zeros((2, 1, 8, 8), np.float32)
     assert agents["classifier"].predict(x).shape == (2,)
     _release(agents)
+
+
+@pytest.mark.parametrize("encoder", SEQUENCE_ENCODERS)
+def test_every_text_and_speech_encoder_config_instantiates(encoder, compose_config, make_scope):
+    cfg = compose_config("arena=classify", f"encoder@agents.classifier.encoder={encoder}")
+    enc = instantiate(cfg.agents.classifier.encoder, scope=make_scope())
+    out = enc.forward_all(SEQUENCE_INPUTS[_encoder_schema(encoder)]())
+    assert out["pooled"].shape == [2, enc.dim] and out["hidden"].shape[0] == 2
 
 
 @pytest.mark.parametrize("agent", AGENTS)
