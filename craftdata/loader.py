@@ -1,0 +1,219 @@
+"""Minibatches in a (seed, epoch) order, from memory or decoded lazily in worker processes.
+
+:class:`BatchLoader` serves both kinds of split. An in-memory :class:`~craftdata.Split`
+is indexed directly (the same batches :func:`~craftdata.iterate_minibatches` gives). A
+:class:`LazySplit` (files on disk) is decoded by ``paddle.io.DataLoader`` workers, which
+start with each pass (forked: cheap) and prefetch ``prefetch`` batches each; only the file list and
+the labels live in memory, so memory does not grow with the number of files.
+
+The order of an epoch is ``np.random.default_rng([seed, epoch]).permutation(n)`` (the
+arenas' ``epoch_rng``), cut into batches; ``epoch(e, start=k)`` begins at batch ``k``
+without decoding the batches before it, so a resumed run continues exactly where the
+interrupted one stopped. Random augmentation draws from ``default_rng([seed, epoch, i])``
+per example ``i``: the same in any worker, so workers never change the result.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Iterator, Sequence
+from typing import Any
+
+import numpy as np
+
+from craftdata.badfiles import BadDataError, BadFiles
+
+__all__ = ["BatchLoader", "LazySplit", "describe_skips"]
+
+log = logging.getLogger("paddlecraft.data")
+
+
+class LazySplit:
+    """A split read from files on demand: subclasses implement :meth:`path` and :meth:`load`.
+
+    ``y`` holds one label (or target index) per example, in memory.
+    """
+
+    y: np.ndarray
+    #: whether :meth:`load` draws from its ``rng`` (random augmentation)
+    augments: bool = False
+
+    def __len__(self) -> int:
+        return len(self.y)
+
+    def path(self, i: int) -> str:
+        """The file example ``i`` is read from (for messages)."""
+        raise NotImplementedError
+
+    def load(self, i: int, rng: np.random.Generator | None) -> tuple[np.ndarray, ...]:
+        """Example ``i`` as a tuple of arrays; raise ``ValueError(problem)`` for a bad file.
+
+        ``rng`` (None when not training) is for random augmentation.
+        """
+        raise NotImplementedError
+
+    def collate(self, items: Sequence[tuple[np.ndarray, ...]]) -> tuple[np.ndarray, ...]:
+        """A batch from examples (default: stack each field)."""
+        return tuple(np.stack(f) for f in zip(*items))
+
+    def empty_item(self) -> tuple[np.ndarray, ...]:
+        """A placeholder for a bad example (dropped from its batch by the loader)."""
+        raise NotImplementedError
+
+
+class _Examples:
+    """The dataset the DataLoader workers index: (epoch, i) -> (ok, *fields)."""
+
+    def __init__(self, split: LazySplit, seed: int, augment: bool) -> None:
+        self.split, self.seed = split, seed
+        self.augment = augment and split.augments
+
+    def __len__(self) -> int:
+        return len(self.split)
+
+    def __getitem__(self, key: tuple[int, int]) -> tuple[np.ndarray, ...]:
+        epoch, i = key
+        rng = np.random.default_rng([self.seed, epoch, i]) if self.augment else None
+        try:
+            return (np.int8(1), *self.split.load(i, rng))
+        except ValueError:  # reported by the main process, which knows the policy
+            return (np.int8(0), *self.split.empty_item())
+
+
+class _Batches:
+    """The batch sampler: yields the (epoch, i) keys of the batches set for this pass."""
+
+    def __init__(self) -> None:
+        self.keys: list[list[tuple[int, int]]] = []
+
+    def __iter__(self) -> Iterator[list[tuple[int, int]]]:
+        return iter(self.keys)
+
+    def __len__(self) -> int:
+        return len(self.keys)
+
+
+class BatchLoader:
+    """Batches of a split in a (seed, epoch) order; lazily decoded by workers for files.
+
+    Args:
+        split: an in-memory ``Split`` (``.x``, ``.y``) or a :class:`LazySplit`.
+        batch_size: examples per batch (the last one may be smaller unless ``drop_last``).
+        seed: the run seed; the order of epoch ``e`` is a function of ``(seed, e)`` only.
+        shuffle: permute each epoch (training); False keeps the split's order (evaluation).
+        workers: decoding processes for a lazy split (0: decode in this process).
+        prefetch: batches each worker prepares ahead.
+        bad_files: the ``on_bad_file`` policy and skip log shared with the dataset's scan.
+        drop_last: leave out the last, smaller batch.
+    """
+
+    def __init__(
+        self,
+        split: Any,
+        batch_size: int,
+        seed: int = 0,
+        shuffle: bool = True,
+        workers: int = 0,
+        prefetch: int = 2,
+        bad_files: BadFiles | None = None,
+        drop_last: bool = False,
+    ) -> None:
+        if batch_size < 1:
+            raise ValueError(f"batch_size must be >= 1, got {batch_size}")
+        if workers < 0:
+            raise ValueError(f"data.workers must be >= 0, got {workers}")
+        self.split, self.batch_size, self.seed = split, int(batch_size), int(seed)
+        self.shuffle, self.workers, self.prefetch = shuffle, int(workers), int(prefetch)
+        self.bad_files = bad_files if bad_files is not None else BadFiles()
+        self.drop_last = drop_last
+        self.lazy = isinstance(split, LazySplit)
+        self._loader: Any = None
+        self._sampler = _Batches()
+
+    def __len__(self) -> int:
+        n = len(self.split)
+        return n // self.batch_size if self.drop_last else -(-n // self.batch_size)
+
+    def order(self, epoch: int) -> np.ndarray:
+        """The example order of ``epoch`` (a function of ``(seed, epoch)``)."""
+        n = len(self.split)
+        if not self.shuffle:
+            return np.arange(n)
+        return np.random.default_rng([self.seed, epoch]).permutation(n)
+
+    def epoch(self, epoch: int, start: int = 0) -> Iterator[tuple[np.ndarray, ...]]:
+        """Batches ``start, start+1, ...`` of ``epoch``; earlier ones are never read."""
+        order = self.order(epoch)
+        idx = [
+            order[b * self.batch_size : (b + 1) * self.batch_size] for b in range(start, len(self))
+        ]
+        if not self.lazy:
+            return ((self.split.x[i], self.split.y[i]) for i in idx)
+        return self._lazy(epoch, idx)
+
+    def _lazy(self, epoch: int, idx: list[np.ndarray]) -> Iterator[tuple[np.ndarray, ...]]:
+        examples = _Examples(self.split, self.seed, self.shuffle)
+        if self.workers == 0:
+            produced: Iterator = (
+                _collate(self.split, [examples[(epoch, int(i))] for i in b]) for b in idx
+            )
+        else:
+            self._sampler.keys = [[(epoch, int(i)) for i in b] for b in idx]
+            produced = (tuple(np.asarray(t) for t in out) for out in self._worker_loader(examples))
+        for b, out in zip(idx, produced):
+            ok, fields = out[0].astype(bool), out[1:]
+            if ok.all():
+                yield fields
+                continue
+            for i in b[~ok]:
+                self._report(int(i))
+            if not ok.any():
+                raise BadDataError(
+                    f"every file of a batch is bad (e.g. {self.split.path(int(b[0]))}); "
+                    "check the data folder"
+                )
+            yield tuple(f[ok] for f in fields)
+
+    def _report(self, i: int) -> None:
+        path = self.split.path(i)
+        try:  # decode again here for the reason (rare: bad files only)
+            self.split.load(i, None)
+            problem = "could not be decoded in a loader worker"
+        except ValueError as e:
+            problem = str(e)
+        self.bad_files.found(path, problem)
+
+    def _worker_loader(self, examples: _Examples) -> Any:
+        if self._loader is None:
+            from paddle.io import DataLoader
+
+            self._loader = DataLoader(
+                examples,
+                batch_sampler=self._sampler,
+                num_workers=self.workers,
+                collate_fn=lambda items: _collate(self.split, items),
+                # persistent workers would save the start (a fork) but paddle's reset between
+                # epochs polls in 0.5 s sleeps: slower for all but very long epochs
+                persistent_workers=False,
+                prefetch_factor=self.prefetch,
+                use_shared_memory=True,
+                return_list=True,
+            )
+        return self._loader
+
+    def close(self) -> None:
+        """Drop the worker loader (its processes end with the pass that started them)."""
+        self._loader = None
+
+
+def _collate(split: LazySplit, items: Sequence[tuple[np.ndarray, ...]]) -> tuple[np.ndarray, ...]:
+    ok = np.array([it[0] for it in items], np.int8)
+    return (ok, *split.collate([it[1:] for it in items]))
+
+
+def describe_skips(bad: BadFiles) -> str:
+    """One line for logs: how many files were skipped and the first few."""
+    if not bad.skipped:
+        return "no bad files"
+    first = ", ".join(list(bad.skipped)[:3])
+    return f"{len(bad)} bad file(s) skipped ({first}{', ...' if len(bad) > 3 else ''})"
