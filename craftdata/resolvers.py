@@ -10,6 +10,7 @@ import math
 
 from omegaconf import OmegaConf
 
+from craftdata.badfiles import BadDataError
 from craftdata.image_folder import class_names
 
 __all__ = ["register_resolvers"]
@@ -17,7 +18,7 @@ __all__ = ["register_resolvers"]
 
 def _num_classes(path: str | None) -> int:
     if path is None:
-        raise ValueError("data.path is not set: data=image_folder data.path=/your/images")
+        raise BadDataError("data.path is not set: python run.py ... data=image_folder data.path=/your/images")
     return len(class_names(path))
 
 

@@ -16,7 +16,7 @@ from agents import Agent
 from agents.distributed import shard
 from agents.instantiate import safe_instantiate
 from arenas.engine import Arena, ArenaConfig
-from craftdata import iterate_minibatches
+from craftdata import BatchLoader
 
 from .plot import render_confusion
 
@@ -35,7 +35,9 @@ class ClassifyArena(Arena):
 
     Args:
         agents: must contain ``classifier`` (an :class:`agents.Classifier`).
-        data: loader config, e.g. ``{"_target_": "craftdata.load_digits", "seed": 0}``.
+        data: loader config, e.g. ``{"_target_": "craftdata.load_digits", "seed": 0}``: arrays
+            in memory, or files read lazily (``craftdata.load_image_folder``: decoded by
+            ``data.workers`` processes, the split recorded in the run folder).
         seed: run seed (data order).
         **settings: :class:`ClassifyConfig` fields.
     """
@@ -51,14 +53,35 @@ class ClassifyArena(Arena):
         self.classifier = self.agents["classifier"]
         self.data = safe_instantiate(data)
         self.batch_size, self.eval_batch_size = self.cfg.batch_size, self.cfg.eval_batch_size
+        self._loaders: dict[str, BatchLoader] = {}
+        self._bound_to: str | None = None
+
+    def loader(self, split: str) -> BatchLoader:
+        """The batch loader of ``split`` (train: shuffled per (seed, epoch); else in order)."""
+        bind = getattr(self.data, "use_run_dir", None)
+        if bind is not None and self.run_dir is not None and self._bound_to != self.run_dir:
+            bind(self.run_dir)  # record the split in the run folder, or adopt the recorded one
+            self._bound_to = self.run_dir
+            self.close()
+            self._loaders = {}
+        if split not in self._loaders:
+            train = split == "train"
+            self._loaders[split] = BatchLoader(
+                getattr(self.data, split),
+                self.batch_size if train else self.eval_batch_size,
+                seed=self.seed,
+                shuffle=train,
+                workers=getattr(self.data, "workers", 0),
+                prefetch=getattr(self.data, "prefetch", 2),
+                bad_files=getattr(self.data, "bad_files", None),
+            )
+        return self._loaders[split]
 
     def steps_per_epoch(self) -> int:
-        return -(-len(self.data.train) // self.batch_size)
+        return len(self.loader("train"))
 
-    def batches(self, epoch: int) -> Iterator[tuple[np.ndarray, np.ndarray]]:
-        return iterate_minibatches(
-            self.data.train.x, self.data.train.y, self.batch_size, self.epoch_rng(epoch)
-        )
+    def batches(self, epoch: int, start: int = 0) -> Iterator[tuple[np.ndarray, np.ndarray]]:
+        return self.loader("train").epoch(epoch, start)
 
     def train_step(self, batch: tuple[np.ndarray, np.ndarray]) -> dict[str, float]:
         (x, y), share = shard(*batch)  # data-parallel: this process's rows; else all
@@ -69,32 +92,46 @@ class ClassifyArena(Arena):
         return {"loss": float(loss)}
 
     @paddle.no_grad()
-    def _logits(self, x: np.ndarray) -> np.ndarray:
+    def _predict(self, split: str) -> tuple[np.ndarray, np.ndarray]:
+        """(logits [N, K], labels [N]) over a split, in its order."""
         agent = self.classifier
         agent.eval()
-        out = [
-            agent(agent.to_tensor(x[i : i + self.eval_batch_size])).numpy()
-            for i in range(0, len(x), self.eval_batch_size)
-        ]
+        logits, labels = [], []
+        for x, y in self.loader(split).epoch(0):
+            logits.append(agent(agent.to_tensor(x)).numpy())
+            labels.append(np.asarray(y))
         agent.train()
-        return np.concatenate(out)
+        return np.concatenate(logits), np.concatenate(labels)
 
     def evaluate(self) -> dict[str, float]:
-        test = self.data.test
-        logits = self._logits(test.x)
-        loss = float(F.cross_entropy(paddle.to_tensor(logits), paddle.to_tensor(test.y)))
-        return {
-            "test_accuracy": float((logits.argmax(-1) == test.y).mean()),
-            "test_loss": loss,
-        }
+        logits, y = self._predict("test")
+        loss = float(F.cross_entropy(paddle.to_tensor(logits), paddle.to_tensor(y)))
+        metrics = {"test_accuracy": float((logits.argmax(-1) == y).mean()), "test_loss": loss}
+        bad = getattr(self.data, "bad_files", None)
+        if bad is not None:  # files read from disk: how many were skipped (on_bad_file=skip)
+            metrics["bad_files_skipped"] = float(len(bad))
+        return metrics
+
+    def arena_state(self) -> dict:
+        """The files skipped while decoding so far (a resumed run keeps counting them)."""
+        bad = getattr(self.data, "bad_files", None)
+        return {"bad_files": dict(bad.skipped)} if bad is not None else {}
+
+    def load_arena_state(self, state: dict) -> None:
+        bad = getattr(self.data, "bad_files", None)
+        if bad is not None:
+            bad.skipped.update(state.get("bad_files", {}))
+
+    def close(self) -> None:
+        for loader in self._loaders.values():
+            loader.close()
 
     def artifacts(self, run_dir: str) -> dict[str, str]:
         """A confusion-matrix picture of the test split."""
-        test = self.data.test
-        pred = self._logits(test.x).argmax(-1)
+        logits, y = self._predict("test")
         k = self.data.num_classes
         cm = np.zeros((k, k), np.int64)
-        np.add.at(cm, (test.y, pred), 1)
+        np.add.at(cm, (y, logits.argmax(-1)), 1)
         path = Path(run_dir) / "confusion_matrix.png"
         cv2.imwrite(str(path), render_confusion(cm))
         return {"confusion_matrix": str(path)}

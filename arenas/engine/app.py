@@ -17,12 +17,14 @@ from typing import Any
 
 from hydra.utils import get_object
 from omegaconf import DictConfig, OmegaConf
+from omegaconf.errors import InterpolationResolutionError
 
 from agents import Agent
 from agents.device import DeviceError, resolve_device
 from agents.distributed import describe, init_if_launched, is_main_process
 from agents.instantiate import UnsafeConfigError, check_targets, safe_instantiate
 from agents.settings import ConfigError, make_settings
+from craftdata.badfiles import BadDataError
 from encoders.base import EncoderInputError
 from encoders.naming import ScopeError
 from encoders.tensorio import CheckpointError, atomic_write_bytes
@@ -39,6 +41,7 @@ log = logging.getLogger("paddlecraft")
 #: errors in what the user asked for: the command line prints their one-line message
 USER_ERRORS: tuple[type[BaseException], ...] = (
     ConfigError,
+    BadDataError,
     UnsafeConfigError,
     DeviceError,
     CheckpointError,
@@ -193,9 +196,23 @@ def main_entry(cfg: DictConfig, run_dir: str | os.PathLike, overrides: Sequence[
     """
     try:
         return run_from_config(cfg, run_dir, overrides)
-    except USER_ERRORS as e:
-        sys.stderr.write(f"error: {e}\n")
+    except (*USER_ERRORS, InterpolationResolutionError) as e:
+        # a config value read from the data (${craft.num_classes:...}) failed for the user's data
+        cause = _user_error(e)
+        if cause is None:
+            raise
+        sys.stderr.write(f"error: {cause}\n")
         raise SystemExit(2) from None
+
+
+def _user_error(e: BaseException | None) -> BaseException | None:
+    """``e`` or the user error it was raised while handling (OmegaConf wraps resolver errors)."""
+    seen = 0
+    while e is not None and seen < 8:
+        if isinstance(e, USER_ERRORS):
+            return e
+        e, seen = e.__cause__ or e.__context__, seen + 1
+    return None
 
 
 def _config_for_resume(cfg: DictConfig, run_dir: Path) -> DictConfig:

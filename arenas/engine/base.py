@@ -74,7 +74,13 @@ class Arena:
 
     # ------------------------------------------------------------------ to implement
     def batches(self, epoch: int) -> Iterable[Any]:
-        """Training inputs of one epoch, in a deterministic order for ``(seed, epoch)``."""
+        """Training inputs of one epoch, in a deterministic order for ``(seed, epoch)``.
+
+        An arena may take a second argument, ``batches(epoch, start=0)``: the epoch's
+        batches from number ``start`` on. The loop then resumes mid-epoch through it
+        instead of drawing and dropping the first ``start`` batches (what a lazy file
+        reader needs: the skipped batches are never decoded).
+        """
         raise NotImplementedError
 
     def steps_per_epoch(self) -> int | None:

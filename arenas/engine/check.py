@@ -15,7 +15,7 @@ from agents import Agent
 
 from .base import Arena
 from .checkpoint import latest_good_checkpoint, restore_checkpoint
-from .loop import Callback, Loop
+from .loop import Callback, Loop, takes_start
 
 
 class ArenaCheckError(AssertionError):
@@ -94,6 +94,15 @@ def check_arena(arena: Arena, steps: int = 4, run_dir: str | None = None) -> lis
         )
     else:
         passed.append("batches are deterministic per epoch")
+        if takes_start(arena) and len(first) == 2:
+            later = list(islice(iter(arena.batches(0, start=1)), 1))
+            if not later or not _same(first[1:], later):
+                problems.append(
+                    "batches(0, start=1) did not begin with the second batch of batches(0): "
+                    "start must skip exactly that many batches of the same order"
+                )
+            else:
+                passed.append("batches(epoch, start) resumes mid-epoch")
 
     with tempfile.TemporaryDirectory() if run_dir is None else nullcontext(run_dir) as d:
         events: list[str] = []

@@ -9,11 +9,13 @@ plain inference.
 
 from __future__ import annotations
 
+import inspect
 import math
 import os
 import signal
 import time
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
+from itertools import islice
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -69,6 +71,11 @@ class Runner:
         order = reversed(self.callbacks) if phase in END_PHASES else self.callbacks
         for cb in order:
             getattr(cb, f"on_{phase}")(loop, *args)
+
+
+def takes_start(arena: Arena) -> bool:
+    """Whether ``arena.batches`` accepts ``start=`` (begin mid-epoch without drawing earlier batches)."""
+    return "start" in inspect.signature(arena.batches).parameters
 
 
 class Loop:
@@ -132,9 +139,7 @@ class Loop:
         try:
             while self.epoch < self.arena.epochs and self.stop_reason is None:
                 self.runner.fire("epoch_start", self)
-                for i, batch in enumerate(self.arena.batches(self.epoch)):
-                    if i < self.batch_in_epoch:
-                        continue  # consumed before the checkpoint we resumed from
+                for i, batch in enumerate(self._remaining_batches(), start=self.batch_in_epoch):
                     self.runner.fire("step_start", self)
                     metrics = self.arena.train_step(batch)
                     if not isinstance(metrics, dict):
@@ -166,6 +171,16 @@ class Loop:
             finally:
                 self._restore_signals(old_handlers)
         return self.summary()
+
+    def _remaining_batches(self) -> Iterable[Any]:
+        """This epoch's batches from ``batch_in_epoch`` on (the rest were consumed before the
+        checkpoint we resumed from). An arena whose ``batches`` takes ``start`` begins there
+        itself (a lazy reader then never decodes the skipped batches); otherwise they are
+        drawn and dropped."""
+        start = self.batch_in_epoch
+        if start and takes_start(self.arena):
+            return self.arena.batches(self.epoch, start=start)
+        return islice(self.arena.batches(self.epoch), start, None)
 
     def evaluate(self) -> dict[str, float]:
         """Run the nested evaluation onion; training RNG streams are left untouched."""

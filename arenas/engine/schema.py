@@ -34,6 +34,10 @@ class DataConfig:
     image_size: int = 8  #: image side
     flat_size: int = 64  #: channels * image_size**2
     num_classes: int = 10  #: label count
+    path: Optional[str] = None  #: your data's folder or file (data=image_folder)  # noqa: UP045
+    test_path: Optional[str] = None  #: a test folder/file; unset: a seeded share of path  # noqa: UP045
+    on_bad_file: str = "stop"  #: a bad data file: stop (one clear error) | skip (log, count)
+    workers: int = 0  #: processes decoding data read from files (0: the main process)
 
 
 @dataclass
