@@ -18,7 +18,9 @@ __all__ = ["register_resolvers"]
 
 def _num_classes(path: str | None) -> int:
     if path is None:
-        raise BadDataError("data.path is not set: python run.py ... data=image_folder data.path=/your/images")
+        raise BadDataError(
+            "data.path is not set: python run.py ... data=image_folder data.path=/your/images"
+        )
     return len(class_names(path))
 
 
