@@ -116,7 +116,7 @@ class ImageFolderData:
             self._adopt(record)
             return
         Path(run_dir).mkdir(parents=True, exist_ok=True)
-        tmp = record.with_suffix(".tmp")
+        tmp = record.with_suffix(f".{os.getpid()}.tmp")  # data-parallel ranks write alike
         with open(tmp, "w", newline="", encoding="utf-8") as f:
             w = csv.writer(f, delimiter="\t", lineterminator="\n")
             for name, split in self.splits().items():

@@ -81,16 +81,19 @@ class _Examples:
 
 
 class _Batches:
-    """The batch sampler: yields the (epoch, i) keys of the batches set for this pass."""
+    """The batch sampler: the (epoch, i) keys of the batches set for this pass, made as the
+    workers ask (a list of every key up front would grow with the number of files)."""
 
     def __init__(self) -> None:
-        self.keys: list[list[tuple[int, int]]] = []
+        self.epoch = 0
+        self.batches: list[np.ndarray] = []  # index arrays (views of one permutation)
 
     def __iter__(self) -> Iterator[list[tuple[int, int]]]:
-        return iter(self.keys)
+        for b in self.batches:
+            yield [(self.epoch, int(i)) for i in b]
 
     def __len__(self) -> int:
-        return len(self.keys)
+        return len(self.batches)
 
 
 class BatchLoader:
@@ -153,12 +156,13 @@ class BatchLoader:
 
     def _lazy(self, epoch: int, idx: list[np.ndarray]) -> Iterator[tuple[np.ndarray, ...]]:
         examples = _Examples(self.split, self.seed, self.shuffle)
-        if self.workers == 0:
+        # starting workers (a fork each, per pass) costs more than a pass of a few batches
+        if self.workers == 0 or len(idx) < 2 * self.workers:
             produced: Iterator = (
                 _collate(self.split, [examples[(epoch, int(i))] for i in b]) for b in idx
             )
         else:
-            self._sampler.keys = [[(epoch, int(i)) for i in b] for b in idx]
+            self._sampler.epoch, self._sampler.batches = epoch, idx
             produced = (tuple(np.asarray(t) for t in out) for out in self._worker_loader(examples))
         for b, out in zip(idx, produced):
             ok, fields = out[0].astype(bool), out[1:]
