@@ -217,6 +217,10 @@ def test_every_agent_config_is_used_by_some_arena_or_chain(compose_config):
 @pytest.mark.parametrize("data", DATA)
 def test_every_data_config_composes(data, compose_config, tmp_path):
     extra = [f"data.loader.path={tmp_path}"] if data == "mnist" else []
+    if data == "image_folder":  # sized from the folder itself: it must exist
+        from tests.data_files import image_folder
+
+        extra = [f"data.path={image_folder(tmp_path / 'imgs', per_class=2)}"]
     arena = "gan" if data.startswith("gan") else "classify"
     cfg = compose_config(f"arena={arena}", f"data={data}", *extra)
     validate(cfg)
