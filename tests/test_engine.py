@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import os
 import signal
+from itertools import islice
 from pathlib import Path
 
 import numpy as np
@@ -221,3 +222,34 @@ def test_first_signal_requests_stop_second_exits_at_once(tmp_path, monkeypatch):
     assert loop.stop_reason == "SIGTERM received" and loop.status == "interrupted" and exits == []
     loop._on_signal(signal.SIGINT, None)
     assert exits == [130]
+
+
+class StartingArena(ToyArena):
+    """Begins mid-epoch itself; records where it was asked to start."""
+
+    def __init__(self, *args, **kw):
+        super().__init__(*args, **kw)
+        self.starts: list[tuple[int, int]] = []
+
+    def batches(self, epoch, start=0):
+        self.starts.append((epoch, start))
+        return islice(super().batches(epoch), start, None)
+
+
+def test_resume_calls_batches_with_start(tmp_path):
+    seed_everything(0)
+    full = _toy(StartingArena, epochs=2)
+    run_arena(full, tmp_path / "full", _quiet())
+    seed_everything(0)
+    part = _toy(StartingArena, epochs=2)
+    run_arena(part, tmp_path / "part", _quiet(checkpoint_every=3), max_steps=11)
+    import shutil
+
+    shutil.rmtree(list_checkpoints(tmp_path / "part")[0])  # resume from step 9: epoch 1, batch 1
+    resumed = _toy(StartingArena, epochs=2)
+    run_arena(resumed, tmp_path / "part", _quiet(), resume=True)
+    assert resumed.starts == [(1, 1)]  # asked to begin there: the first batch is never drawn
+    got = [p.numpy() for p in resumed.agents["reg"].parameters()]
+    ref = [p.numpy() for p in full.agents["reg"].parameters()]
+    assert all(np.array_equal(a, b) for a, b in zip(got, ref))
+    assert "batches(epoch, start) resumes mid-epoch" in check_arena(_toy(StartingArena), steps=2)
