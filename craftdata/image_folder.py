@@ -17,13 +17,13 @@ import csv
 import logging
 import os
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 import numpy as np
 
 from craftdata.badfiles import BadDataError, BadFiles, check_image_file
-from craftdata.digits import stratified_split
+from craftdata.digits import Dataset, Split, stratified_split
 from craftdata.images import IMAGE_EXTENSIONS, ImageTransform, decode_image
 from craftdata.loader import LazySplit
 
@@ -149,6 +149,19 @@ class ImageFolderData:
         log.info("data: using the split recorded in %s", record)
 
 
+def _decode_all(split: ImageFolderSplit, workers: int, prefetch: int, bad: BadFiles) -> Split:
+    """Every image of ``split`` decoded (in order, no augmentation) into one array."""
+    from craftdata.loader import BatchLoader
+
+    plain = ImageFolderSplit(
+        split.root, split.files, split.y, replace(split.transform, hflip=False)
+    )
+    loader = BatchLoader(plain, 256, shuffle=False, workers=workers, prefetch=prefetch,
+                         bad_files=bad)  # fmt: skip
+    xs, ys = zip(*loader.epoch(0))
+    return Split(np.concatenate(xs), np.concatenate(ys).astype(np.int64))
+
+
 def scan_class_folders(
     root: str | os.PathLike, classes: Sequence[str], bad: BadFiles, setting: str
 ) -> tuple[np.ndarray, np.ndarray]:
@@ -196,13 +209,18 @@ def load_image_folder(
     workers: int = 2,
     prefetch: int = 2,
     on_bad_file: str = "stop",
-) -> ImageFolderData:
+    in_memory: bool = False,
+) -> ImageFolderData | Dataset:
     """An image folder (one sub-folder per class) as lazy train/val/test splits.
 
     Every split's files are checked before training (see :func:`check_image_file`); a bad
     file raises :class:`BadDataError` naming it, or with ``on_bad_file="skip"`` is logged,
     left out and counted. Without ``test_path`` (``val_path``), a seeded stratified
     ``test_fraction`` (``val_fraction``) of the training files is held out.
+
+    ``in_memory=True`` decodes every split once (by the workers) into an in-memory
+    :class:`~craftdata.Dataset` (float32 [N, C, H, W]) for arenas that index arrays, such
+    as the GAN's metrics: only for folders that fit in memory; no split is recorded.
     """
     bad = BadFiles(on_bad_file)
     classes = class_names(path)
@@ -246,6 +264,12 @@ def load_image_folder(
         val = held_out(val_fraction, 1, "data.val_fraction")
     if bad.skipped:
         log.warning("data: %d bad file(s) skipped by the scan of %s", len(bad), path)
+    if in_memory:
+        decoded = {
+            n: _decode_all(s, workers, prefetch, bad) for n, s in (("train", train), ("test", test))
+        }
+        return Dataset(decoded["train"], decoded["test"], len(classes), train_t.shape,
+                       f"image_folder:{Path(path).name}")  # fmt: skip
     return ImageFolderData(
         train=train,
         test=test,
