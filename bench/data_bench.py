@@ -120,7 +120,9 @@ def bench_throughput(work: Path, workers: int = 2, batch: int = 128, passes: int
     folder = work / "mnist_png" / "train"
     if not (folder / ".complete").is_file():
         bench_mnist(work, epochs=1)
+    t = time.perf_counter()
     data = load_image_folder(str(folder), test_fraction=0.01, channels=1, image_size=28)
+    scan_s = time.perf_counter() - t
     split = data.train
     n = len(split)
 
@@ -147,7 +149,7 @@ def bench_throughput(work: Path, workers: int = 2, batch: int = 128, passes: int
     seen_t = sum(len(b[1]) for _ in range(passes) for b in peer)
     torch_ips = seen_t / (time.perf_counter() - t)
     assert seen == seen_t == passes * n
-    return {"images": n, "passes": passes, "workers": workers, "batch": batch,
+    return {"images": n, "scan_s": round(scan_s, 2), "passes": passes, "workers": workers, "batch": batch,
             "craftdata_images_per_s": round(ours_ips), "torch_images_per_s": round(torch_ips),
             "ratio": round(ours_ips / torch_ips, 3), "numpy": np.__version__}  # fmt: skip
 

@@ -62,7 +62,8 @@ class LazySplit:
 
 
 class _Examples:
-    """The dataset the DataLoader workers index: (epoch, i) -> (ok, *fields)."""
+    """What the DataLoader workers index: one whole batch per key, (epoch, indices) ->
+    (ok [B], *fields); fetching batches, not examples, keeps the per-item traffic low."""
 
     def __init__(self, split: LazySplit, seed: int, augment: bool) -> None:
         self.split, self.seed = split, seed
@@ -71,26 +72,31 @@ class _Examples:
     def __len__(self) -> int:
         return len(self.split)
 
-    def __getitem__(self, key: tuple[int, int]) -> tuple[np.ndarray, ...]:
-        epoch, i = key
+    def item(self, epoch: int, i: int) -> tuple[np.ndarray, ...]:
+        """(ok, *fields) of example ``i``; a bad file gives ok=0 and a placeholder."""
         rng = np.random.default_rng([self.seed, epoch, i]) if self.augment else None
         try:
             return (np.int8(1), *self.split.load(i, rng))
         except ValueError:  # reported by the main process, which knows the policy
             return (np.int8(0), *self.split.empty_item())
 
+    def __getitem__(self, key: tuple[int, np.ndarray]) -> tuple[np.ndarray, ...]:
+        epoch, idx = key
+        items = [self.item(epoch, int(i)) for i in idx]
+        ok = np.array([it[0] for it in items], np.int8)
+        return (ok, *self.split.collate([it[1:] for it in items]))
+
 
 class _Batches:
-    """The batch sampler: the (epoch, i) keys of the batches set for this pass, made as the
-    workers ask (a list of every key up front would grow with the number of files)."""
+    """The batch sampler: one key per batch, (epoch, indices), made as the workers ask."""
 
     def __init__(self) -> None:
         self.epoch = 0
         self.batches: list[np.ndarray] = []  # index arrays (views of one permutation)
 
-    def __iter__(self) -> Iterator[list[tuple[int, int]]]:
+    def __iter__(self) -> Iterator[list[tuple[int, np.ndarray]]]:
         for b in self.batches:
-            yield [(self.epoch, int(i)) for i in b]
+            yield [(self.epoch, b)]
 
     def __len__(self) -> int:
         return len(self.batches)
@@ -158,9 +164,7 @@ class BatchLoader:
         examples = _Examples(self.split, self.seed, self.shuffle)
         # starting workers (a fork each, per pass) costs more than a pass of a few batches
         if self.workers == 0 or len(idx) < 2 * self.workers:
-            produced: Iterator = (
-                _collate(self.split, [examples[(epoch, int(i))] for i in b]) for b in idx
-            )
+            produced: Iterator = (examples[(epoch, b)] for b in idx)
         else:
             self._sampler.epoch, self._sampler.batches = epoch, idx
             produced = (tuple(np.asarray(t) for t in out) for out in self._worker_loader(examples))
@@ -195,12 +199,14 @@ class BatchLoader:
                 examples,
                 batch_sampler=self._sampler,
                 num_workers=self.workers,
-                collate_fn=lambda items: _collate(self.split, items),
+                collate_fn=_only,
                 # persistent workers would save the start (a fork) but paddle's reset between
                 # epochs polls in 0.5 s sleeps: slower for all but very long epochs
                 persistent_workers=False,
                 prefetch_factor=self.prefetch,
-                use_shared_memory=True,
+                # batches travel pickled through the workers' queue: for MNIST-sized batches
+                # this beat paddle's shared-memory tensors (bench/data_bench.py throughput)
+                use_shared_memory=False,
                 return_list=True,
             )
         return self._loader
@@ -210,9 +216,8 @@ class BatchLoader:
         self._loader = None
 
 
-def _collate(split: LazySplit, items: Sequence[tuple[np.ndarray, ...]]) -> tuple[np.ndarray, ...]:
-    ok = np.array([it[0] for it in items], np.int8)
-    return (ok, *split.collate([it[1:] for it in items]))
+def _only(items: Sequence[tuple[np.ndarray, ...]]) -> tuple[np.ndarray, ...]:
+    return items[0]  # each key already is a whole batch
 
 
 def describe_skips(bad: BadFiles) -> str:
