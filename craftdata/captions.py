@@ -7,8 +7,9 @@ Image paths are relative to ``image_root`` (default: the annotation file's folde
 
 Every example is one (image, caption) pair; train/test are split by image (a seeded
 fraction unless ``test_path`` names a second annotation file), so no image is in both.
-The vocabulary is built from the training captions (:class:`encoders.text.Vocab`), or is
-a pretrained tokenizer's (``tokenizer=`` a local folder, read with ``transformers``).
+The vocabulary is built from the training captions (:class:`encoders.vocab.Vocab`), or is
+a pretrained tokenizer's (``tokenizer=`` a local ``tokenizer.json`` / ``vocab.txt``, read by
+:class:`encoders.tokenizer.SubwordTokenizer`).
 """
 
 from __future__ import annotations
@@ -113,7 +114,7 @@ class CaptionFileData:
 
     train: CaptionFileSplit
     test: CaptionFileSplit
-    vocab: Any  #: encoders.text.Vocab, or a transformers tokenizer
+    vocab: Any  #: encoders.vocab.Vocab, or an encoders.tokenizer.SubwordTokenizer
     image_shape: tuple[int, int, int]
     name: str
     workers: int = 2
@@ -206,7 +207,7 @@ def load_captions(
         def encode(text: str) -> list[int]:
             return vocab.encode(text, add_special_tokens=True)
     else:
-        from encoders.text import Vocab
+        from encoders.vocab import Vocab
 
         vocab = Vocab.build((c.decode("utf-8") for c in caps), min_freq, max_vocab)
 
@@ -237,15 +238,14 @@ def _select(
 
 
 def _pretrained_tokenizer(where: str) -> Any:
+    """The project's subword tokenizer from a local ``tokenizer.json`` / ``vocab.txt`` (or folder)."""
+    from encoders.tokenizer import SubwordTokenizer
+
     try:
-        from transformers import AutoTokenizer
-    except ImportError as e:
+        return SubwordTokenizer.from_file(Path(where).expanduser())
+    except (FileNotFoundError, ValueError) as e:
         raise BadDataError(
-            f"data.tokenizer={where!r} needs the transformers package (pip install transformers)"
+            f"data.tokenizer={where!r}: {e}. Give a local tokenizer.json or vocab.txt (or a "
+            "folder holding one; nothing is downloaded), or leave it unset to build a "
+            "vocabulary from the training captions"
         ) from e
-    if not Path(where).expanduser().is_dir():
-        raise BadDataError(
-            f"data.tokenizer={where!r}: no such folder; give a local folder holding a "
-            "tokenizer (nothing is downloaded), or leave it unset to build a vocabulary"
-        )
-    return AutoTokenizer.from_pretrained(str(Path(where).expanduser()), local_files_only=True)

@@ -69,6 +69,18 @@ def test_coco_json_with_image_root(caption_dir: Path) -> None:
     assert data.train.load(0, None)[0].shape == (3, 32, 32)
 
 
+def test_pretrained_tokenizer_from_vocab_txt(caption_dir: Path) -> None:
+    words = "[PAD] [UNK] [CLS] [SEP] a red green blue thing on grey again".split()
+    (caption_dir / "vocab.txt").write_text("\n".join(words) + "\n")
+    src = write_jsonl(caption_dir / "caps.jsonl", _rows())
+    data = load_captions(str(src), tokenizer=str(caption_dir / "vocab.txt"), max_len=8, workers=0)
+    _, ids, _ = data.train.load(0, None)
+    assert ids[0] == words.index("[CLS]") and words.index("[SEP]") in ids.tolist()
+    assert data.vocab.decode(ids) == data.train.caption(0)
+    with pytest.raises(BadDataError, match=r"data.tokenizer='.*nope.txt'.*leave it unset"):
+        load_captions(str(src), tokenizer=str(caption_dir / "nope.txt"), workers=0)
+
+
 def test_caption_of_missing_image_stop_or_skip(caption_dir: Path) -> None:
     rows = [*_rows(), {"image": "img/nope.png", "caption": "a ghost"}]
     src = write_jsonl(caption_dir / "caps.jsonl", rows)
