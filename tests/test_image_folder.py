@@ -143,7 +143,9 @@ def test_scan_finds_bad_image_stop_or_skip(folder: Path, name, spoil, problem) -
 def test_damage_found_at_decode_time_stop_or_skip(folder: Path) -> None:
     bad = damage_png_pixels(folder / "class_2" / "img_002.png")
     data = load_image_folder(str(folder), test_fraction=0.5, workers=2)  # the scan passes
-    where = "train" if any(data.train.path(i) == str(bad) for i in range(len(data.train))) else "test"
+    where = (
+        "train" if any(data.train.path(i) == str(bad) for i in range(len(data.train))) else "test"
+    )
     loader = BatchLoader(getattr(data, where), 3, workers=2, bad_files=data.bad_files)
     assert len(loader) >= 4  # enough batches for the workers to start
     with pytest.raises(BadDataError, match=rf"{bad}: cannot be decoded.*data.on_bad_file=skip"):
