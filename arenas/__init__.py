@@ -26,6 +26,7 @@ from .engine import (
     run_from_config,
     standard_callbacks,
 )
+from .engine.sweeps import register_resolvers
 from .gan import GanArena
 from .selfplay import SelfPlayArena
 
@@ -39,6 +40,7 @@ def register_configs() -> None:
     ``run.py`` calls it before composing; a user's arena package calls
     :func:`arenas.engine.register_schemas` with its own ``SCHEMAS`` instead (or as well).
     """
+    register_resolvers()  # ${headline_direction:...} in Optuna sweep files
     register_schemas(ENCODER_SCHEMAS)
     for family in FAMILIES:
         register_schemas(family.SCHEMAS)
