@@ -26,8 +26,16 @@ def test_direction_follows_the_arena():
 @pytest.mark.parametrize(
     ("overrides", "direction", "params"),
     [
-        (["+sweep=classify_optuna"], "maximize", {"agents.classifier.lr", "agents.classifier.encoder.hidden_size"}),
-        (["arena=gan", "+sweep=gan_optuna"], "minimize", {"agents.generator.lr", "agents.discriminator.lr", "arena.n_critic"}),
+        (
+            ["+sweep=classify_optuna"],
+            "maximize",
+            {"agents.classifier.lr", "agents.classifier.encoder.hidden_size"},
+        ),
+        (
+            ["arena=gan", "+sweep=gan_optuna"],
+            "minimize",
+            {"agents.generator.lr", "agents.discriminator.lr", "arena.n_critic"},
+        ),
     ],
 )
 def test_optuna_sweep_files_compose(overrides, direction, params):
@@ -58,7 +66,8 @@ def _check_best(sweep_dir: Path) -> None:
     assert best["best_value"] == pytest.approx(top)
     winners = [o for v, o in trials if v == top]
     assert any(
-        float(o["agents.classifier.lr"]) == pytest.approx(best["best_params"]["agents.classifier.lr"])
+        float(o["agents.classifier.lr"])
+        == pytest.approx(best["best_params"]["agents.classifier.lr"])
         and int(o["agents.classifier.encoder.hidden_size"])
         == best["best_params"]["agents.classifier.encoder.hidden_size"]
         for o in winners

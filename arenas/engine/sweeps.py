@@ -11,7 +11,6 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-
 from hydra.utils import get_object
 from omegaconf import OmegaConf
 
