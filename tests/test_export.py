@@ -13,7 +13,7 @@ import pytest
 
 from agents import Captioner, Classifier, Policy
 from agents.export import ExportError, export_layer, probe_inputs, read_record
-from arenas.engine.export import ExportConfigError, parse_settings
+from arenas.engine.export import ExportConfigError, ExportSettings, export_run, parse_settings
 
 ROOT = Path(__file__).resolve().parents[1]
 TINY_CNN = {
@@ -203,3 +203,17 @@ def test_run_py_exports_an_agent_from_a_run(tmp_path):
         cmd[:-1] + ["export.agent=nobody"], cwd=ROOT, capture_output=True, text=True
     )
     assert bad.returncode == 2 and "the run's agents are ['classifier']" in bad.stderr
+
+
+def test_export_part_of_a_saved_agent(make_scope, tmp_path):
+    cap = Captioner(make_scope("cap"), encoder=TINY_CNN, decoder=TINY_DEC, seed=0)
+    cap.save(tmp_path / "captioner")
+    cap.release_scopes()
+    record = export_run(ExportSettings(run=str(tmp_path / "captioner"), part="encoder"))
+    assert record["outputs"] == ["embedding"]
+    assert record["inputs"] == [{"name": "input", "shape": [None, 3, 16, 16], "dtype": "float32"}]
+    assert (tmp_path / "captioner" / "export" / f"{cap.name}.encoder" / "model.pdiparams").is_file()
+    with pytest.raises(
+        ExportConfigError, match=r"export.part='speller'.*parts are \['encoder', 'decoder'\]"
+    ):
+        export_run(ExportSettings(run=str(tmp_path / "captioner"), part="speller"))

@@ -135,3 +135,38 @@ def test_visualdl_server_reads_back_what_the_run_wrote(tmp_path):
     finally:
         server.terminate()
         server.wait(timeout=30)
+
+
+@pytest.mark.slow  # ~20 s: speech synthesis and a spoken chain evaluation
+def test_caption_chain_media_has_sheet_texts_and_a_spoken_hop(make_scope, monkeypatch, tmp_path):
+    from test_caption import TINY_CNN, TINY_DATA, TINY_DEC, TINY_SPEECH, TINY_SPEECH_DATA, TINY_TEXT
+
+    from agents import Captioner, Listener, Recognizer, Speaker
+    from arenas import CaptionArena
+    from arenas.engine.media import arena_media
+
+    monkeypatch.setenv("PADDLECRAFT_CACHE", str(tmp_path / "speech-cache"))
+    cap = Captioner(make_scope("cap"), encoder=TINY_CNN, decoder=TINY_DEC, seed=0)
+    spk = Speaker(make_scope("spk"), voices="test")
+    rec = Recognizer(make_scope("rec"), encoder=TINY_SPEECH, seed=0)
+    lis = Listener(make_scope("lis"), encoder=TINY_CNN, text_encoder=TINY_TEXT, seed=0, dim=8)
+    chain = [cap, spk, rec, lis]
+    arena = CaptionArena(
+        {a.name: a for a in chain},
+        chain=[a.name for a in chain],
+        data=TINY_DATA,
+        speech=TINY_SPEECH_DATA,
+        hops={h.name: {"steps": 1, "batch_size": 4} for h in (cap, rec, lis)},
+    )
+    assert arena_media(arena) == {}  # nothing to show before the first evaluation
+    arena.evaluate()
+    media = arena_media(arena)
+    sheet, texts, hop = media["chain/telephone"], media["chain/texts"], media["chain/spoken_hop"]
+    assert isinstance(sheet, Image) and sheet.array.dtype == np.uint8 and sheet.array.ndim == 3
+    assert isinstance(texts, Text)
+    table = texts.text.splitlines()
+    assert table[0] == f"| truth | {cap.name} | {spk.name} | {rec.name} | {lis.name} |"
+    assert len(table) == 2 + 4 and arena.world.test.texts[0] in table[2]
+    assert isinstance(hop, Audio) and hop.sample_rate == spk.sample_rate and len(hop.samples) > 1000
+    for a in chain:
+        a.release_scopes()

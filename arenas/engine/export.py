@@ -27,6 +27,7 @@ from paddle import nn
 
 from agents import Agent
 from agents.export import ExportError, export_layer
+from encoders.tensorio import CheckpointError
 
 from .checkpoint import latest_good_checkpoint
 
@@ -109,23 +110,23 @@ def export_run(settings: ExportSettings) -> dict[str, Any]:
     run = Path(settings.run)
     folder = agent_folder(run, settings.agent)
     agent = Agent.load(folder)
-    layer: nn.Layer = agent
-    label = agent.name
-    if settings.part:
-        layer = getattr(agent, settings.part, None)
-        if not isinstance(layer, nn.Layer):
-            parts = [n for n, _ in agent.named_children()]
-            raise ExportConfigError(
-                f"export.part={settings.part!r}: {type(agent).__name__} {agent.name!r} has no "
-                f"such layer; its parts are {parts}"
-            )
-        label = f"{agent.name}.{settings.part}"
-    out = Path(settings.out) if settings.out else run / "export" / label
     try:
+        layer: nn.Layer = agent
+        label = agent.name
+        if settings.part:
+            layer = getattr(agent, settings.part, None)
+            if not isinstance(layer, nn.Layer):
+                parts = [n for n, _ in agent.named_children()]
+                raise ExportConfigError(
+                    f"export.part={settings.part!r}: {type(agent).__name__} {agent.name!r} has "
+                    f"no such layer; its parts are {parts}"
+                )
+            label = f"{agent.name}.{settings.part}"
+        out = Path(settings.out) if settings.out else run / "export" / label
         record = export_layer(
             layer, out, onnx=settings.onnx, opset=settings.opset, what=f"agent {label!r}"
         )
-    finally:
+    finally:  # the scope names are free again for the next load in this process
         agent.release_scopes()
     log.info("exported %s from %s -> %s (%s)", label, folder, out, record["checks"])
     return record
@@ -136,7 +137,7 @@ def main(argv: Sequence[str]) -> int:
     logging.basicConfig(level=logging.INFO, format="%(message)s")
     try:
         export_run(parse_settings(argv))
-    except ExportConfigError as e:
+    except (ExportConfigError, CheckpointError) as e:
         log.error("%s", e)
         return 2
     except ExportError as e:
