@@ -3,9 +3,13 @@
 Thin on purpose: tune the CPU (before Paddle loads), register the schemas, compose
 (Hydra), validate, instantiate, run, and return the headline metric so Hydra sweepers can
 optimise it. The work is in arenas.engine.app.run_from_config.
+``python run.py export=<run dir> export.agent=<name>`` exports a trained agent instead
+(arenas.engine.export; no config is composed).
 """
 
 from __future__ import annotations
+
+import sys
 
 from encoders.cpu_tuning import apply_cpu_tuning
 
@@ -29,4 +33,9 @@ def main(cfg: DictConfig) -> float:
 
 
 if __name__ == "__main__":
+    from arenas.engine.export import is_export_command
+    from arenas.engine.export import main as export_main
+
+    if is_export_command(sys.argv[1:]):  # python run.py export=<run dir> export.agent=<name>
+        sys.exit(export_main(sys.argv[1:]))
     main()

@@ -26,6 +26,7 @@ from encoders.tensorio import (
     save_tensors,
 )
 
+from .amp import Amp
 from .device import place_of, resolve_device
 from .distributed import allreduce_gradients, world_size
 from .instantiate import check_targets, safe_instantiate, to_plain
@@ -52,6 +53,8 @@ class AgentConfig:
     grad_clip: Optional[float] = None  #: clip gradients to this global norm  # noqa: UP045
     freeze: list[str] = field(default_factory=list)
     #: ^ logical layers of the agent's encoders to freeze at start, e.g. [stem, layer1]
+    amp: str = "off"  #: mixed precision: off | bf16 | fp16 (GPU; refused on CPU)
+    amp_level: str = "O1"  #: Paddle AMP level: O1 (per-op lists) | O2 (half-precision weights)
 
 
 class Agent(nn.Layer):
@@ -89,6 +92,7 @@ class Agent(nn.Layer):
         self.grad_clip = c.grad_clip
         self._optimizer_cfg = to_plain(c.optimizer) or dict(DEFAULT_OPTIMIZER)
         self._scheduler_cfg = to_plain(c.lr_scheduler)
+        self.amp = Amp(c.amp, c.amp_level, self.device, setting=f"agents.{name}.amp")
         #: what agent.json stores and Agent.load rebuilds from
         self.config: dict = {
             **settings_record(c),
@@ -131,6 +135,15 @@ class Agent(nn.Layer):
         if self.device != "cpu":
             self.to(device=self.place)
         self.build_optimizer()
+        self.amp.decorate(self, self.optimizer)
+
+    def __call__(self, *inputs: Any, **kwargs: Any) -> Any:
+        """Run ``forward`` (under autocast when ``amp`` is on; outputs come back float32)."""
+        if not self.amp.enabled:
+            return super().__call__(*inputs, **kwargs)
+        with self.amp.forward():
+            out = super().__call__(*inputs, **kwargs)
+        return self.amp.to_float32(out)
 
     def encoders(self) -> list[Encoder]:
         """The agent's encoders, in construction order."""
@@ -264,17 +277,18 @@ class Agent(nn.Layer):
         """
         if self.optimizer is None:
             raise RuntimeError(f"agent {self.name!r} has no trainable parameters to update")
-        loss.backward()
+        self.amp.backward(loss)  # fp16: scaled
         if world_size() > 1:
             share = batch_share if batch_share is not None else 1.0 / world_size()
             allreduce_gradients(self.own_parameters(), share)
         norm = None
         if grad_norm:
+            self.amp.unscale(self.optimizer)
             grads = [p.grad for p in self.own_parameters() if p.grad is not None]
             norm = (
                 float(paddle.sqrt(paddle.add_n([(g * g).sum() for g in grads]))) if grads else 0.0
             )
-        self.optimizer.step()
+        self.amp.step(self.optimizer)
         self.optimizer.clear_grad(set_to_zero=False)
         self.step_count += 1
         return norm
@@ -295,6 +309,7 @@ class Agent(nn.Layer):
             "config": self.config,
             "step": self.step_count,
             "optimizer": opt_meta,
+            "amp": self.amp.state_dict(),  # fp16 loss scale; empty otherwise
             "format": "paddlecraft-agent-1",
         }
         return weights, opt_tensors, meta
@@ -332,6 +347,7 @@ class Agent(nn.Layer):
             arrays = {_rename(k, old, self.name): v for k, v in arrays.items()}
         assign_by_name(self.parameters(), arrays, what=f"agent {self.name!r}")
         self.step_count = int(meta.get("step", 0))
+        self.amp.load_state_dict(meta.get("amp", {}))
         if optimizer and self.optimizer is not None and (d / "optimizer.safetensors").exists():
             tensors, _ = load_tensors(
                 d / "optimizer.safetensors", sums.get("optimizer.safetensors")

@@ -71,7 +71,7 @@ class Policy(Agent):
                 if self._use_embedding
                 else int(self.encoder.num_classes)
             )
-            self._channels_first = len(self.encoder._inputs["input"].shape) == 3
+            self._channels_first = len(self.encoder.input_specs["input"].shape) == 3
             self.policy_head = self.make_head("policy_head", lambda: nn.Linear(feat, num_actions))
             self.value_head = self.make_head("value_head", lambda: nn.Linear(feat, 1))
             with paddle.no_grad():  # near-uniform first policy: small policy-head weights
@@ -90,12 +90,14 @@ class Policy(Agent):
 
     # ------------------------------------------------------------------ forward
     def _prepare(self, obs: Any) -> paddle.Tensor:
-        x = obs if isinstance(obs, paddle.Tensor) else self.to_tensor(np.asarray(obs, np.float32))
+        # numpy in, or a tensor (a static-graph Value when exported: no numpy calls then)
+        is_array = isinstance(obs, (np.ndarray, list, tuple))
+        x = self.to_tensor(np.asarray(obs, np.float32)) if is_array else obs
         if x.dtype != paddle.float32:
             x = x.astype("float32")
         if self._channels_first:
             return x.transpose([0, 3, 1, 2])  # [B, rows, cols, 2] -> [B, 2, rows, cols]
-        return x.reshape([x.shape[0], -1])
+        return x.flatten(1)  # [B, rows * cols * 2]
 
     def forward(self, obs: Any) -> tuple[paddle.Tensor, paddle.Tensor]:
         """``(logits [B, A], value [B])`` for planes ``[B, rows, cols, 2]``."""
@@ -121,6 +123,10 @@ class Policy(Agent):
         logp = paddle.take_along_axis(logp_all, a.reshape([-1, 1]), axis=1).squeeze(-1)
         entropy = -(logp_all.exp() * logp_all).sum(-1)
         return logp, entropy, value
+
+    def export_signature(self) -> tuple[dict[str, tuple[tuple[int, ...], str]], list[str]]:
+        """``({input: (shape without batch, dtype)}, [output names])`` for :mod:`agents.export`."""
+        return {"obs": (self.obs_shape, "float32")}, ["logits", "value"]
 
     # ------------------------------------------------------------------ acting
     @paddle.no_grad()

@@ -7,7 +7,7 @@ same way a user's arena package does. :func:`register_configs` registers the bui
 
 from types import ModuleType
 
-from craftdata.resolvers import register_resolvers
+from craftdata.resolvers import register_resolvers as register_data_resolvers
 from encoders import SCHEMAS as ENCODER_SCHEMAS
 
 from . import caption, classify, gan, selfplay
@@ -27,6 +27,7 @@ from .engine import (
     run_from_config,
     standard_callbacks,
 )
+from .engine.sweeps import register_resolvers as register_sweep_resolvers
 from .gan import GanArena
 from .selfplay import SelfPlayArena
 
@@ -40,7 +41,8 @@ def register_configs() -> None:
     ``run.py`` calls it before composing; a user's arena package calls
     :func:`arenas.engine.register_schemas` with its own ``SCHEMAS`` instead (or as well).
     """
-    register_resolvers()  # ${craft.num_classes:...}: data configs sized from the files
+    register_data_resolvers()  # ${craft.num_classes:...}: data configs sized from the files
+    register_sweep_resolvers()  # ${headline_direction:...} in Optuna sweep files
     register_schemas(ENCODER_SCHEMAS)
     for family in FAMILIES:
         register_schemas(family.SCHEMAS)

@@ -113,6 +113,11 @@ class Encoder(nn.Layer):
         return tuple(self._inputs)
 
     @property
+    def input_specs(self) -> dict[str, InputSpec]:
+        """Logical inputs with their shapes (batch axis excluded) and dtypes, in ``forward`` order."""
+        return dict(self._inputs)
+
+    @property
     def primary_output(self) -> str:
         """The output ``forward`` returns."""
         return self._output_names[0]

@@ -37,6 +37,7 @@ import numpy as np
 
 from agents import Agent, Captioner, Listener, Recognizer
 from arenas.engine import Arena, ArenaConfig
+from arenas.engine.media import Audio, Image, Text
 from encoders.tensorio import atomic_write_json
 
 from .chain import Chain
@@ -327,7 +328,9 @@ class CaptionArena(Arena):
         else:
             correct = np.array([a == b for a, b in zip(state["text"], truth)])
         m[f"{prefix}chain_accuracy"] = float(np.mean(correct))
+        waves = state.get("speech")  # the first spoken clip, for VisualDL's audio view
         trace = {
+            "speech": (waves[0][0], waves[1]) if waves and len(waves[0]) else None,
             "truth": list(truth),
             "targets": targets,
             "cands": cset,
@@ -344,6 +347,27 @@ class CaptionArena(Arena):
         metrics = metrics if metrics is not None else self._last_metrics
         c = self.cfg
         return group_by_hop(metrics, self.chain.hops, c.task, c.k, self.world.holdout)
+
+    def media(self, rows: int = 4) -> dict[str, Any]:
+        """VisualDL at each evaluation: telephone sheet rows, the chain's texts, a spoken hop."""
+        tr = self._last_eval_outputs.get("test")
+        if not tr:
+            return {}
+        n = min(rows, len(tr["truth"]))
+        sheet = telephone_sheet([(self.world.test.images, tr, i, "test") for i in range(n)])
+        hops = [h for h, _ in tr["trace"]]
+        lines = ["| truth | " + " | ".join(hops) + " |", "|---" * (1 + len(hops)) + "|"]
+        for i in range(n):
+            cells = [str(values[i]) for _, values in tr["trace"]]
+            lines.append(f"| {tr['truth'][i]} | " + " | ".join(cells) + " |")
+        out: dict[str, Any] = {
+            "chain/telephone": Image(sheet),
+            "chain/texts": Text("\n".join(lines)),
+        }
+        if tr.get("speech") is not None:
+            wave, rate = tr["speech"]
+            out["chain/spoken_hop"] = Audio(np.asarray(wave), int(rate))
+        return out
 
     def artifacts(self, run_dir: str) -> dict[str, str]:
         """``telephone.png`` (text at every hop for some test images) and ``hops.json``."""

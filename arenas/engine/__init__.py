@@ -12,18 +12,22 @@ from .base import Arena, ArenaConfig
 from .callbacks import standard_callbacks
 from .check import ArenaCheckError, check_arena
 from .loop import Callback, Loop, Runner
+from .media import Audio, Image, Text
 from .schema import DataConfig, RunConfig, TrainerConfig, register_schemas
 
 __all__ = [
     "Arena",
     "ArenaCheckError",
     "ArenaConfig",
+    "Audio",
     "Callback",
     "ConfigError",
     "DataConfig",
+    "Image",
     "Loop",
     "RunConfig",
     "Runner",
+    "Text",
     "TrainerConfig",
     "build_agents",
     "build_arena",

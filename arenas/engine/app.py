@@ -20,6 +20,7 @@ from omegaconf import DictConfig, OmegaConf
 from omegaconf.errors import InterpolationResolutionError
 
 from agents import Agent
+from agents.amp import AmpError, check_amp
 from agents.device import DeviceError, resolve_device
 from agents.distributed import describe, init_if_launched, is_main_process
 from agents.instantiate import UnsafeConfigError, check_targets, safe_instantiate
@@ -44,6 +45,7 @@ USER_ERRORS: tuple[type[BaseException], ...] = (
     BadDataError,
     UnsafeConfigError,
     DeviceError,
+    AmpError,
     CheckpointError,
     ScopeError,
     EncoderInputError,
@@ -59,7 +61,8 @@ def validate(cfg: DictConfig) -> None:
             "the config has no agents: choose an arena, e.g. python run.py arena=classify"
         )
     for name, acfg in agents.items():
-        resolve_device(acfg.get("device", "cpu"), setting=f"agents.{name}.device")
+        device = resolve_device(acfg.get("device", "cpu"), setting=f"agents.{name}.device")
+        check_amp(acfg.get("amp", "off"), acfg.get("amp_level", "O1"), device, f"agents.{name}.amp")
         check_settings(acfg, f"agents.{name}", explicit=("name",))
     check_settings(cfg.arena, "arena", explicit=("agents", "seed"))
     resume = cfg.get("resume")

@@ -111,6 +111,14 @@ class Arena:
         """Write end-of-run files (sample grids, sheets); return ``{name: path}``."""
         return {}
 
+    def media(self) -> dict[str, Any]:
+        """What to show at each evaluation besides metrics: ``{tag: Image | Audio | Text}``.
+
+        Loggers (``trainer.visualdl=true``) write each item as its kind; a bare numpy
+        array is an image. See :mod:`arenas.engine.media`.
+        """
+        return {}
+
     def close(self) -> None:
         """Release what the arena started (worker processes...); safe to call twice.
 

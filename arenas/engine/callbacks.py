@@ -20,6 +20,7 @@ from encoders.tensorio import atomic_write_json
 
 from .checkpoint import save_checkpoint
 from .loop import Callback, Loop
+from .visualdl import VisualDLLogger
 
 log = logging.getLogger("paddlecraft")
 
@@ -190,40 +191,6 @@ class JsonlLogger(Callback):
             self._file = None
 
 
-class VisualDLLogger(Callback):
-    """Scalars (and images an arena returns from ``visuals()``) to VisualDL; optional extra."""
-
-    def __init__(self, every: int = 10, logdir: str = "visualdl") -> None:
-        self.every, self.logdir = max(1, every), logdir
-        self._writer: Any = None
-
-    def on_run_start(self, loop: Loop) -> None:
-        try:
-            from visualdl import LogWriter
-        except ImportError as e:
-            raise ImportError(
-                "trainer.visualdl=true needs VisualDL: pip install 'paddlecraft[visualdl]' "
-                "(or pip install visualdl), or set trainer.visualdl=false"
-            ) from e
-        self._writer = LogWriter(logdir=str(loop.run_dir / self.logdir))
-
-    def on_step_end(self, loop: Loop, metrics: dict[str, float]) -> None:
-        if loop.step % self.every == 0:
-            for k, v in metrics.items():
-                self._writer.add_scalar(tag=f"train/{k}", step=loop.step, value=float(v))
-
-    def on_eval_end(self, loop: Loop, metrics: dict[str, float]) -> None:
-        for k, v in metrics.items():
-            self._writer.add_scalar(tag=f"eval/{k}", step=loop.step, value=float(v))
-        visuals = getattr(loop.arena, "visuals", None)
-        for tag, image in (visuals() if callable(visuals) else {}).items():
-            self._writer.add_image(tag=tag, img=image, step=loop.step)
-
-    def on_run_end(self, loop: Loop) -> None:
-        if self._writer is not None:
-            self._writer.close()
-
-
 class Progress(Callback):
     """Console progress: a bar with ETA on a terminal, one concise line at intervals elsewhere.
 
@@ -363,6 +330,7 @@ class TrainerConfig:
         30.0  #: seconds between progress lines in logs that are not a terminal
     )
     visualdl: bool = False  #: log to VisualDL (pip install visualdl)
+    visualdl_histograms: bool = False  #: also log parameter histograms at each evaluation
     nan_guard: bool = True  #: stop on NaN/inf metrics, keep the last good checkpoint
     max_steps: Optional[int] = None  #: stop after N steps (smoke runs)  # noqa: UP045
 
@@ -391,7 +359,9 @@ def standard_callbacks(
             JsonlLogger(t.log_every),
         ]
         if t.visualdl:
-            cbs.append(VisualDLLogger(t.log_every))
+            cbs.append(
+                VisualDLLogger(t.log_every, histograms=t.visualdl_histograms, overrides=overrides)
+            )
         cbs.append(Checkpointer(t.checkpoint_every, t.keep_checkpoints))
     if t.early_stopping_patience:
         cbs.append(EarlyStopping(t.early_stopping_patience))
