@@ -2,18 +2,28 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
 import paddle
 import paddle.nn.functional as F
+from omegaconf import MISSING
 from paddle import nn
 
-from .base import Agent
+from .base import Agent, AgentConfig
 
 #: added to the logits of illegal actions (finite, so masked terms never produce NaN)
 MASK_PENALTY = 1e9
+
+
+@dataclass
+class PolicyConfig(AgentConfig):
+    """agents.Policy settings."""
+
+    encoder: Any = MISSING  #: encoder config (``_target_`` + kwargs, no scope; set by conf/game/*)
+    obs_shape: list[int] = field(default_factory=lambda: [3, 3, 2])  #: [rows, cols, planes]
+    num_actions: int = 9  #: size of the action space
 
 
 class Policy(Agent):
@@ -31,32 +41,19 @@ class Policy(Agent):
     has any, always use their running statistics so that the policy that collected a
     batch and the one that is updated compute the same function (PPO's ratio needs that).
 
-    Args:
-        name: scope (``policy``).
-        encoder: encoder config (``_target_`` + kwargs, no scope).
-        obs_shape: ``[rows, cols, 2]``.
-        num_actions: size of the action space.
-        **common: :class:`~agents.Agent` settings (device, seed, lr, optimizer, ...).
-
-    ``policy.act(observations, action_masks, greedy=True)`` works on batches (or one
-    board) and always returns legal actions; ``Agent.load(dir)`` restores a saved policy
-    for play outside any arena.
+    Settings: :class:`PolicyConfig` (plus the :class:`~agents.base.AgentConfig` ones:
+    device, seed, lr, optimizer...). ``policy.act(observations, action_masks,
+    greedy=True)`` works on batches (or one board) and always returns legal actions;
+    ``policy.priors_and_values`` is a search's evaluator; ``Agent.load(dir)`` restores a
+    saved policy for play outside any arena.
     """
 
-    def __init__(
-        self,
-        name: str,
-        encoder: Any,
-        obs_shape: Sequence[int] = (3, 3, 2),
-        num_actions: int = 9,
-        **common: Any,
-    ) -> None:
-        obs_shape = tuple(int(s) for s in obs_shape)
-        super().__init__(
-            name,
-            config={"encoder": encoder, "obs_shape": list(obs_shape), "num_actions": num_actions},
-            **common,
-        )
+    Config = PolicyConfig
+
+    def __init__(self, name: str, **settings: Any) -> None:
+        super().__init__(name, **settings)
+        obs_shape = tuple(int(s) for s in self.cfg.obs_shape)
+        num_actions, encoder = int(self.cfg.num_actions), self.cfg.encoder
         if len(obs_shape) != 3:
             raise ValueError(
                 f"agents.{name}.obs_shape must be [rows, cols, planes], got {obs_shape}"
@@ -180,6 +177,24 @@ class Policy(Agent):
         if single:
             out = int(out[0])
         return (out, *info) if return_info else out
+
+    @paddle.no_grad()
+    def priors_and_values(
+        self, observations: Any, action_masks: Any
+    ) -> tuple[np.ndarray, np.ndarray]:
+        """``(priors float64 [B, A], values float64 [B])`` for a search (an ``Evaluator``).
+
+        Priors are the masked policy's probabilities (0 on illegal moves); values are the
+        value head's expected outcome in [-1, 1] for the player to move.
+        """
+        was_training = self.training
+        self.eval()
+        logits, value = self(np.asarray(observations))
+        if was_training:
+            self.train()
+        logp = self.masked_log_probs(logits, np.asarray(action_masks, bool))
+        p = np.exp(logp.numpy().astype(np.float64))
+        return np.where(np.asarray(action_masks, bool), p, 0.0), value.numpy().astype(np.float64)
 
 
 def sample_from_log_probs(logp: np.ndarray, masks: np.ndarray, rng: Any) -> np.ndarray:

@@ -29,7 +29,7 @@ from .engine import (
 )
 from .engine.sweeps import register_resolvers as register_sweep_resolvers
 from .gan import GanArena
-from .selfplay import SelfPlayArena
+from .selfplay import SelfPlayArena, search_player
 
 #: the built-in arena families, each a module with a ``SCHEMAS`` dict
 FAMILIES: tuple[ModuleType, ...] = (classify, gan, caption, selfplay)
@@ -66,5 +66,7 @@ __all__ = [
     "register_schemas",
     "run_arena",
     "run_from_config",
+    "search_player",
+    "search_player",
     "standard_callbacks",
 ]

@@ -7,7 +7,7 @@
 Sections: toolkit overhead vs a hand-written loop; training FLOP/s vs numpy sgemm (with and
 without the CPU tuning); GAN steps/s vs PyTorch (when torch is installed: pip install -e
 '.[bench]'); self-play collection vs the PettingZoo way; batched beam search vs one
-sentence at a time; peak RSS of each default arena run.
+sentence at a time; batched PUCT search vs one game at a time; peak RSS of each default arena run.
 """
 
 from __future__ import annotations
@@ -166,6 +166,7 @@ def _sections(quick: bool) -> dict[str, Callable[[], dict]]:
         ("gan_vs_torch", "gan_bench", "bench_gan_vs_torch"),
         ("resnet", "resnet_bench", "bench_resnet"),
         ("selfplay", "selfplay_bench", "bench_selfplay"),
+        ("search", "search_bench", "bench_search"),
     ):
         if (ROOT / "bench" / f"{module}.py").exists():
             mod = __import__(module)

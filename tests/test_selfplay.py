@@ -22,8 +22,9 @@ from arenas.engine.callbacks import standard_callbacks
 from arenas.engine.checkpoint import list_checkpoints
 from arenas.engine.rng import seed_everything
 from arenas.games import MinimaxPlayer, TicTacToe, random_legal
-from arenas.league import LeagueTable, OpponentPool
 from arenas.selfplay import tictactoe_losing_lines
+from arenas.selfplay.league import LeagueTable, OpponentPool
+from arenas.selfplay.ppo import mirror_samples
 from encoders.tensorio import CheckpointError
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -205,7 +206,7 @@ def test_check_arena_passes_on_selfplay():
     seed_everything(0)
     policy = Policy("policy", encoder=TTT_MLP, obs_shape=[3, 3, 2], num_actions=9, seed=0)
     try:
-        passed = check_arena(_arena(policy, keep_best="score_vs_minimax"), steps=2)
+        passed = check_arena(_arena(policy, keep_best="no_loss_rate_vs_minimax"), steps=2)
         assert "resume from a checkpoint is bit-identical" in passed
     finally:
         policy.release_scopes()
@@ -279,7 +280,7 @@ def test_mirror_augmentation_matches_mirrored_play(game, make_scope):
         a = random_legal(mask, rng)
         data = {"obs": obs, "mask": mask, "action": a, "logp": np.zeros(1, np.float32),
                 "adv": np.ones(1, np.float32), "ret": np.ones(1, np.float32)}  # fmt: skip
-        m = arena._mirrored(data)
+        m = mirror_samples(data, arena.spec.obs_shape)
         m_obs, m_mask = mirror.observe()
         assert np.array_equal(m["obs"], m_obs) and np.array_equal(m["mask"], m_mask)
         assert m["logp"] is data["logp"]  # the behaviour probability carries over
@@ -308,7 +309,7 @@ def test_game_configs_compose_and_instantiate(game):
         arena = build_arena(cfg, agents)
         assert arena.spec.name == game
         assert arena.headline == (
-            "score_vs_minimax" if game == "tictactoe" else "win_rate_vs_mcts100"
+            "no_loss_rate_vs_minimax" if game == "tictactoe" else "win_rate_vs_mcts100"
         )
     finally:
         for a in agents.values():
@@ -332,7 +333,7 @@ def test_pettingzoo_game_runs_in_the_arena():
         m = arena.train_step(0)
         assert np.isfinite(m["loss"]) and m["positions"] > 0
         e = arena.evaluate()
-        assert 0 <= e["score_vs_minimax"] <= 1
+        assert 0 <= e["no_loss_rate_vs_minimax"] <= 1
     finally:
         policy.release_scopes()
 
@@ -363,7 +364,7 @@ def _run(tmp_path, game, budget_s):
 def test_tictactoe_acceptance(tmp_path):
     m = _run(tmp_path, "tictactoe", 300)
     assert m["loss_rate_vs_random"] == 0.0  # 200 games, seats alternating
-    assert m["score_vs_minimax"] >= 0.9  # draws or wins, 200 games
+    assert m["no_loss_rate_vs_minimax"] >= 0.9  # draws or wins, 200 games
 
 
 @pytest.mark.slow

@@ -18,8 +18,8 @@ from arenas import SelfPlayArena, register_configs
 from arenas.engine.app import run_from_config
 from arenas.engine.rng import seed_everything
 from arenas.games import TicTacToe, make_baseline
-from arenas.league import weights_of
-from arenas.selfplay_workers import CollectorPool
+from arenas.selfplay.league import weights_of
+from arenas.selfplay.workers import CollectorPool
 
 ROOT = Path(__file__).resolve().parents[1]
 TTT_MLP = {

@@ -11,7 +11,7 @@ and an adapter for PettingZoo's classic games.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from .baselines import MCTSPlayer, MinimaxPlayer, Player, RandomPlayer, make_baseline
@@ -44,6 +44,10 @@ class GameSpec:
     """
 
     name: str = "tictactoe"
+    #: built PettingZoo games by size (they are costly to build; ``make`` resets them)
+    _pettingzoo: dict[int, Any] = field(default_factory=dict, init=False, repr=False, compare=False)
+    #: a one-game PettingZoo env kept apart, only read for the game's sizes and rules
+    _probe: Any = field(default=None, init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         if not self.name.startswith("pettingzoo:") and self.name not in GAMES:
@@ -51,7 +55,6 @@ class GameSpec:
                 f"unknown game {self.name!r}: use one of {sorted(GAMES)} or pettingzoo:<env>, "
                 "e.g. pettingzoo:connect_four_v3"
             )
-        self._probe: Any = None
 
     @property
     def is_pettingzoo(self) -> bool:
@@ -60,22 +63,27 @@ class GameSpec:
     def make(self, num_envs: int) -> Any:
         """``num_envs`` fresh games with the batched interface of :class:`BoardGame`.
 
-        PettingZoo environments are costly to build, so they are kept per size and reset.
+        PettingZoo environments are costly to build, so they are kept per size (in
+        ``_pettingzoo``) and reset; native games are new arrays each time.
         """
         if self.is_pettingzoo:
             from .pettingzoo_adapter import PettingZooGame
 
-            cache = self.__dict__.setdefault("_envs", {})
-            if num_envs not in cache:
-                cache[num_envs] = PettingZooGame(self.name.split(":", 1)[1], num_envs)
-            game = cache[num_envs]
+            if num_envs not in self._pettingzoo:
+                self._pettingzoo[num_envs] = PettingZooGame(self.name.split(":", 1)[1], num_envs)
+            game = self._pettingzoo[num_envs]
             game.reset()
             return game
         return GAMES[self.name](num_envs)
 
     def _info(self) -> Any:
+        """An object with the game's sizes: the native class, or a one-game PettingZoo env."""
+        if not self.is_pettingzoo:
+            return GAMES[self.name]
         if self._probe is None:
-            self._probe = self.make(1)
+            from .pettingzoo_adapter import PettingZooGame
+
+            self._probe = PettingZooGame(self.name.split(":", 1)[1], 1)
         return self._probe
 
     @property

@@ -28,23 +28,28 @@ import traceback
 import weakref
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from multiprocessing.connection import Connection
+from types import SimpleNamespace
 from typing import Any
 
 import numpy as np
 
 from agents import Policy
 
-from .games import GameSpec, Player
+from ..games import GameSpec, Player
+from .alphazero import search_controller
 from .league import OpponentPool, Snapshot
 
 log = logging.getLogger("paddlecraft")
 
-#: a controller maps (planes, masks) of the games where it moves to actions (+ extras)
+#: a controller maps (planes, masks) of the games where it moves to actions and a dict of
+#: per-move arrays to record (``{"logp", "value"}`` for PPO, ``{"pi", "root_value"}`` for
+#: search), or None
 Controller = Callable[[np.ndarray, np.ndarray], tuple[np.ndarray, Any]]
 
 #: one seat-controller of a collection plan: ``("learner", weights)`` samples and records
-#: log-probabilities and values; ``("snapshot", weights)`` samples; ``("anchor", name)``
-#: is a scripted baseline
+#: log-probabilities and values; ``("search", (weights, search settings))`` plays with
+#: PUCT search and records visit distributions; ``("snapshot", weights)`` samples;
+#: ``("anchor", name)`` is a scripted baseline
 PlanEntry = tuple[str, Any]
 
 
@@ -60,7 +65,7 @@ def play_games(
     ``seat_controllers[g, s]`` is the index in ``controllers`` that plays seat ``s`` of
     game ``g``; each move, every controller gets one batched call with the boards it has
     to move on. Returns ``(winner [n], records, total moves)``, where ``records`` holds,
-    per move, the boards, masks, actions and extras of controller ``record``.
+    per move, the boards, masks, actions and recorded arrays of controller ``record``.
     """
     game = spec.make(n)
     records: list[dict[str, np.ndarray]] = []
@@ -83,8 +88,7 @@ def play_games(
                         "obs": planes[sel],
                         "mask": masks[sel],
                         "action": a,
-                        "logp": extra[0],
-                        "value": extra[1],
+                        **(extra or {}),
                     }
                 )
         game.step(actions, idx)
@@ -266,15 +270,22 @@ def _play_task(
     rng = np.random.default_rng(task["seed"])
     controllers: list[Controller] = []
     for k, (kind, arg) in enumerate(task["plan"]):
-        if kind not in ("learner", "snapshot", "anchor"):
-            raise ValueError(f"unknown controller kind {kind!r}: learner | snapshot | anchor")
+        if kind not in ("learner", "search", "snapshot", "anchor"):
+            raise ValueError(
+                f"unknown controller kind {kind!r}: learner | search | snapshot | anchor"
+            )
         if kind == "anchor":
             player = baselines[arg]
             controllers.append(lambda o, m, p=player: (p.act(o, m, rng=rng), None))
             continue
         policy = net(k)
-        OpponentPool.load_into(policy, Snapshot(kind, 0, arg))
-        if kind == "learner":  # records log-probabilities and values for the update
+        weights, settings = arg if kind == "search" else (arg, None)
+        OpponentPool.load_into(policy, Snapshot(kind, 0, weights))
+        if kind == "search":
+            controllers.append(
+                search_controller(policy, spec.rules, SimpleNamespace(**settings), rng)
+            )
+        elif kind == "learner":  # records log-probabilities and values for the update
             controllers.append(
                 lambda o, m, p=policy: _with_info(
                     p.act(o, m, greedy=False, rng=rng, return_info=True)
@@ -288,7 +299,7 @@ def _play_task(
 
 def _with_info(out: tuple[np.ndarray, np.ndarray, np.ndarray]) -> tuple[np.ndarray, Any]:
     a, logp, value = out
-    return a, (logp, value)
+    return a, {"logp": logp, "value": value}
 
 
 def _shutdown(procs: list[Any], conns: list[Connection]) -> None:

@@ -1,0 +1,267 @@
+"""PUCT Monte-Carlo tree search guided by a policy's priors and value (AlphaZero), batched.
+
+One :class:`PUCTSearch` searches ``B`` positions at once: every game has its own tree in
+``[B, nodes, ...]`` arrays, the trees grow in lockstep, and each simulation ends with ONE
+evaluator call on the new leaves of all games (a ``[B, rows, cols, 2]`` batch). That is
+what keeps a Python search fast: the network runs once per simulation, not once per leaf.
+
+The evaluator is any callable ``(planes int8 [n, rows, cols, 2], masks bool [n, A]) ->
+(priors [n, A], values [n])`` (priors over legal moves, values in [-1, 1] for the player
+to move), e.g. ``agents.Policy.priors_and_values`` or :func:`uniform_evaluator`. Terminal
+positions are scored by the rules (a win is worth 1 to the player who made it), so even
+a uniform evaluator finds immediate wins and forced blocks.
+
+Selection: ``argmax_a Q(s,a) + c_puct P(s,a) sqrt(1 + N(s)) / (1 + N(s,a))`` with ``Q = 0``
+for unvisited moves; values are backed up with alternating signs. Training games add
+Dirichlet noise to the root priors (``noise=True``) and sample moves from the visit
+counts (:func:`choose_moves` with a temperature); evaluation uses neither.
+
+This module knows only the rules (:mod:`arenas.games`), no agents, so any network or
+heuristic can guide it. :func:`search_one` is the same search written plainly for one
+position (reference for tests and the benchmark).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from .core import BoardGame
+
+#: ``(planes [n, rows, cols, 2], masks [n, A]) -> (priors [n, A], values [n])``
+Evaluator = Callable[[np.ndarray, np.ndarray], tuple[np.ndarray, np.ndarray]]
+
+
+def uniform_evaluator(planes: np.ndarray, masks: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Uniform priors over legal moves and value 0: search by the rules alone."""
+    m = np.asarray(masks, np.float64)
+    return m / m.sum(axis=1, keepdims=True), np.zeros(len(m))
+
+
+@dataclass
+class SearchResult:
+    """What a search returns for ``B`` root positions."""
+
+    visits: np.ndarray  #: [B, A] root visit counts (illegal moves: 0)
+    value: np.ndarray  #: [B] mean backed-up value of the root for the player to move
+    priors: np.ndarray  #: [B, A] root priors the search used (after any noise)
+
+
+class PUCTSearch:
+    """Batched PUCT search over a native :class:`~arenas.games.core.BoardGame`.
+
+    Args:
+        game: the rules (``ConnectFour``, ``TicTacToe``).
+        evaluate: the network (or heuristic), see :data:`Evaluator`.
+        simulations: simulations per search (each adds at most one node per tree).
+        c_puct: exploration constant.
+        dirichlet_alpha: root noise concentration (AlphaZero: 0.3 chess, ~10 / moves).
+        noise_fraction: share of the root priors replaced by noise when ``noise=True``.
+    """
+
+    def __init__(
+        self,
+        game: type[BoardGame],
+        evaluate: Evaluator,
+        simulations: int = 100,
+        c_puct: float = 1.5,
+        dirichlet_alpha: float = 1.0,
+        noise_fraction: float = 0.25,
+    ) -> None:
+        if int(simulations) < 1:
+            raise ValueError(f"search simulations must be >= 1, got {simulations}")
+        if c_puct <= 0 or dirichlet_alpha <= 0 or not 0 <= noise_fraction <= 1:
+            raise ValueError(
+                f"search: need c_puct > 0, dirichlet_alpha > 0 and noise_fraction in [0, 1], "
+                f"got {c_puct}, {dirichlet_alpha}, {noise_fraction}"
+            )
+        self.game, self.evaluate = game, evaluate
+        self.simulations, self.c_puct = int(simulations), float(c_puct)
+        self.dirichlet_alpha, self.noise_fraction = float(dirichlet_alpha), float(noise_fraction)
+
+    def _priors_values(self, cur: np.ndarray, mask: np.ndarray) -> tuple[np.ndarray, ...]:
+        g = self.game
+        legal = g.legal(mask)
+        p, v = self.evaluate(g.planes(cur, mask), legal)
+        p = np.where(legal, np.asarray(p, np.float64), 0.0)
+        s = p.sum(axis=1, keepdims=True)
+        p = np.where(s > 0, p / np.where(s > 0, s, 1), legal / legal.sum(1, keepdims=True))
+        return p, np.asarray(v, np.float64).reshape(-1), legal
+
+    def search(
+        self, cur: np.ndarray, mask: np.ndarray, rng: Any = None, noise: bool = False
+    ) -> SearchResult:
+        """Search the positions ``(cur, mask)`` (bitboards, mover's side; none finished)."""
+        g = self.game
+        cur, mask = np.asarray(cur, np.uint64), np.asarray(mask, np.uint64)
+        B, S, A = len(cur), self.simulations, g.num_actions
+        N = S + 1
+        ncur = np.zeros((B, N), np.uint64)
+        nmask = np.zeros((B, N), np.uint64)
+        term = np.zeros((B, N), np.int8)  # 1: the player who moved into it won; 2: draw
+        prior = np.zeros((B, N, A))
+        legal = np.zeros((B, N, A), bool)
+        child = np.full((B, N, A), -1, np.int32)
+        visits = np.zeros((B, N, A))  # N(s, a)
+        total = np.zeros((B, N, A))  # W(s, a), for the player to move at s
+        count = np.ones(B, np.int64)
+        rows = np.arange(B)
+        ncur[:, 0], nmask[:, 0] = cur, mask
+        p0, _, legal0 = self._priors_values(cur, mask)
+        if not legal0.any(axis=1).all():
+            raise ValueError("search: a root position has no legal move (is the game over?)")
+        if noise and self.noise_fraction > 0:
+            if rng is None:
+                raise ValueError("search(noise=True) needs an rng (np.random.Generator)")
+            gam = np.where(legal0, rng.standard_gamma(self.dirichlet_alpha, (B, A)), 0.0)
+            dirichlet = gam / np.maximum(gam.sum(axis=1, keepdims=True), 1e-300)
+            p0 = (1 - self.noise_fraction) * p0 + self.noise_fraction * dirichlet
+        prior[:, 0], legal[:, 0] = p0, legal0
+        for _ in range(S):
+            node = np.zeros(B, np.int64)
+            path_nodes: list[np.ndarray] = []  # per depth: parent node (-1: done)
+            path_moves: list[np.ndarray] = []
+            depth = np.zeros(B, np.int64)
+            active = np.ones(B, bool)
+            fresh = np.zeros(B, bool)  # the leaf is a new non-terminal node
+            while active.any():
+                b = np.flatnonzero(active)
+                n = node[b]
+                nsa = visits[b, n]  # [b, A]
+                q = total[b, n] / np.maximum(nsa, 1.0)
+                u = q + self.c_puct * prior[b, n] * (
+                    np.sqrt(1.0 + nsa.sum(axis=1))[:, None] / (1.0 + nsa)
+                )
+                a = np.where(legal[b, n], u, -np.inf).argmax(axis=1)
+                pn, pa = np.full(B, -1, np.int64), np.zeros(B, np.int64)
+                pn[b], pa[b] = n, a
+                path_nodes.append(pn)
+                path_moves.append(pa)
+                depth[b] += 1
+                c = child[b, n, a].astype(np.int64)
+                new = c < 0
+                if new.any():  # expansion: add the child node
+                    bn, nn, an = b[new], n[new], a[new]
+                    idx = count[bn]
+                    count[bn] += 1
+                    c2, m2, won, full = g.play(ncur[bn, nn], nmask[bn, nn], an)
+                    ncur[bn, idx], nmask[bn, idx] = c2, m2
+                    term[bn, idx] = np.where(won, 1, np.where(full, 2, 0))
+                    child[bn, nn, an] = idx
+                    c[new] = idx
+                node[b] = c
+                t = term[b, c]
+                stop = new | (t != 0)
+                active[b[stop]] = False
+                fresh[b[new & (t == 0)]] = True
+            # leaf values for the player to move at the leaf
+            t = term[rows, node]
+            value = np.where(t == 1, -1.0, 0.0)
+            e = np.flatnonzero(fresh)
+            if len(e):  # one evaluator call for the new leaves of all games
+                p, v, lg = self._priors_values(ncur[e, node[e]], nmask[e, node[e]])
+                prior[e, node[e]], legal[e, node[e]] = p, lg
+                value[e] = v
+            # back up: the mover at depth d sees the leaf value with sign (-1)^(L - d)
+            for d, (pn, pa) in enumerate(zip(path_nodes, path_moves)):
+                on = pn >= 0
+                bb = rows[on]
+                sign = np.where((depth[on] - d) % 2 == 1, -1.0, 1.0)
+                visits[bb, pn[on], pa[on]] += 1.0
+                total[bb, pn[on], pa[on]] += sign * value[on]
+        root_n = visits[:, 0]
+        root_value = total[:, 0].sum(axis=1) / np.maximum(root_n.sum(axis=1), 1.0)
+        return SearchResult(root_n, root_value, p0)
+
+
+def choose_moves(visits: np.ndarray, temperature: np.ndarray | float, rng: Any) -> np.ndarray:
+    """A move per row: sampled from ``visits^(1/T)``, or the most visited where ``T == 0``.
+
+    Ties between the most visited moves are broken at random (``rng``).
+    """
+    v = np.asarray(visits, np.float64)
+    t = np.broadcast_to(np.asarray(temperature, np.float64), (len(v),))
+    best = v == v.max(axis=1, keepdims=True)
+    u = rng.random(v.shape)
+    out = np.where(best, u + 1.0, -1.0).argmax(axis=1)  # random among the best
+    hot = t > 0
+    if hot.any():
+        w = np.where(v[hot] > 0, v[hot], 0.0) ** (1.0 / t[hot][:, None])
+        cdf = np.cumsum(w / w.sum(axis=1, keepdims=True), axis=1)
+        r = rng.random(int(hot.sum()))[:, None]
+        pick = np.minimum((cdf <= r).sum(axis=1), v.shape[1] - 1)
+        ok = v[hot][np.arange(len(pick)), pick] > 0
+        out[np.flatnonzero(hot)[ok]] = pick[ok]  # rounding edge: keep the best move
+    return out.astype(np.int64)
+
+
+# ---------------------------------------------------------------------- reference
+
+
+def search_one(
+    game: type[BoardGame],
+    evaluate: Evaluator,
+    cur: int,
+    mask: int,
+    simulations: int,
+    c_puct: float = 1.5,
+) -> np.ndarray:
+    """Root visit counts ``[A]`` of the same PUCT search for ONE position, written plainly.
+
+    A dict-of-nodes tree with one evaluator call per leaf (batch of 1): the classic
+    one-game-at-a-time loop, kept as the reference for tests and ``bench/search_bench.py``.
+    No noise; ties go to the lowest move, as in :class:`PUCTSearch`.
+    """
+    A = game.num_actions
+
+    def expand(c: int, m: int) -> dict:
+        cu, ma = np.array([c], np.uint64), np.array([m], np.uint64)
+        lg = game.legal(ma)
+        p, v = evaluate(game.planes(cu, ma), lg)
+        p = np.where(lg[0], np.asarray(p[0], np.float64), 0.0)
+        p = p / p.sum() if p.sum() > 0 else lg[0] / lg[0].sum()
+        node = {"cur": c, "mask": m, "legal": lg[0], "prior": p, "children": {}}
+        node["n"], node["w"] = np.zeros(A), np.zeros(A)
+        return node, float(np.asarray(v).reshape(-1)[0])
+
+    root, _ = expand(int(cur), int(mask))
+    for _ in range(simulations):
+        node, path = root, []
+        while True:
+            n, w = node["n"], node["w"]
+            sq = math.sqrt(1.0 + n.sum())
+            scores = [
+                w[a] / max(n[a], 1.0) + c_puct * node["prior"][a] * (sq / (1.0 + n[a]))
+                if node["legal"][a]
+                else -math.inf
+                for a in range(A)
+            ]
+            a = int(np.argmax(scores))
+            path.append((node, a))
+            if a in node["children"]:
+                kid = node["children"][a]
+                if kid["term"]:
+                    value = -1.0 if kid["term"] == 1 else 0.0
+                    break
+                node = kid
+                continue
+            c2, m2, won, full = game.play(
+                np.array([node["cur"]], np.uint64), np.array([node["mask"]], np.uint64), [a]
+            )
+            t = 1 if won[0] else 2 if full[0] else 0
+            if t:
+                kid, value = {"term": t}, (-1.0 if t == 1 else 0.0)
+            else:
+                kid, value = expand(int(c2[0]), int(m2[0]))
+                kid["term"] = 0
+            node["children"][a] = kid
+            break
+        for parent, a in reversed(path):  # value is for the player to move at the leaf
+            value = -value
+            parent["n"][a] += 1.0
+            parent["w"][a] += value
+    return root["n"]

@@ -1,0 +1,390 @@
+"""SelfPlayArena: a policy learns a two-player board game against itself and its past selves.
+
+Each training step plays a batch of games at once on a batched numpy game (thousands of
+positions per call), the learner against its latest self, a frozen snapshot from the
+pool or a scripted anchor, seats alternating, then updates the policy: PPO or A2C on
+the learner's moves (:mod:`.ppo`), or AlphaZero-style on search targets
+(``algo=alphazero``, :mod:`.alphazero`). Snapshots join the pool every
+``snapshot_every`` updates or when the learner's score against the pool reaches
+``snapshot_score``; a league table rates the learner, the snapshots and fixed anchors.
+``python run.py arena=selfplay game=tictactoe``.
+
+Scores: ``score`` is win 1, draw 1/2 everywhere (metrics, pool rule, tournaments);
+``no_loss_rate`` is the share of games not lost (win or draw).
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Optional  # noqa: UP035 (OmegaConf needs typing forms)
+
+import cv2
+import numpy as np
+
+from agents import Agent, Policy
+from encoders.tensorio import atomic_write_json
+
+from ..engine import Arena, ArenaConfig
+from ..games import Player, TicTacToe, make_baseline
+from .alphazero import alphazero_step, outcome_samples
+from .analysis import game_spec, outcomes, result_rates, tictactoe_losing_lines
+from .collect import LEARNER, Collection
+from .league import (
+    LeagueTable,
+    OpponentPool,
+    Snapshot,
+    snapshot_from_json,
+    snapshot_to_json,
+    weights_of,
+)
+from .player import SearchPlayer
+from .plots import render_rating_history
+from .ppo import average, gae_samples, minibatches, mirror_samples, ppo_step
+from .workers import CollectorPool, Controller, play_games
+
+log = logging.getLogger("paddlecraft")
+
+ALGOS = ("ppo", "a2c", "alphazero")
+
+
+@dataclass
+class SelfPlayConfig(ArenaConfig):
+    """arenas.SelfPlayArena settings."""
+
+    epochs: int = 10  #: evaluation after each epoch
+    steps_per_epoch: int = 20  #: updates per epoch
+    games_per_step: int = 256  #: games played in parallel per update
+    algo: str = "ppo"  #: ppo | a2c | alphazero (search visit counts as policy targets)
+    update_epochs: int = 4  #: passes over each step's samples
+    minibatch_size: int = 512  #: minibatch (positions)
+    clip_ratio: float = 0.2  #: PPO clipping
+    gamma: float = 0.99  #: discount per own move (PPO/A2C)
+    gae_lambda: float = 0.95  #: GAE lambda (PPO/A2C)
+    value_coef: float = 0.5  #: value-loss weight
+    entropy_coef: float = 0.01  #: entropy bonus (PPO/A2C)
+    simulations: int = 50  #: alphazero: PUCT simulations per training move
+    c_puct: float = 1.5  #: alphazero: exploration constant
+    dirichlet_alpha: float = 1.0  #: alphazero: root noise concentration
+    noise_fraction: float = 0.25  #: alphazero: share of root priors replaced by noise
+    temperature_moves: int = 8  #: alphazero: plies played in proportion to visits, then greedy
+    latest_ratio: float = 0.5  #: share of games against the latest self
+    pool_size: int = 16  #: frozen snapshots kept
+    pool_opponents_per_step: int = 4  #: snapshots drawn per update
+    snapshot_every: int = 10  #: snapshot every N updates (0: off)
+    snapshot_score: float = (
+        0.7  #: snapshot when the score (win 1, draw 1/2) vs the pool reaches this (0: off)
+    )
+    snapshot_min_games: int = 256  #: pool games needed before the score rule applies
+    train_anchors: dict[str, float] = field(default_factory=dict)  #: {baseline: share of games}
+    eval_games: dict[str, int] = field(default_factory=dict)  #: {baseline: games} per epoch
+    final_eval_games: Optional[dict[str, int]] = None  #: last evaluation  # noqa: UP045
+    search_eval_games: dict[str, int] = field(
+        default_factory=dict
+    )  #: {baseline: games} played with search (final evaluation)
+    eval_simulations: int = 200  #: simulations per move of search_eval_games
+    headline_metric: Optional[str] = None  #: default: per game  # noqa: UP045
+    augment_mirror: bool = False  #: also train on left-right mirrored samples
+    keep_best: Optional[str] = None  #: end with the policy best on this eval metric  # noqa: UP045
+    collect_workers: int = 0  #: worker processes playing the training games (0: in-process)
+    threads_per_worker: int = 1  #: OMP_NUM_THREADS of each collection worker
+
+
+class SelfPlayArena(Collection, Arena):
+    """Self-play with an opponent pool, PPO/A2C/AlphaZero updates, a rated league and anchors.
+
+    Args:
+        agents: must contain ``policy`` (an :class:`agents.Policy` sized for the game).
+        data: the game: a :class:`~arenas.games.GameSpec` config (``{_target_:
+            arenas.games.GameSpec, name: connect_four}``) or a name.
+        seed: run seed; every random draw of a step comes from a stream of
+            ``(seed, purpose, update)``, never from numpy's global generator.
+        **settings: :class:`SelfPlayConfig` fields. Evaluation after each epoch plays
+            ``eval_games`` (the last one ``final_eval_games``) with the greedy policy,
+            seats alternating; ``search_eval_games`` are played in the final evaluation
+            by the policy with ``eval_simulations`` PUCT simulations per move (metrics
+            ``search_*``). ``keep_best`` (an evaluation metric) ends the run with the
+            best-evaluated policy, as AlphaGo Zero gated networks against a fixed bar.
+    """
+
+    Config = SelfPlayConfig
+
+    def __init__(
+        self, agents: Mapping[str, Agent], data: Any = "tictactoe", seed: int = 0, **settings: Any
+    ) -> None:
+        super().__init__(agents, seed=seed, **settings)
+        cfg: SelfPlayConfig = self.cfg
+        self.require_agents("policy")
+        self.policy: Policy = self.agents["policy"]  # type: ignore[assignment]
+        if not isinstance(self.policy, Policy):
+            raise ValueError(
+                f"SelfPlayArena: agents.policy must be an agents.Policy, got "
+                f"{type(self.policy).__name__}"
+            )
+        self.spec = game_spec(data)
+        if self.policy.obs_shape != self.spec.obs_shape or (
+            self.policy.num_actions != self.spec.num_actions
+        ):
+            raise ValueError(
+                f"agents.policy is sized for observations {list(self.policy.obs_shape)} and "
+                f"{self.policy.num_actions} actions, but {self.spec.name} has "
+                f"{list(self.spec.obs_shape)} and {self.spec.num_actions}; choose the matching "
+                f"game config (game={self.spec.short_name}) or set agents.policy.obs_shape / "
+                "num_actions and the encoder's input size"
+            )
+        if cfg.algo not in ALGOS:
+            raise ValueError(f"arena.algo must be one of {ALGOS}, got {cfg.algo!r}")
+        rules = self.spec.rules
+        if rules is None and (cfg.algo == "alphazero" or cfg.search_eval_games):
+            raise ValueError(
+                f"arena.algo=alphazero and arena.search_eval_games need the native rules of "
+                f"the game for the search; {self.spec.name} has none (use game=tictactoe or "
+                "game=connect_four)"
+            )
+        if not 0.0 <= cfg.latest_ratio <= 1.0:
+            raise ValueError(f"arena.latest_ratio must be in [0, 1], got {cfg.latest_ratio}")
+        if cfg.collect_workers < 0 or cfg.threads_per_worker < 1:
+            raise ValueError(
+                f"arena.collect_workers must be >= 0 (0: collect in this process) and "
+                f"arena.threads_per_worker >= 1, got {cfg.collect_workers} and "
+                f"{cfg.threads_per_worker}"
+            )
+        self._pool_workers: CollectorPool | None = None
+        self.train_anchors = {str(k): float(v) for k, v in (cfg.train_anchors or {}).items()}
+        default_eval = {"random": 100, **({"minimax": 100} if rules is TicTacToe else {})}
+        self.eval_games = {str(k): int(v) for k, v in (cfg.eval_games or default_eval).items()}
+        self.final_eval_games = {
+            str(k): int(v) for k, v in (cfg.final_eval_games or self.eval_games).items()
+        }
+        self.search_eval_games = {str(k): int(v) for k, v in cfg.search_eval_games.items()}
+        self.baselines: dict[str, Player] = {}
+        named = {*self.eval_games, *self.final_eval_games, *self.train_anchors}
+        for name in sorted(named | set(self.search_eval_games)):
+            if rules is None and name != "random":
+                raise ValueError(
+                    f"baseline {name!r} needs the native rules of the game; {self.spec.name} "
+                    "only supports the random baseline"
+                )
+            self.baselines[name] = make_baseline(name, rules or TicTacToe)
+        if cfg.headline_metric is None:
+            if "minimax" in self.final_eval_games:
+                self.headline = "no_loss_rate_vs_minimax"
+            elif "mcts100" in self.final_eval_games:
+                self.headline = "win_rate_vs_mcts100"
+            else:
+                self.headline = "win_rate_vs_random"
+        else:
+            self.headline = cfg.headline_metric
+        self.steps_per_epoch_ = cfg.steps_per_epoch
+
+        # state that checkpoints carry (arena_state)
+        self.pool = OpponentPool(cfg.pool_size)
+        self.league = LeagueTable()
+        self.league.add(LEARNER, "learner")
+        self.updates = 0
+        self.evaluations = 0
+        self.pool_results: list[float] = []  # learner's scores vs the pool since the last snapshot
+        self.last_snapshot = 0
+        self.best: Snapshot | None = None  # keep_best: the best-scoring policy so far
+        self.best_value = -math.inf
+        self._twins: list[Policy] = []
+
+    # ------------------------------------------------------------------ engine API
+    def steps_per_epoch(self) -> int:
+        return self.steps_per_epoch_
+
+    def batches(self, epoch: int) -> Iterator[int]:
+        # self-play makes its own data: a step is an update index
+        return iter(range(epoch * self.steps_per_epoch_, (epoch + 1) * self.steps_per_epoch_))
+
+    def stream(self, purpose: int) -> np.random.Generator:
+        """This update's random stream for one purpose (11 collection, 13 minibatches)."""
+        return np.random.default_rng([self.seed, purpose, self.updates])
+
+    def train_step(self, batch: int) -> dict[str, float]:
+        if not self.pool.snapshots:  # the pool starts with the initial policy
+            self._take_snapshot()
+        rollout = self._collect()
+        metrics = self._update(rollout)
+        self.updates += 1
+        metrics.update(rollout["metrics"])
+        reason = self._snapshot_due()
+        if reason:
+            self._take_snapshot()
+            log.debug("snapshot %s (%s)", self.pool.snapshots[-1].name, reason)
+        metrics["pool_size"] = float(len(self.pool))
+        metrics["rating_latest"] = self.league.rating(LEARNER)[0]
+        return metrics
+
+    def evaluate(self) -> dict[str, float]:
+        final = self.updates >= self.epochs * self.steps_per_epoch_
+        if not (final and self.cfg.keep_best):
+            return self._evaluate(self.final_eval_games if final else self.eval_games, final)
+        key = self.cfg.keep_best
+        last = self._evaluate(self.eval_games, False)  # the last policy is a candidate too
+        assert self.best is not None
+        OpponentPool.load_into(self.policy, self.best)
+        out = self._evaluate(self.final_eval_games, True)
+        out["selected_update"] = float(self.best.step)
+        out[f"selected_{key}"] = self.best_value
+        out[f"last_{key}"] = float(last.get(key, math.nan))
+        log.info(
+            "keep_best: playing the policy of update %d (%s=%.3f; the last one had %.3f)",
+            self.best.step,
+            key,
+            self.best_value,
+            out[f"last_{key}"],
+        )
+        return out
+
+    def _evaluate(self, plan: Mapping[str, int], final: bool) -> dict[str, float]:
+        rng = np.random.default_rng([self.seed, 7, self.evaluations])
+        self.evaluations += 1
+        out: dict[str, float] = {}
+        players: list[tuple[str, Mapping[str, int], Any]] = [("", plan, None)]
+        if final and self.search_eval_games:
+            searcher = SearchPlayer(
+                self.policy, self.spec.rules, self.cfg.eval_simulations, self.cfg.c_puct
+            )
+            players.append(("search_", self.search_eval_games, searcher))
+        for prefix, games, me in players:
+            for name, n in games.items():
+                if n <= 0:
+                    continue
+                o = self.play_against(self.baselines[name], n, rng, me)
+                if not prefix:
+                    self.league.add(name, "anchor")
+                    self.league.record(LEARNER, name, o)
+                for k, v in result_rates(o).items():
+                    out[f"{prefix}{k}_vs_{name}"] = v
+        if self.spec.rules is TicTacToe and not self.spec.is_pettingzoo:
+            first, second = tictactoe_losing_lines(self.policy)
+            out["losing_lines"] = float(first + second)
+        mu, sigma = self.league.rating(LEARNER)
+        out["rating_latest"] = mu
+        out["rating_latest_sigma"] = sigma
+        for name in plan:
+            if name in self.league.players:
+                out[f"rating_{name}"] = self.league.rating(name)[0]
+        out["pool_size"] = float(len(self.pool))
+        out["snapshots_taken"] = float(self.pool.created)
+        self.league.log_history(self.updates)
+        key = self.cfg.keep_best
+        if key:
+            if key not in out:
+                raise ValueError(
+                    f"arena.keep_best={key!r} is not an evaluation metric; have {sorted(out)}"
+                )
+            if out[key] >= self.best_value:
+                self.best = Snapshot("best", self.updates, weights_of(self.policy))
+                self.best_value = float(out[key])
+        return out
+
+    def arena_state(self) -> dict:
+        return {
+            "updates": self.updates,
+            "evaluations": self.evaluations,
+            "pool_results": self.pool_results,
+            "last_snapshot": self.last_snapshot,
+            "pool": self.pool.state(),
+            "league": self.league.state(),
+            "best": None if self.best is None else snapshot_to_json(self.best),
+            "best_value": self.best_value if self.best is not None else None,
+        }
+
+    def load_arena_state(self, state: dict) -> None:
+        self.updates = int(state["updates"])
+        self.evaluations = int(state["evaluations"])
+        self.pool_results = [float(x) for x in state["pool_results"]]
+        self.last_snapshot = int(state["last_snapshot"])
+        self.pool.load_state(state["pool"])
+        self.league.load_state(state["league"])
+        best = state.get("best")
+        self.best = None if best is None else snapshot_from_json(best)
+        self.best_value = -math.inf if best is None else float(state["best_value"])
+
+    def artifacts(self, run_dir: str) -> dict[str, str]:
+        """The policy (loadable with ``Agent.load``), ``league.json`` and ``ratings.png``."""
+        d = Path(run_dir)
+        self.policy.save(d / "policy")
+        league = {
+            "table": self.league.rows(),
+            "matchups": self.league.matchups(LEARNER),
+            "head_to_head": self.league.results,
+            "pool": [{"name": s.name, "step": s.step} for s in self.pool.snapshots],
+            "history": self.league.history,
+        }
+        atomic_write_json(d / "league.json", league)
+        plot = d / "ratings.png"
+        cv2.imwrite(str(plot), render_rating_history(self.league.history))
+        log.info("league table:\n%s", self.league.format())
+        return {"policy": str(d / "policy"), "league": str(d / "league.json"), "ratings": str(plot)}
+
+    # ------------------------------------------------------------------ playing
+    def play_against(
+        self, opponent: Player, n: int, rng: np.random.Generator, me: Player | None = None
+    ) -> np.ndarray:
+        """Outcomes (+1 win, 0 draw, -1 loss) of ``n`` games of the greedy policy (or of
+        ``me``) against ``opponent``, seats alternating."""
+        policy_seat = np.arange(n) % 2
+        seats = np.ones((n, 2), np.int64)  # seat -> controller: 0 the policy, 1 the opponent
+        seats[np.arange(n), policy_seat] = 0
+
+        def mine(o: np.ndarray, m: np.ndarray) -> tuple[np.ndarray, Any]:
+            if me is None:
+                return self.policy.act(o, m, greedy=True), None
+            return me.act(o, m, rng=rng), None
+
+        controllers: list[Controller] = [mine, lambda o, m: (opponent.act(o, m, rng=rng), None)]
+        winner, _, _ = play_games(self.spec, n, seats, controllers)
+        return outcomes(winner, policy_seat)
+
+    # ------------------------------------------------------------------ learning
+    def _update(self, rollout: dict[str, Any]) -> dict[str, float]:
+        cfg = self.cfg
+        if cfg.algo == "alphazero":
+            data, step = outcome_samples(rollout["records"], rollout["winner"]), alphazero_step
+        else:
+            data = gae_samples(
+                rollout["records"],
+                rollout["winner"],
+                rollout["n"],
+                self.spec.max_moves,
+                cfg.gamma,
+                cfg.gae_lambda,
+            )
+            step = ppo_step
+        if cfg.augment_mirror:
+            extra = mirror_samples(data, self.spec.obs_shape)
+            data = {k: np.concatenate([v, extra[k]]) for k, v in data.items()}
+        self.policy.train()
+        n = len(data["obs"])
+        epochs, size = (1, n) if cfg.algo == "a2c" else (cfg.update_epochs, cfg.minibatch_size)
+        stats = [
+            step(self.policy, {k: v[j] for k, v in data.items()}, cfg)
+            for j in minibatches(n, epochs, size, self.stream(13))
+        ]
+        return average(stats)
+
+    # ------------------------------------------------------------------ snapshots
+    def _snapshot_due(self) -> str | None:
+        cfg = self.cfg
+        if cfg.snapshot_every and self.updates - self.last_snapshot >= cfg.snapshot_every:
+            return f"every {cfg.snapshot_every} updates"
+        if (
+            cfg.snapshot_score > 0
+            and len(self.pool_results) >= cfg.snapshot_min_games
+            and float(np.mean(self.pool_results)) >= cfg.snapshot_score
+        ):
+            return f"score vs pool {np.mean(self.pool_results):.2f} >= {cfg.snapshot_score}"
+        return None
+
+    def _take_snapshot(self) -> None:
+        snap = self.pool.add(self.policy, self.updates)
+        mu, sigma = self.league.rating(LEARNER)
+        self.league.add(snap.name, "snapshot", mu, sigma)
+        self.last_snapshot = self.updates
+        self.pool_results = []

@@ -1,0 +1,129 @@
+"""Trained policies as players: raw (greedy network) or with PUCT search, batched or one board.
+
+    player = arenas.search_player("runs/selfplay/<time>", game="connect_four", simulations=200)
+    action = player(observation, action_mask)   # PettingZoo classic planes + mask -> int
+
+Observations are PettingZoo's classic encoding (``connect_four_v3``, ``tictactoe_v3``):
+planes ``[rows, cols, 2]`` from the mover's side and the same action numbering, so the
+player drops into PettingZoo's own environments.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from agents import Agent, Policy
+
+from ..games import GAMES, Player
+from ..games.core import BoardGame
+from ..games.search import PUCTSearch, choose_moves
+
+
+def load_policy(source: str | os.PathLike | Policy, name: str | None = None) -> Policy:
+    """A :class:`~agents.Policy` from itself, a saved policy folder, or a run folder
+    (its ``policy/``)."""
+    if isinstance(source, Policy):
+        return source
+    path = Path(source)
+    if (path / "policy").is_dir():
+        path = path / "policy"
+    if not path.is_dir():
+        raise FileNotFoundError(
+            f"no saved policy at {source}: give a self-play run folder (with policy/), a "
+            "saved policy folder or an agents.Policy"
+        )
+    kwargs = {"name": name} if name else {}
+    policy = Agent.load(path, **kwargs)
+    if not isinstance(policy, Policy):
+        raise ValueError(f"{path} holds a {type(policy).__name__}, not an agents.Policy")
+    policy.eval()
+    return policy
+
+
+def _rules(game: str | type[BoardGame]) -> type[BoardGame]:
+    if isinstance(game, type) and issubclass(game, BoardGame):
+        return game
+    name = str(game).split(":", 1)[-1].removesuffix("_v3")
+    if name not in GAMES:
+        raise ValueError(f"game must be one of {sorted(GAMES)} (or their _v3 names), got {game!r}")
+    return GAMES[name]
+
+
+class PolicyPlayer(Player):
+    """The network alone: its most probable legal move."""
+
+    def __init__(self, policy: Policy, name: str = "policy") -> None:
+        self.policy, self.name = policy, name
+
+    def act(self, observations: Any, action_masks: Any, rng: Any = None) -> np.ndarray:
+        return np.asarray(self.policy.act(observations, self._masks(action_masks), greedy=True))
+
+
+class SearchPlayer(Player):
+    """PUCT search guided by a policy's priors and value; plays the most visited move.
+
+    No root noise, temperature 0 (ties at random, from ``rng``). Batched: one search over
+    all the boards of a call, one network call per simulation.
+    """
+
+    def __init__(
+        self,
+        policy: Policy,
+        game: str | type[BoardGame],
+        simulations: int = 200,
+        c_puct: float = 1.5,
+        name: str | None = None,
+    ) -> None:
+        self.policy, self.rules = policy, _rules(game)
+        if tuple(policy.obs_shape) != self.rules.obs_shape():
+            raise ValueError(
+                f"the policy is sized for boards {list(policy.obs_shape)}, but {self.rules.name} "
+                f"has {list(self.rules.obs_shape())}: pass the game the policy was trained on"
+            )
+        self.search = PUCTSearch(self.rules, policy.priors_and_values, simulations, c_puct)
+        self.name = name or f"search{simulations}"
+
+    def act(self, observations: Any, action_masks: Any, rng: Any = None) -> np.ndarray:
+        legal = self._masks(action_masks)
+        obs = np.asarray(observations).reshape(-1, *self.rules.obs_shape())
+        cur, mask = self.rules.from_planes(obs)
+        visits = self.search.search(cur, mask).visits
+        visits = np.where(legal, visits, -1.0)
+        return choose_moves(visits, 0.0, rng if rng is not None else np.random.default_rng(0))
+
+
+def search_player(
+    source: str | os.PathLike | Policy,
+    game: str = "connect_four",
+    simulations: int = 200,
+    c_puct: float = 1.5,
+    seed: int = 0,
+    name: str | None = None,
+) -> Callable[[Any, Any], int]:
+    """``player(observation, action_mask) -> action`` for one PettingZoo classic board.
+
+    Args:
+        source: a self-play run folder, a saved policy folder or an ``agents.Policy``.
+        game: ``connect_four`` or ``tictactoe`` (``connect_four_v3`` works too).
+        simulations: PUCT simulations per move (0: the network's greedy move).
+        c_puct: exploration constant.
+        seed: breaks ties between equally visited moves.
+        name: scope to load a saved policy under (default: its saved name; give another
+            one while a policy of that name is alive in this process).
+    """
+    policy = load_policy(source, name)
+    player: Player = (
+        SearchPlayer(policy, game, simulations, c_puct) if simulations > 0 else PolicyPlayer(policy)
+    )
+    rng = np.random.default_rng(seed)
+
+    def play(observation: Any, action_mask: Any) -> int:
+        return int(player.act(np.asarray(observation)[None], np.asarray(action_mask)[None], rng)[0])
+
+    play.player = player  # type: ignore[attr-defined]
+    return play

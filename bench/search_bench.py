@@ -1,0 +1,94 @@
+"""PUCT search throughput: the batched search vs a one-game-at-a-time loop, same network.
+
+    python bench/search_bench.py            # ~1 minute; prints one line, writes JSON
+    python bench/search_bench.py --quick
+
+Both search Connect Four positions (6 random opening moves) with the default Connect
+Four policy network (untrained MLP 84-256-256, the arena's size) and the same PUCT
+rules: :class:`arenas.games.search.PUCTSearch` over ``games`` positions at once (one
+network call per simulation for all of them) and :func:`arenas.games.search.search_one`
+on one position after another (a dict-of-nodes tree, one network call per leaf). The
+figure is simulations per second (summed over games) and their ratio, measured in the
+same process one after the other.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+
+def _network():
+    from agents import Policy
+
+    enc = {"_target_": "encoders.ImageMLPEncoder", "input_size": 84, "hidden_size": 256,
+           "num_classes": 256}  # fmt: skip
+    return Policy("search_bench_policy", encoder=enc, obs_shape=[6, 7, 2], num_actions=7, seed=0)
+
+
+def bench_search(quick: bool = False) -> dict:
+    """Simulations/s of the batched search and of the plain loop, and the ratio."""
+    from arenas.games import ConnectFour, random_legal
+    from arenas.games.search import PUCTSearch, search_one
+
+    games = 128 if quick else 256
+    sims = 50 if quick else 100
+    plain_positions = 3 if quick else 6
+    policy = _network()
+    try:
+        rng = np.random.default_rng(0)
+        g = ConnectFour(games)
+        for _ in range(6):
+            g.step(random_legal(g.legal_mask(), rng))
+        search = PUCTSearch(ConnectFour, policy.priors_and_values, simulations=sims)
+        search.search(g.cur[:8], g.mask[:8])  # warm-up
+        t = time.perf_counter()
+        batched = search.search(g.cur, g.mask)
+        t_batched = time.perf_counter() - t
+        t = time.perf_counter()
+        same = 0
+        for i in range(plain_positions):
+            v = search_one(ConnectFour, policy.priors_and_values, int(g.cur[i]), int(g.mask[i]),
+                           sims)  # fmt: skip
+            same += int(v.argmax() == batched.visits[i].argmax())
+        t_plain = time.perf_counter() - t
+    finally:
+        policy.release_scopes()
+    batched_rate = games * sims / t_batched
+    plain_rate = plain_positions * sims / t_plain
+    return {
+        "games": games,
+        "simulations": sims,
+        "batched_simulations_per_s": round(batched_rate, 1),
+        "plain_simulations_per_s": round(plain_rate, 1),
+        "speedup": round(batched_rate / plain_rate, 1),
+        "plain_positions": plain_positions,
+        "same_best_move": f"{same}/{plain_positions}",
+        "summary": f"PUCT search ({sims} simulations, MLP 84-256-256): batched over {games} "
+        f"Connect Four games {batched_rate:,.0f} simulations/s vs one game at a time "
+        f"{plain_rate:,.0f} = {batched_rate / plain_rate:.0f}x (same best move "
+        f"{same}/{plain_positions})",
+    }
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--quick", action="store_true")
+    args = ap.parse_args()
+    import encoders  # noqa: F401  (CPU tuning before paddle, as run.py does)
+
+    r = bench_search(args.quick)
+    print(r["summary"])
+    (ROOT / "bench" / "results_search.json").write_text(json.dumps(r, indent=2) + "\n")
+
+
+if __name__ == "__main__":
+    main()

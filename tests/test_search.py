@@ -1,0 +1,108 @@
+"""PUCT search: known best moves found by the rules alone, batched == one-at-a-time, root
+noise, move choice, and the search player in PettingZoo's own environments."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from arenas.games import ConnectFour, TicTacToe, random_legal
+from arenas.games.search import PUCTSearch, choose_moves, search_one, uniform_evaluator
+
+
+def _position(game, moves):
+    g = game(1)
+    for a in moves:
+        won, done = g.step([a])
+        assert not done[0]
+    return g.cur, g.mask
+
+
+# (game, moves played so far, the one right move, why)
+KNOWN = [
+    (TicTacToe, [0, 3, 1, 4], 2, "X completes the top row"),
+    (TicTacToe, [0, 4, 8, 3], 5, "X must block O's middle row"),
+    (ConnectFour, [0, 1, 0, 1, 0, 1], 0, "X drops the fourth stone in column 0"),
+    (ConnectFour, [3, 0, 3, 0, 3], 3, "O must block X's column 3"),
+    (
+        ConnectFour,
+        [6, 2, 6, 3, 5, 4],
+        1,
+        "X must block O's bottom row at column 1 (column 5 is X's)",
+    ),
+]
+
+
+@pytest.mark.parametrize("game, moves, best, why", KNOWN, ids=[k[3] for k in KNOWN])
+def test_search_finds_the_known_move_with_a_uniform_network(game, moves, best, why):
+    best_set = {best}
+    cur, mask = _position(game, moves)
+    search = PUCTSearch(game, uniform_evaluator, simulations=200)
+    res = search.search(np.repeat(cur, 3), np.repeat(mask, 3))  # three copies in one batch
+    v = res.visits[0]
+    top = int(v.argmax())
+    assert top in best_set, (why, v)
+    # the visit counts favour it over every other move, by a wide margin
+    others = np.delete(v, sorted(best_set))
+    assert v[top] > 2 * others.max(), (why, v)
+    assert v.sum() == 200 and np.array_equal(res.visits[0], res.visits[2])
+    if why.startswith("X completes") or why.startswith("X drops"):
+        assert res.value[0] > 0.5  # a won position is seen as won
+
+
+def _linear_evaluator(game, seed=0):
+    """A fixed float64 'network' (deterministic per position, whatever the batch)."""
+    rng = np.random.default_rng(seed)
+    d = int(np.prod(game.obs_shape()))
+    w, u = rng.normal(size=(d, game.num_actions)), rng.normal(size=d) / d
+
+    def evaluate(planes, masks):
+        x = planes.reshape(len(planes), -1).astype(np.float64)
+        logits = x @ w
+        p = np.where(masks, np.exp(logits - logits.max(1, keepdims=True)), 0)
+        return p / p.sum(1, keepdims=True), np.tanh(x @ u)
+
+    return evaluate
+
+
+@pytest.mark.parametrize("game", [TicTacToe, ConnectFour])
+def test_batched_search_equals_the_plain_one_position_loop(game):
+    rng = np.random.default_rng(3)
+    g = game(12)
+    for _ in range(4):
+        g.step(random_legal(g.legal_mask(), rng))
+    live = ~g.done
+    ev = _linear_evaluator(game)
+    res = PUCTSearch(game, ev, simulations=60).search(g.cur[live], g.mask[live])
+    for i, (c, m) in enumerate(zip(g.cur[live], g.mask[live])):
+        ref = search_one(game, ev, int(c), int(m), 60)
+        assert np.array_equal(res.visits[i], ref), i
+
+
+def test_root_noise_is_seeded_and_stays_on_legal_moves():
+    cur, mask = _position(ConnectFour, [0] * 6)  # column 0 is full
+    s = PUCTSearch(ConnectFour, uniform_evaluator, simulations=20, dirichlet_alpha=0.3)
+    a = s.search(np.repeat(cur, 4), np.repeat(mask, 4), np.random.default_rng(1), noise=True)
+    b = s.search(np.repeat(cur, 4), np.repeat(mask, 4), np.random.default_rng(1), noise=True)
+    assert np.array_equal(a.priors, b.priors) and np.array_equal(a.visits, b.visits)
+    assert np.allclose(a.priors.sum(1), 1) and (a.priors[:, 0] == 0).all()
+    assert (a.visits[:, 0] == 0).all()
+    assert not np.allclose(a.priors[0], a.priors[1])  # each game its own noise
+    clean = s.search(cur, mask)
+    assert np.allclose(clean.priors[0, 1:], 1 / 6)
+    with pytest.raises(ValueError, match="rng"):
+        s.search(cur, mask, noise=True)
+
+
+def test_choose_moves_temperature():
+    rng = np.random.default_rng(0)
+    visits = np.tile([[0.0, 10, 30, 60]], (20000, 1))
+    greedy = choose_moves(visits, 0.0, rng)
+    assert (greedy == 3).all()
+    hot = choose_moves(visits, 1.0, rng)
+    freq = np.bincount(hot, minlength=4) / len(hot)
+    assert freq[0] == 0 and np.allclose(freq[1:], [0.1, 0.3, 0.6], atol=0.02)
+    mixed = choose_moves(visits[:4], np.array([0, 1, 0, 1.0]), rng)
+    assert mixed[0] == 3 and mixed[2] == 3
+    ties = choose_moves(np.tile([[5.0, 5, 0]], (2000, 1)), 0.0, rng)
+    assert set(np.unique(ties)) == {0, 1}  # ties broken at random, never the unvisited move

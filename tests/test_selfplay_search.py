@@ -1,0 +1,173 @@
+"""Self-play with search: AlphaZero-style training (targets, resume), the search player in
+PettingZoo's own environments, and the tournament's rating fit."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from agents import Policy
+from arenas import SelfPlayArena, check_arena, search_player
+from arenas.engine.rng import seed_everything
+from arenas.games import ConnectFour, TicTacToe
+
+TTT_MLP = {
+    "_target_": "encoders.ImageMLPEncoder",
+    "input_size": 18,
+    "hidden_size": 32,
+    "num_classes": 32,
+}
+C4_MLP = {**TTT_MLP, "input_size": 84}
+
+
+def _az_arena(policy, **kw):
+    kw = {
+        "data": "tictactoe",
+        "algo": "alphazero",
+        "simulations": 8,
+        "epochs": 2,
+        "steps_per_epoch": 2,
+        "games_per_step": 12,
+        "minibatch_size": 32,
+        "update_epochs": 2,
+        "snapshot_every": 1,
+        "latest_ratio": 0.5,
+        "train_anchors": {"random": 0.25},
+        "eval_games": {"random": 4, "minimax": 4},
+        "augment_mirror": True,
+        **kw,
+    }
+    return SelfPlayArena({"policy": policy}, **kw)
+
+
+def test_alphazero_targets_are_visit_distributions_and_outcomes(make_scope):
+    seed_everything(0)
+    policy = Policy(make_scope("az"), encoder=TTT_MLP, obs_shape=[3, 3, 2], num_actions=9)
+    arena = _az_arena(policy)
+    arena._take_snapshot()
+    rollout = arena._collect()
+    recs = rollout["records"]
+    pi = np.concatenate([r["pi"] for r in recs])
+    masks = np.concatenate([r["mask"] for r in recs])
+    actions = np.concatenate([r["action"] for r in recs])
+    assert np.allclose(pi.sum(1), 1) and (pi[~masks] == 0).all()
+    assert (pi[np.arange(len(pi)), actions] > 0).all()  # moves come from the visits
+    # 8 simulations: visit fractions are multiples of 1/8
+    assert np.allclose(pi * 8, np.round(pi * 8), atol=1e-5)
+    from arenas.selfplay.alphazero import outcome_samples
+
+    data = outcome_samples(recs, rollout["winner"])
+    ply = np.concatenate([r["ply"] for r in recs])
+    game = np.concatenate([r["game"] for r in recs])
+    w = rollout["winner"][game]
+    assert np.array_equal(data["z"] == 1, w == ply % 2)  # +1 exactly where the mover won
+    assert np.array_equal(data["z"] == 0, w < 0)
+    m = arena.train_step(0)
+    assert np.isfinite(m["loss"]) and m["policy_loss"] > 0 and "clip_frac" not in m
+    policy.release_scopes()
+
+
+def test_alphazero_run_resumes_bit_identically():
+    seed_everything(0)
+    policy = Policy("policy", encoder=TTT_MLP, obs_shape=[3, 3, 2], num_actions=9, seed=0)
+    try:
+        passed = check_arena(_az_arena(policy), steps=2)
+        assert "resume from a checkpoint is bit-identical" in passed
+    finally:
+        policy.release_scopes()
+
+
+def test_alphazero_collection_in_workers_matches_in_process(make_scope):
+    """A worker process plays the learner's moves with search and returns a visit
+    distribution for every one of them."""
+    seed_everything(0)
+    name = make_scope("azw")
+    policy = Policy(name, encoder=TTT_MLP, obs_shape=[3, 3, 2], num_actions=9, seed=0)
+    with _az_arena(policy, collect_workers=1, train_anchors={}) as arena:
+        arena._take_snapshot()
+        rollout = arena._collect()
+        assert rollout["n"] == 12 and len(rollout["winner"]) == 12
+        pi = np.concatenate([r["pi"] for r in rollout["records"]])
+        assert np.allclose(pi.sum(1), 1) and rollout["metrics"]["positions"] == len(pi)
+    policy.release_scopes()
+
+
+@pytest.mark.parametrize("game", ["connect_four", "tictactoe"])
+def test_search_player_plays_legal_full_games_in_pettingzoo(game, make_scope, tmp_path):
+    classic = pytest.importorskip("pettingzoo.classic")
+    rules = {"connect_four": ConnectFour, "tictactoe": TicTacToe}[game]
+    enc = C4_MLP if game == "connect_four" else TTT_MLP
+    policy = Policy(
+        make_scope("sp"),
+        encoder=enc,
+        obs_shape=list(rules.obs_shape()),
+        num_actions=rules.num_actions,
+        seed=0,
+    )
+    policy.save(tmp_path / "policy")  # a run folder holds policy/
+    player = search_player(tmp_path, game=game, simulations=16, name=make_scope("loaded"))
+    env = getattr(classic, f"{game}_v3").env()
+    moves, ended = 0, 0
+    for seed in range(3):
+        env.reset(seed=seed)
+        rng = np.random.default_rng(seed)
+        searcher = env.agents[seed % 2]  # both seats
+        for agent in env.agent_iter():
+            obs, reward, term, trunc, _ = env.last()
+            if term or trunc:
+                action = None
+            elif agent == searcher:
+                action = player(obs["observation"], obs["action_mask"])
+                assert obs["action_mask"][action] == 1
+                moves += 1
+            else:
+                action = int(rng.choice(np.flatnonzero(obs["action_mask"])))
+            env.step(action)
+        # a game over: PettingZoo's rewards sum to 0 (a win and a loss, or a draw)
+        ended += sum(env.rewards.values()) == 0 and not env.agents
+    env.close()
+    assert ended == 3 and moves >= 3 * (2 if game == "tictactoe" else 3)
+    policy.release_scopes()
+    player.player.policy.release_scopes()
+
+
+def test_bradley_terry_fit_recovers_known_ratings():
+    from arenas.selfplay.tournament import fit_ratings
+
+    true = np.array([0.0, 200.0, 400.0])  # Elo
+    rng = np.random.default_rng(0)
+    results = {}
+    for i in range(3):
+        for j in range(i + 1, 3):
+            p = 1 / (1 + 10 ** ((true[j] - true[i]) / 400))
+            results[(i, j)] = np.where(rng.random(4000) < p, 1, -1)
+    r, se = fit_ratings(["random", "b", "c"], results)
+    assert r[0] == 0 and se[0] == 0
+    assert np.all(np.abs(r - true) < 2.5 * np.maximum(se, 1e-9) + 1e-9)
+    assert 5 < se[1] < 30  # thousands of games: intervals of a few tens of points
+    # a player that won every game still gets a finite rating, above the others
+    results[(0, 1)] = -np.ones(10, np.int64)
+    r2, se2 = fit_ratings(["random", "b", "c"], {(0, 1): results[(0, 1)]})
+    assert np.isfinite(r2).all() and r2[1] > 300 and se2[1] > 100
+
+
+def test_tournament_command_writes_table_and_plot(make_scope, tmp_path):
+    from arenas.selfplay.tournament import main
+
+    policy = Policy(make_scope("tp"), encoder=TTT_MLP, obs_shape=[3, 3, 2], num_actions=9, seed=0)
+    policy.save(tmp_path / "run" / "policy")
+    report = main([
+        "--game", "tictactoe", "--games", "4", "--out", str(tmp_path / "out"),
+        "--players", "random", "minimax", f"net={tmp_path / 'run'}:search8",
+    ])  # fmt: skip
+    names = [r["player"] for r in report["table"]]
+    assert sorted(names) == ["minimax", "net", "random"]
+    assert len(report["pairs"]) == 3 and all(p["wins"] + p["draws"] + p["losses"] == 4
+                                             for p in report["pairs"])  # fmt: skip
+    mm = next(p for p in report["pairs"] if {p["a"], p["b"]} == {"random", "minimax"})
+    assert (mm["wins"] if mm["a"] == "random" else mm["losses"]) == 0  # perfect play never loses
+    rating = {r["player"]: r["rating"] for r in report["table"]}
+    assert rating["random"] == 0 and rating["minimax"] > 0
+    for f in ("tournament.json", "tournament.md", "tournament.png"):
+        assert (tmp_path / "out" / f).stat().st_size > 100
+    policy.release_scopes()
