@@ -9,7 +9,7 @@ import pytest
 from agents import Policy
 from arenas import SelfPlayArena, check_arena, search_player
 from arenas.engine.rng import seed_everything
-from arenas.games import ConnectFour, TicTacToe
+from arenas.games import ConnectFour, TicTacToe, random_legal
 
 TTT_MLP = {
     "_target_": "encoders.ImageMLPEncoder",
@@ -170,4 +170,28 @@ def test_tournament_command_writes_table_and_plot(make_scope, tmp_path):
     assert rating["random"] == 0 and rating["minimax"] > 0
     for f in ("tournament.json", "tournament.md", "tournament.png"):
         assert (tmp_path / "out" / f).stat().st_size > 100
+    policy.release_scopes()
+
+
+def test_init_policy_starts_from_saved_weights(make_scope, tmp_path):
+    """Search training can start from another run's network (arena.init_policy)."""
+    source = Policy(make_scope("src"), encoder=TTT_MLP, obs_shape=[3, 3, 2], num_actions=9, seed=1)
+    source.save(tmp_path / "run" / "policy")
+    policy = Policy(make_scope("dst"), encoder=TTT_MLP, obs_shape=[3, 3, 2], num_actions=9, seed=2)
+    g = TicTacToe(16)
+    rng = np.random.default_rng(0)
+    for _ in range(3):
+        g.step(random_legal(g.legal_mask(), rng))
+    obs, masks = g.observe()
+
+    def values(p):
+        return p.priors_and_values(obs, masks)[1]
+
+    before = values(policy)
+    _az_arena(policy, init_policy=str(tmp_path / "run"))
+    assert np.array_equal(values(policy), values(source))
+    assert not np.array_equal(before, values(source))
+    with pytest.raises(ValueError, match="init_policy"):
+        _az_arena(policy, init_policy=str(tmp_path / "nothing"))
+    source.release_scopes()
     policy.release_scopes()

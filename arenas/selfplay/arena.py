@@ -75,20 +75,20 @@ class SelfPlayConfig(ArenaConfig):
     pool_size: int = 16  #: frozen snapshots kept
     pool_opponents_per_step: int = 4  #: snapshots drawn per update
     snapshot_every: int = 10  #: snapshot every N updates (0: off)
-    snapshot_score: float = (
-        0.7  #: snapshot when the score (win 1, draw 1/2) vs the pool reaches this (0: off)
-    )
+    snapshot_score: float = 0.7
+    #: ^ snapshot when the score (win 1, draw 1/2) vs the pool reaches this (0: off)
     snapshot_min_games: int = 256  #: pool games needed before the score rule applies
     train_anchors: dict[str, float] = field(default_factory=dict)  #: {baseline: share of games}
     eval_games: dict[str, int] = field(default_factory=dict)  #: {baseline: games} per epoch
     final_eval_games: Optional[dict[str, int]] = None  #: last evaluation  # noqa: UP045
-    search_eval_games: dict[str, int] = field(
-        default_factory=dict
-    )  #: {baseline: games} played with search (final evaluation)
+    search_eval_games: dict[str, int] = field(default_factory=dict)
+    #: ^ {baseline: games} the policy plays with search in the final evaluation
     eval_simulations: int = 200  #: simulations per move of search_eval_games
     headline_metric: Optional[str] = None  #: default: per game  # noqa: UP045
     augment_mirror: bool = False  #: also train on left-right mirrored samples
     keep_best: Optional[str] = None  #: end with the policy best on this eval metric  # noqa: UP045
+    init_policy: Optional[str] = None  # noqa: UP045
+    #: ^ start from this saved policy's weights (a run folder or its policy/)
     collect_workers: int = 0  #: worker processes playing the training games (0: in-process)
     threads_per_worker: int = 1  #: OMP_NUM_THREADS of each collection worker
 
@@ -152,6 +152,15 @@ class SelfPlayArena(Collection, Arena):
                 f"arena.threads_per_worker >= 1, got {cfg.collect_workers} and "
                 f"{cfg.threads_per_worker}"
             )
+        if cfg.init_policy:  # e.g. search training from a PPO run; a resume overwrites it
+            folder = Path(cfg.init_policy)
+            folder = folder / "policy" if (folder / "policy").is_dir() else folder
+            if not (folder / "agent.json").is_file():
+                raise ValueError(
+                    f"arena.init_policy={cfg.init_policy!r} holds no saved policy: give a "
+                    "self-play run folder (with policy/) or a saved policy folder"
+                )
+            self.policy.load_state(folder, optimizer=False)
         self._pool_workers: CollectorPool | None = None
         self.train_anchors = {str(k): float(v) for k, v in (cfg.train_anchors or {}).items()}
         default_eval = {"random": 100, **({"minimax": 100} if rules is TicTacToe else {})}
