@@ -187,7 +187,7 @@ def test_captioner_and_listener_take_any_image_encoder(make_scope, shapes, encod
     _release(cap, lis)
 
 
-@pytest.mark.parametrize("variant", ["captioner_resnet", "captioner_vit"])
+@pytest.mark.parametrize("variant", ["captioner_resnet", "captioner_vit", "captioner_resnet_gpt"])
 def test_captioner_encoder_variants_compose_and_caption(variant, compose_config, shapes):
     from arenas.engine import build_agents
 
@@ -195,9 +195,9 @@ def test_captioner_encoder_variants_compose_and_caption(variant, compose_config,
     agents = build_agents(cfg)
     try:
         cap = agents["captioner"]
-        assert type(cap.encoder).__name__ == {"captioner_resnet": "ResNetEncoder"}.get(
-            variant, "ViTEncoder"
-        )
+        assert type(cap.encoder).__name__ == ("ViTEncoder" if "vit" in variant else "ResNetEncoder")
+        decoder = "TransformerTextDecoder" if "gpt" in variant else "TextDecoder"
+        assert type(cap.decoder).__name__ == decoder and cap.decoder.cond_dim == cap.image.size
         assert len(cap.caption(shapes.test.images[:2])) == 2
     finally:
         _release(*agents.values())
