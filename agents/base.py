@@ -182,6 +182,8 @@ class Agent(nn.Layer):
         # frozen weights stay in the optimizer (it skips stop_gradient parameters), so
         # unfreezing mid-training needs no rebuild
         params = self.own_parameters()
+        #: what the optimizer steps (update() reads it instead of walking the layers each step)
+        self._optimized: list = params
         if not params:  # a fixed actor (e.g. a synthesiser) has nothing to optimise
             self.optimizer = None
             return
@@ -266,28 +268,38 @@ class Agent(nn.Layer):
         )
 
     def update(
-        self, loss: paddle.Tensor, batch_share: float | None = None, grad_norm: bool = False
-    ) -> float | None:
+        self,
+        loss: paddle.Tensor,
+        batch_share: float | None = None,
+        grad_norm: bool = False,
+        as_tensor: bool = False,
+    ) -> float | paddle.Tensor | None:
         """Backward ``loss`` and take one optimizer step on this agent's own parameters.
 
         Under data-parallel launch, gradients are all-reduced first, weighted by
         ``batch_share`` (this process's fraction of the global batch; default 1/world).
         ``grad_norm``: also return the global L2 norm of the (all-reduced) gradients of
-        the own parameters, taken before the step (one host sync); else None.
+        the parameters the optimizer steps, taken before the step (one host sync; with
+        ``as_tensor`` a 0-d tensor instead, no sync, for callers that read several
+        metrics at once); else None.
         """
         if self.optimizer is None:
             raise RuntimeError(f"agent {self.name!r} has no trainable parameters to update")
         self.amp.backward(loss)  # fp16: scaled
         if world_size() > 1:
             share = batch_share if batch_share is not None else 1.0 / world_size()
-            allreduce_gradients(self.own_parameters(), share)
+            allreduce_gradients(self._optimized, share)
         norm = None
         if grad_norm:
             self.amp.unscale(self.optimizer)
-            grads = [p.grad for p in self.own_parameters() if p.grad is not None]
+            grads = [p.grad for p in self._optimized if p.grad is not None]
             norm = (
-                float(paddle.sqrt(paddle.add_n([(g * g).sum() for g in grads]))) if grads else 0.0
+                paddle.sqrt(paddle.add_n([(g * g).sum() for g in grads]))
+                if grads
+                else paddle.zeros([])
             )
+            if not as_tensor:
+                norm = float(norm)
         self.amp.step(self.optimizer)
         self.optimizer.clear_grad(set_to_zero=False)
         self.step_count += 1

@@ -5,13 +5,11 @@ GAN arena (``arenas.gan``) pits them against each other.
 
 Decisions:
 
-- The discriminator's default encoder is :class:`CriticCNNEncoder` (DCGAN-style conv k4 s2
-  + LeakyReLU, no normalisation by default). It reshapes instead of ``paddle.flatten``
-  because Paddle 3.3.1 has no double gradient for ``flatten`` (nor for ``layer_norm``,
-  ``group_norm`` or ``gelu``), and WGAN-GP needs one. Measured on Paddle 3.3.1 CPU: the
-  double gradient of conv2d + batch/instance norm + (leaky) relu matches central finite
-  differences in float64 to ~1e-10. Without normalisation the discriminator has no
-  running statistics, so running it inside the generator's step changes nothing of it.
+- The discriminator's default body is ``encoders.ImageCNNEncoder(arch="dcgan",
+  norm="none")`` (``conf/critic/dcgan.yaml``): conv k4 s2 + LeakyReLU, twice
+  differentiable (WGAN-GP) and free of running statistics, so running it inside the
+  generator's step changes nothing of it. ``critic@agents.discriminator.encoder=cnn``
+  uses the classifier CNN (batch norm: not for WGAN-GP).
 - Conditional discriminator: a projection discriminator (Miyato & Koyama 2018),
   ``logit = critic(h) + <label_projection(y), h>`` with ``h`` the encoder's embedding.
   Conditional generator: the ImageDecoder's own label embedding concatenated to ``z``.
@@ -19,151 +17,59 @@ Decisions:
   of the other agent's step (the arena uses it on the discriminator during the
   generator's step), so that backward computes, and leaves, no gradient on them;
   :func:`keep_running_stats` restores batch-norm statistics moved by a train-mode
-  forward in the other agent's step.
-- ``CriticCNNEncoder`` is an :class:`~encoders.Encoder` (logical names, save/load,
-  freeze...) kept in this module beside the agent that uses it; ``encoders.ImageCNNEncoder``
-  also works as a discriminator body (``critic@agents.discriminator.encoder=cnn``) but
-  not for WGAN-GP (batch norm, ``paddle.flatten``).
+  forward in the other agent's step (a no-op for a layer without batch norm).
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from contextlib import contextmanager
-from typing import Any
+from dataclasses import dataclass
+from typing import Any, Optional  # noqa: UP035 (OmegaConf needs typing forms)
 
 import numpy as np
 import paddle
-import paddle.nn.functional as F
+from omegaconf import MISSING
 from paddle import nn
 
-from encoders.base import Encoder, InputSpec, LayerSpec, Tensor
+from encoders.base import Tensor
 
-from .base import Agent
+from .base import Agent, AgentConfig
 
 __all__ = [
-    "CriticCNNEncoder",
     "Discriminator",
+    "DiscriminatorConfig",
     "Generator",
+    "GeneratorConfig",
     "keep_running_stats",
     "no_param_grads",
+    "running_stats",
 ]
-
-
-# ----------------------------------------------------------------------------- encoder
-class CriticBlock(nn.Layer):
-    """Conv (k4 s2 p1, or k3 s1 p1) [-> norm] -> LeakyReLU (``conv``, ``norm``)."""
-
-    def __init__(self, c_in: int, c_out: int, stride: int, norm: str, slope: float) -> None:
-        super().__init__()
-        k = 4 if stride == 2 else 3
-        self.conv = nn.Conv2D(c_in, c_out, k, stride=stride, padding=1, bias_attr=norm == "none")
-        if norm == "batch":
-            self.norm = nn.BatchNorm2D(c_out)
-        elif norm == "instance":
-            self.norm = nn.InstanceNorm2D(c_out)
-        else:
-            self.norm = None
-        self.slope = slope
-
-    def forward(self, x: Tensor) -> Tensor:
-        h = self.conv(x)
-        if self.norm is not None:
-            h = self.norm(h)
-        return F.leaky_relu(h, self.slope)
-
-
-def _critic_block(c_in: int, c_out: int, stride: int, norm: str, slope: float) -> LayerSpec:
-    return LayerSpec(
-        lambda: CriticBlock(c_in, c_out, stride, norm, slope),
-        ("critic_block", c_in, c_out, stride, norm),
-    )
-
-
-def _linear(n_in: int, n_out: int) -> LayerSpec:
-    return LayerSpec(lambda: nn.Linear(n_in, n_out), ("linear", n_in, n_out))
-
-
-class CriticCNNEncoder(Encoder):
-    """A DCGAN discriminator body: conv blocks -> ``embedding`` (LeakyReLU), twice-differentiable.
-
-    Logical layers: ``conv_1`` .. ``conv_n`` (one :class:`CriticBlock` per entry of
-    ``channels``: conv k4 s2 while the image is larger than ``min_spatial``, then conv k3
-    s1; normalisation ``norm`` on every block but the first, as in DCGAN; LeakyReLU) and
-    ``embedding`` (linear to ``embedding_dim``, LeakyReLU). Input ``input``
-    [B, C, H, W] float32; output ``embedding`` [B, embedding_dim].
-
-    ``norm``: ``none`` (default; needed for an exact WGAN-GP penalty, and keeps the
-    critic free of running statistics), ``batch`` or ``instance``.
-    """
-
-    default_watch = ()
-
-    def __init__(
-        self,
-        scope: str,
-        in_channels: int = 1,
-        image_size: int | Sequence[int] = 8,
-        channels: Sequence[int] = (64, 128),
-        embedding_dim: int = 128,
-        norm: str = "none",
-        slope: float = 0.2,
-        min_spatial: int = 4,
-    ) -> None:
-        super().__init__(scope)
-        if norm not in ("none", "batch", "instance"):
-            raise ValueError(
-                f"CriticCNNEncoder({scope!r}): norm must be none, batch or instance, got {norm!r}"
-            )
-        h, w = (image_size, image_size) if isinstance(image_size, int) else tuple(image_size)
-        self.in_channels, self.image_size = in_channels, (h, w)
-        self.embedding_dim, self.norm = embedding_dim, norm
-        c = in_channels
-        for i, c_out in enumerate(channels, start=1):
-            stride = 2 if min(h, w) > min_spatial else 1
-            self.declare(
-                f"conv_{i}", _critic_block(c, c_out, stride, norm if i > 1 else "none", slope)
-            )
-            h, w, c = (h + stride - 1) // stride, (w + stride - 1) // stride, c_out
-        self.feature_shape = (c, h, w)
-        self.slope = slope
-        self.declare("embedding", _linear(c * h * w, embedding_dim))
-        self.declare_input("input", InputSpec((in_channels, *self.image_size)))
-        self.declare_outputs("embedding")
-        self._n_blocks = len(channels)
-
-    def _input_fix(self, name: str, spec: InputSpec) -> str:
-        c, (h, w) = self.in_channels, self.image_size
-        return f"Give images as [B, {c}, {h}, {w}] float32 (channels first), or set in_channels/image_size."
-
-    def _forward(self, x: Tensor) -> dict[str, Tensor]:
-        h = x  # [B, C, H, W]
-        for i in range(1, self._n_blocks + 1):
-            h = self.layers[f"conv_{i}"](h)  # [B, c_i, H_i, W_i]
-        h = h.reshape([h.shape[0], -1])  # not paddle.flatten: it has no double gradient
-        return {"embedding": F.leaky_relu(self.layers["embedding"](h), self.slope)}
 
 
 # ----------------------------------------------------------------------------- helpers
 @contextmanager
-def no_param_grads(agent: nn.Layer) -> Iterator[None]:
-    """Within the block, ``agent``'s parameters get no gradient (``stop_gradient=True``).
+def no_param_grads(params: nn.Layer | Iterable[Tensor]) -> Iterator[None]:
+    """Within the block, these parameters (or a layer's) get no gradient (``stop_gradient``).
 
-    Inputs still receive gradients through it, so a generator can learn through a
+    Inputs still receive gradients through them, so a generator can learn through a
     discriminator without computing (or leaving) any gradient on the discriminator.
-    The flags are restored exactly, so parameters frozen by the user stay frozen.
+    The flags are restored exactly, so parameters frozen by the user stay frozen. Pass
+    a list (e.g. ``layer.parameters()`` taken once) to skip walking the layer per call.
     """
-    params = [p for p in agent.parameters() if not p.stop_gradient]
-    for p in params:
+    source = params.parameters() if isinstance(params, nn.Layer) else params
+    flipped = [p for p in source if not p.stop_gradient]
+    for p in flipped:
         p.stop_gradient = True
     try:
         yield
     finally:
-        for p in params:
+        for p in flipped:
             p.stop_gradient = False
 
 
-def _stat_tensors(layer: nn.Layer) -> list[Tensor]:
+def running_stats(layer: nn.Layer) -> list[Tensor]:
+    """The batch-norm running means and variances inside ``layer`` (empty without batch norm)."""
     out = []
     for sub in layer.sublayers(include_self=True):
         if isinstance(sub, nn.layer.norm._BatchNormBase):
@@ -172,15 +78,40 @@ def _stat_tensors(layer: nn.Layer) -> list[Tensor]:
 
 
 @contextmanager
-def keep_running_stats(layer: nn.Layer) -> Iterator[None]:
-    """Restore batch-norm running means/variances after the block (train-mode forwards)."""
-    stats = _stat_tensors(layer)
-    saved = [t.numpy().copy() for t in stats]
+def keep_running_stats(stats: nn.Layer | Sequence[Tensor]) -> Iterator[None]:
+    """Restore batch-norm running statistics (of a layer, or from :func:`running_stats`) after the block.
+
+    Copies stay on the tensors' device (no host round trip); nothing is copied when
+    there is no batch norm.
+    """
+    tensors = running_stats(stats) if isinstance(stats, nn.Layer) else stats
+    if not tensors:
+        yield
+        return
+    with paddle.no_grad():
+        saved = [t.clone() for t in tensors]
     try:
         yield
     finally:
-        for t, v in zip(stats, saved):
-            t.set_value(v)
+        with paddle.no_grad():
+            for t, v in zip(tensors, saved):
+                paddle.assign(v, output=t)
+
+
+# ----------------------------------------------------------------------------- settings
+@dataclass
+class GeneratorConfig(AgentConfig):
+    """agents.Generator settings."""
+
+    encoder: Any = MISSING  #: an image decoder config (conf/decoder/*): ``_target_`` + kwargs
+
+
+@dataclass
+class DiscriminatorConfig(AgentConfig):
+    """agents.Discriminator settings."""
+
+    encoder: Any = MISSING  #: an image encoder config with an ``embedding`` output (conf/critic/*)
+    num_classes: Optional[int] = None  #: set for a projection discriminator  # noqa: UP045
 
 
 # ----------------------------------------------------------------------------- agents
@@ -189,16 +120,18 @@ class Generator(Agent):
 
     Args:
         name: scope; parameters are ``<name>.<logical>.w_0`` ...
-        encoder: decoder config (``_target_`` + kwargs, no scope), e.g.
-            ``{"_target_": "encoders.ImageDecoder", "latent_dim": 32, "image_size": 8}``;
-            give it ``num_classes`` for a conditional generator.
-        **common: :class:`~agents.Agent` settings (device, seed, lr, optimizer, ...).
+        **settings: :class:`GeneratorConfig` fields; ``encoder`` is a decoder config
+            (``_target_`` + kwargs, no scope), e.g. ``{"_target_": "encoders.ImageDecoder",
+            "latent_dim": 32, "image_size": 8}``; give it ``num_classes`` for a
+            conditional generator.
     """
 
-    def __init__(self, name: str, encoder: Any, **common: Any) -> None:
-        super().__init__(name, config={"encoder": encoder}, **common)
+    Config = GeneratorConfig
+
+    def __init__(self, name: str, **settings: Any) -> None:
+        super().__init__(name, **settings)
         with self.seeded():
-            self.decoder = self.make_encoder(encoder)
+            self.decoder = self.make_encoder(self.cfg.encoder)
         if "image" not in self.decoder.output_names or not hasattr(self.decoder, "latent_dim"):
             raise ValueError(
                 f"agents.{name}.encoder: {type(self.decoder).__name__} is not an image decoder "
@@ -275,19 +208,19 @@ class Discriminator(Agent):
 
     Args:
         name: scope.
-        encoder: an image encoder config whose ``embedding`` output (or primary output)
-            gives features ``h`` [B, F], e.g. :class:`CriticCNNEncoder` or
-            ``encoders.ImageCNNEncoder``.
-        num_classes: set for a conditional (projection) discriminator:
-            ``logit = critic(h) + <label_projection(y), h>``.
-        **common: :class:`~agents.Agent` settings.
+        **settings: :class:`DiscriminatorConfig` fields: ``encoder``, an image encoder
+            config whose ``embedding`` output gives features ``h`` [B, F] (e.g.
+            ``encoders.ImageCNNEncoder`` with ``arch: dcgan``), and ``num_classes`` for a
+            conditional (projection) discriminator: ``logit = critic(h) + <label_projection(y), h>``.
     """
 
-    def __init__(self, name: str, encoder: Any, num_classes: int | None = None, **common: Any):
-        super().__init__(name, config={"encoder": encoder, "num_classes": num_classes}, **common)
-        self.num_classes = num_classes
+    Config = DiscriminatorConfig
+
+    def __init__(self, name: str, **settings: Any) -> None:
+        super().__init__(name, **settings)
+        num_classes = self.num_classes = self.cfg.num_classes
         with self.seeded():
-            self.encoder = self.make_encoder(encoder)
+            self.encoder = self.make_encoder(self.cfg.encoder)
             dim = getattr(self.encoder, "embedding_dim", None)
             if dim is None:
                 raise ValueError(

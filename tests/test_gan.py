@@ -15,15 +15,19 @@ from scipy import linalg
 
 from agents import Discriminator, Generator
 from arenas import GanArena, check_arena, register_configs, run_arena
-from arenas import gan_metrics as gm
 from arenas.engine.app import run_from_config
 from arenas.engine.callbacks import standard_callbacks
 from arenas.engine.checkpoint import list_checkpoints
 from arenas.engine.rng import seed_everything
+from arenas.gan import featnet as fn
+from arenas.gan import metrics as gm
 
 ROOT = Path(__file__).resolve().parents[1]
 CONF = ROOT / "conf"
 DIGITS = {"_target_": "craftdata.load_digits", "seed": 0}
+#: the DCGAN discriminator body of conf/critic/dcgan.yaml, small
+CRITIC = {"_target_": "encoders.ImageCNNEncoder", "arch": "dcgan", "norm": "none",
+          "num_classes": None, "channels": [8, 16], "embedding_dim": 16}  # fmt: skip
 #: a quick feature net for unit tests (its own cache key; the real runs use the default)
 FAST_FEATNET = {"channels": [16, 32], "embedding_dim": 32, "epochs": 4}
 FAST_FEATNET_OVERRIDES = [
@@ -68,8 +72,7 @@ def _agents(conditional=False, d_encoder=None, seed=0):
     )
     d = Discriminator(
         "discriminator",
-        encoder=d_encoder
-        or {"_target_": "agents.gan.CriticCNNEncoder", "channels": [8, 16], "embedding_dim": 16},
+        encoder=d_encoder or CRITIC,
         num_classes=k,
         seed=seed,
         lr=1e-3,
@@ -94,10 +97,11 @@ def _tiny(loss="vanilla", conditional=False, d_encoder=None, **kw):
 
 @pytest.fixture
 def release():
-    """Release the agents' scopes after the test (GAN agents use fixed names)."""
+    """Close the arenas and release the agents' scopes after the test (GAN agents use fixed names)."""
     made: list = []
     yield made.append
     for arena in made:
+        arena.close()
         for agent in arena.agents.values():
             agent.release_scopes()
 
@@ -181,17 +185,24 @@ def test_feature_net_real_vs_real_and_single_class_fakes(release):
     assert single["coverage"] < 0.2 and single["class_entropy"] < 0.1
     assert single["classes_generated"] == 1 and single["class_share_0"] > 0.95
     assert single["fid"] > 5 * real_test["fid"]
-    # reused from the cache: a second load in a fresh scope gives the same features
-    key = net.key
-    gm._LOADED.pop(key)
-    from encoders import release_scope
-
-    release_scope(f"featnet_{key}")
-    again = gm.load_feature_net(d.train.x, d.train.y, d.test.x, d.test.y, 10, **FAST_FEATNET)
+    # reused from the disk cache: another cache object (while this one is still live, so
+    # in another scope) loads the same weights; close() releases what a cache loaded
+    other = fn.FeatureNetCache()
+    again = other.get(d.train.x, d.train.y, d.test.x, d.test.y, 10,
+                      fn.FeatureNetConfig(**FAST_FEATNET))  # fmt: skip
     assert again is not net and again.path == net.path
+    assert again.encoder.scope == f"featnet_{net.key}_2"
     f1, p1 = net(d.test.x)
     f2, p2 = again(d.test.x)
     assert np.array_equal(f1, f2) and np.array_equal(p1, p2)
+    other.close()
+    arena.close()  # frees featnet_<key>: a new cache gets the canonical scope again
+    third = fn.FeatureNetCache()
+    net3 = third.get(d.train.x, d.train.y, d.test.x, d.test.y, 10,
+                     fn.FeatureNetConfig(**FAST_FEATNET))  # fmt: skip
+    assert net3.encoder.scope == f"featnet_{net.key}"
+    assert np.array_equal(net3(d.test.x)[0], f1)
+    third.close()
 
 
 def test_collapse_warning(release, caplog):
@@ -456,3 +467,50 @@ def test_shapes_images_plug_in_as_data():
     finally:
         for a in agents.values():
             a.release_scopes()
+
+
+# ----------------------------------------------------------------------------- critic body
+def test_dcgan_arch_is_the_dcgan_discriminator_body_and_twice_differentiable(scope):
+    """ImageCNNEncoder(arch="dcgan"): the layers, shapes and outputs the GAN's critic needs."""
+    import paddle
+    import paddle.nn.functional as F
+
+    from encoders import ImageCNNEncoder
+
+    enc = ImageCNNEncoder(scope, in_channels=1, image_size=8, channels=[8, 16], embedding_dim=12,
+                          num_classes=None, arch="dcgan", norm="none", slope=0.2).build()  # fmt: skip
+    assert enc.output_names == ("embedding",) and enc.feature_shape == (16, 4, 4)
+    c1, c2 = enc.layers["conv_1"].conv, enc.layers["conv_2"].conv
+    # 8x8 -> conv k4 s2 -> 4x4 (= min_spatial) -> conv k3 s1; biases since there is no norm
+    assert (c1._kernel_size, c1._stride, c2._kernel_size, c2._stride) == (
+        [4, 4],
+        [2, 2],
+        [3, 3],
+        [1, 1],
+    )
+    assert c1.bias is not None and c2.bias is not None
+    assert not [n for n, s in enc.named_sublayers() if "norm" in type(s).__name__.lower()]
+    x = paddle.to_tensor(np.random.default_rng(0).random((5, 1, 8, 8)).astype(np.float32))
+    x.stop_gradient = False
+    out = enc.forward_all(x)["embedding"]
+    # the same computation written out with the encoder's own weights
+    h = F.leaky_relu(F.conv2d(x, c1.weight, c1.bias, stride=2, padding=1), 0.2)
+    h = F.leaky_relu(F.conv2d(h, c2.weight, c2.bias, stride=1, padding=1), 0.2)
+    lin = enc.layers["embedding"]
+    ref = F.leaky_relu(h.reshape([5, -1]) @ lin.weight + lin.bias, 0.2)
+    assert out.shape == [5, 12] and np.allclose(out.numpy(), ref.numpy(), atol=1e-6)
+    # WGAN-GP's double gradient: d/dw of |d out / d x|^2 exists (paddle.flatten has none)
+    (gx,) = paddle.grad(out.sum(), x, create_graph=True)
+    (gx**2).sum().backward()
+    assert c1.weight.grad is not None and float((c1.weight.grad**2).sum()) > 0
+    # batch norm (DCGAN's own choice) on every block but the first; resnet takes batch only
+    bn = ImageCNNEncoder(f"{scope}_bn", channels=[8, 16], num_classes=None, arch="dcgan").build()
+    assert bn.layers["conv_1"].norm is None and bn.layers["conv_2"].norm is not None
+    assert bn.layers["conv_2"].conv.bias is None
+    # odd sizes: k4 s2 p1 floors (28 -> 14 -> 7 -> 3), and the embedding layer fits it
+    odd = ImageCNNEncoder(f"{scope}_odd", image_size=28, channels=[4, 4, 4], num_classes=None,
+                          arch="dcgan", norm="none").build()  # fmt: skip
+    assert odd.feature_shape == (4, 3, 3)
+    assert odd.forward_all(paddle.rand([2, 1, 28, 28]))["embedding"].shape == [2, 128]
+    with pytest.raises(ValueError, match="norm for arch='resnet'"):
+        ImageCNNEncoder(f"{scope}_r", arch="resnet", norm="none")

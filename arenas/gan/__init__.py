@@ -1,0 +1,35 @@
+"""GAN: a generator agent against a discriminator agent (``python run.py arena=gan``).
+
+Modules: :mod:`.arena` (the step schedule, evaluation, files), :mod:`.losses` (D and G
+losses side by side), :mod:`.metrics` (FID, PRDC, class histogram), :mod:`.featnet` (the
+metrics' feature net and its cache), :mod:`.render` (sample grids), :mod:`.checks`
+(set-up errors). Data: any loader of labelled images (``craftdata.load_digits``,
+``craftdata.load_shapes_classes``...).
+"""
+
+from agents import Discriminator, Generator
+from encoders import ImageDecoder
+
+from .arena import GanArena, GanConfig
+from .featnet import FeatureNet, FeatureNetCache, FeatureNetConfig, load_feature_net
+from .losses import GanLoss
+from .render import render_grid
+
+#: Hydra schemas this family adds (see arenas.engine.register_schemas)
+SCHEMAS = {
+    "schema/arena": {"gan": GanArena},
+    "schema/agent": {"generator": Generator, "discriminator": Discriminator},
+    "schema/decoder": {"image_decoder": ImageDecoder},
+}
+
+__all__ = [
+    "SCHEMAS",
+    "FeatureNet",
+    "FeatureNetCache",
+    "FeatureNetConfig",
+    "GanArena",
+    "GanConfig",
+    "GanLoss",
+    "load_feature_net",
+    "render_grid",
+]

@@ -1,0 +1,63 @@
+"""The GAN arena's set-up checks: one clear error naming the setting and the fix."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+from paddle import nn
+
+from agents.gan import Discriminator, Generator
+
+from .losses import GanLoss
+
+__all__ = ["check_agents", "check_data"]
+
+
+def check_agents(g: Any, d: Any, conditional: bool, loss: GanLoss) -> None:
+    """Raise unless ``g``/``d`` are a Generator/Discriminator fit for this loss and conditioning."""
+    if not isinstance(g, Generator) or not isinstance(d, Discriminator):
+        raise ValueError(
+            "GanArena needs agents.generator: agents.Generator and agents.discriminator: "
+            f"agents.Discriminator, got {type(g).__name__} and {type(d).__name__}"
+        )
+    want = "conditional" if conditional else "unconditional"
+    for agent, where in (
+        (g, "agents.generator.encoder.num_classes"),
+        (d, "agents.discriminator.num_classes"),
+    ):
+        if agent.conditional != conditional:
+            raise ValueError(
+                f"arena.conditional={conditional} but {agent.name!r} is "
+                f"{'conditional' if agent.conditional else 'unconditional'}: set {where} "
+                f"{'to the class count' if conditional else 'to null'} for a {want} "
+                "GAN (python run.py arena=gan_conditional sets both)"
+            )
+    if loss is GanLoss.wgan_gp:
+        bn = [n for n, sub in d.named_sublayers() if isinstance(sub, nn.layer.norm._BatchNormBase)]
+        if bn:
+            raise ValueError(
+                f"arena.loss=wgan_gp penalises each sample's gradient, which batch norm in "
+                f"the discriminator mixes across the batch ({bn[0]}); use "
+                "critic@agents.discriminator.encoder=dcgan with "
+                "agents.discriminator.encoder.norm=none (or instance)"
+            )
+
+
+def check_data(data: Any, generator: Generator) -> None:
+    """Raise unless the dataset holds float32 [N, C, H, W] images the generator can draw."""
+    x = data.train.x
+    if x.ndim != 4 or x.dtype != np.float32:
+        raise ValueError(
+            f"GanArena needs images float32 [N, C, H, W] in [0, 1]; the data loader gave "
+            f"{x.dtype} {list(x.shape)} (for digits do not set flatten=true)"
+        )
+    want = tuple(x.shape[1:])
+    dec = generator.decoder
+    got = (dec.out_channels, dec.image_size, dec.image_size)
+    if got != want:
+        raise ValueError(
+            f"the generator draws {list(got)} images but the data holds {list(want)}; set "
+            "agents.generator.encoder.out_channels/image_size (the configs use "
+            "${data.channels} and ${data.image_size})"
+        )

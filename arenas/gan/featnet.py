@@ -1,0 +1,253 @@
+"""The GAN metrics' feature net: a small classifier the toolkit trains itself, cached on disk.
+
+Nothing is downloaded: instead of Inception weights, an :class:`~encoders.ImageCNNEncoder`
+classifier is trained on the real training split the first time it is needed and cached
+(safetensors) under ``$PADDLECRAFT_CACHE/featnet/<key>/`` (default ``~/.cache/paddlecraft``);
+``key`` hashes the training images and labels, the architecture, the training settings
+and the seed, so every run on the same data reuses the same network and the numbers are
+comparable.
+
+In memory, loaded nets live in a :class:`FeatureNetCache` that its owner (the GAN arena)
+releases on ``close()``: no process-wide state. Two live caches may load the same net;
+each gets its own encoder scope (``featnet_<key>``, then ``featnet_<key>_2``...), and
+the file stores the canonical names, so the weights are the same either way.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+import os
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any, Optional  # noqa: UP035 (OmegaConf needs typing forms)
+
+import numpy as np
+import paddle
+import paddle.nn.functional as F
+
+from arenas.engine.rng import capture_rng, restore_rng
+from encoders.naming import ScopeError, release_scope
+from encoders.tensorio import (
+    CheckpointError,
+    assign_by_name,
+    atomic_write_json,
+    load_tensors,
+    save_tensors,
+    sha256_file,
+)
+
+log = logging.getLogger("paddlecraft")
+
+__all__ = ["FeatureNet", "FeatureNetCache", "FeatureNetConfig", "cache_root", "load_feature_net"]
+
+FORMAT = "paddlecraft-featnet-1"
+
+
+@dataclass
+class FeatureNetConfig:
+    """The metrics' feature net (``arena.featnet``); cached on disk per settings and data."""
+
+    channels: list[int] = field(default_factory=lambda: [32, 64])  #: conv blocks
+    embedding_dim: int = 64  #: feature size used for FID / PRDC
+    epochs: int = 15  #: training passes
+    lr: float = 1e-3  #: Adam learning rate
+    batch_size: int = 64  #: training minibatch
+    seed: int = 0  #: its own seed (not the run's: runs with other seeds share it)
+    max_train: Optional[int] = 20000  #: train on at most this many images  # noqa: UP045
+
+
+def cache_root() -> Path:
+    """``$PADDLECRAFT_CACHE`` or ``~/.cache/paddlecraft``."""
+    env = os.environ.get("PADDLECRAFT_CACHE")
+    return Path(env).expanduser() if env else Path.home() / ".cache" / "paddlecraft"
+
+
+@dataclass
+class FeatureNet:
+    """A trained classifier used as a fixed feature extractor (never trained further)."""
+
+    encoder: Any
+    key: str
+    path: Path
+    test_accuracy: float
+    num_classes: int
+
+    @paddle.no_grad()
+    def __call__(self, x: np.ndarray, batch_size: int = 1000) -> tuple[np.ndarray, np.ndarray]:
+        """``(embedding [N, F] float64, class probabilities [N, K] float64)`` for images [N, C, H, W]."""
+        self.encoder.eval()
+        feats, probs = [], []
+        for i in range(0, len(x), batch_size):
+            out = self.encoder.forward_all(paddle.to_tensor(np.asarray(x[i : i + batch_size])))
+            feats.append(out["embedding"].numpy())
+            probs.append(F.softmax(out["prediction"], axis=-1).numpy())
+        return np.concatenate(feats).astype(np.float64), np.concatenate(probs).astype(np.float64)
+
+    def release(self) -> None:
+        """Free the encoder's name scope (the net must not be used afterwards)."""
+        release_scope(self.encoder.scope)
+
+
+class FeatureNetCache:
+    """Feature nets loaded by one owner, by key; :meth:`close` releases them all."""
+
+    def __init__(self) -> None:
+        self._nets: dict[str, FeatureNet] = {}
+
+    def get(
+        self,
+        train_x: np.ndarray,
+        train_y: np.ndarray,
+        test_x: np.ndarray,
+        test_y: np.ndarray,
+        num_classes: int,
+        settings: FeatureNetConfig | None = None,
+    ) -> FeatureNet:
+        """The feature net for this data and settings: from memory, the disk cache, or trained."""
+        cfg = settings or FeatureNetConfig()
+        ident = _identity(train_x, train_y, test_x, test_y, num_classes, cfg)
+        key = hashlib.sha256(json.dumps(ident, sort_keys=True).encode()).hexdigest()[:16]
+        if key not in self._nets:
+            self._nets[key] = _load_or_train(key, ident, train_x, train_y, test_x, test_y, cfg)
+        return self._nets[key]
+
+    def close(self) -> None:
+        """Release every net's scope and forget them; safe to call twice."""
+        for net in self._nets.values():
+            net.release()
+        self._nets.clear()
+
+
+def load_feature_net(
+    train_x: np.ndarray,
+    train_y: np.ndarray,
+    test_x: np.ndarray,
+    test_y: np.ndarray,
+    num_classes: int,
+    **settings: Any,
+) -> FeatureNet:
+    """One feature net (``settings``: :class:`FeatureNetConfig` fields), outside any cache object.
+
+    Call ``net.release()`` when done with it.
+    """
+    return FeatureNetCache().get(
+        train_x, train_y, test_x, test_y, num_classes, FeatureNetConfig(**settings)
+    )
+
+
+# ----------------------------------------------------------------------------- internals
+def _digest(*arrays: np.ndarray) -> str:
+    h = hashlib.sha256()
+    for a in arrays:
+        a = np.ascontiguousarray(a)
+        h.update(f"{a.dtype}{a.shape}".encode())
+        h.update(a.tobytes())
+    return h.hexdigest()
+
+
+def _identity(train_x, train_y, test_x, test_y, num_classes: int, cfg: FeatureNetConfig) -> dict:
+    image_shape = tuple(int(s) for s in train_x.shape[1:])
+    if len(image_shape) != 3:
+        raise ValueError(f"feature net: images must be [N, C, H, W], got {train_x.shape}")
+    arch = {
+        "in_channels": image_shape[0],
+        "image_size": list(image_shape[1:]),
+        "channels": [int(c) for c in cfg.channels],
+        "embedding_dim": int(cfg.embedding_dim),
+        "num_classes": int(num_classes),
+        "arch": "lenet",
+    }
+    train = {k: v for k, v in asdict(cfg).items() if k not in ("channels", "embedding_dim")}
+    return {
+        "format": FORMAT,
+        "arch": arch,
+        "train": train,
+        "data": _digest(train_x, train_y, test_x, test_y),
+    }
+
+
+def _new_encoder(key: str, arch: dict) -> Any:
+    """An untrained feature-net encoder in the first free scope ``featnet_<key>[_n]``."""
+    from encoders import ImageCNNEncoder
+
+    for n in range(1, 100):
+        scope = f"featnet_{key}" if n == 1 else f"featnet_{key}_{n}"
+        try:
+            return ImageCNNEncoder(scope, **arch).build()
+        except ScopeError:
+            continue
+    raise ScopeError(f"no free scope for feature net {key}: release the FeatureNetCaches in use")
+
+
+def _load_or_train(key, ident, train_x, train_y, test_x, test_y, cfg) -> FeatureNet:
+    folder = cache_root() / "featnet" / key
+    rng_state = capture_rng()
+    try:
+        paddle.seed(cfg.seed)
+        enc = _new_encoder(key, ident["arch"])
+        canonical = f"featnet_{key}"
+        meta = _read_cache(folder, enc, canonical)
+        if meta is None:
+            acc = _train(enc, train_x, train_y, test_x, test_y, cfg)
+            folder.mkdir(parents=True, exist_ok=True)
+            # stored under the canonical scope, whatever scope this encoder got
+            tensors = {canonical + p.name[len(enc.scope) :]: p for p in enc.parameters()}
+            digest = save_tensors(folder / "weights.safetensors", tensors, {"format": FORMAT})
+            meta = {**ident, "key": key, "test_accuracy": acc, "weights_sha256": digest}
+            atomic_write_json(folder / "meta.json", meta)
+            log.info("feature net trained (test accuracy %.3f) and cached in %s", acc, folder)
+        else:
+            log.info(
+                "feature net loaded from %s (test accuracy %.3f)", folder, meta["test_accuracy"]
+            )
+    finally:
+        restore_rng(rng_state)
+    enc.eval()
+    return FeatureNet(enc, key, folder, float(meta["test_accuracy"]), ident["arch"]["num_classes"])
+
+
+def _read_cache(folder: Path, enc: Any, canonical: str) -> dict | None:
+    meta_file, weights = folder / "meta.json", folder / "weights.safetensors"
+    if not (meta_file.is_file() and weights.is_file()):
+        return None
+    try:
+        meta = json.loads(meta_file.read_text())
+        if meta.get("format") != FORMAT or sha256_file(weights) != meta.get("weights_sha256"):
+            raise CheckpointError("checksum or format mismatch")
+        arrays, _ = load_tensors(weights)
+        arrays = {enc.scope + k[len(canonical) :]: v for k, v in arrays.items()}
+        assign_by_name(enc.parameters(), arrays, what=f"feature net {folder}")
+    except (OSError, ValueError, CheckpointError) as e:
+        log.warning("feature net cache %s is unusable (%s); retraining it", folder, e)
+        return None
+    return meta
+
+
+def _train(enc: Any, train_x, train_y, test_x, test_y, cfg: FeatureNetConfig) -> float:
+    rng = np.random.default_rng(cfg.seed)
+    if cfg.max_train and len(train_x) > cfg.max_train:
+        keep = np.sort(rng.permutation(len(train_x))[: cfg.max_train])
+        train_x, train_y = train_x[keep], train_y[keep]
+    opt = paddle.optimizer.Adam(learning_rate=cfg.lr, parameters=enc.parameters())
+    bs = cfg.batch_size
+    enc.train()
+    for _ in range(cfg.epochs):
+        order = rng.permutation(len(train_x))
+        for i in range(0, len(order) - bs + 1, bs):
+            idx = order[i : i + bs]
+            logits = enc(paddle.to_tensor(train_x[idx]))
+            loss = F.cross_entropy(logits, paddle.to_tensor(train_y[idx].astype(np.int64)))
+            loss.backward()
+            opt.step()
+            opt.clear_grad(set_to_zero=False)
+    enc.eval()
+    with paddle.no_grad():
+        pred = np.concatenate(
+            [
+                enc(paddle.to_tensor(test_x[i : i + 1000])).numpy().argmax(-1)
+                for i in range(0, len(test_x), 1000)
+            ]
+        )
+    return float((pred == test_y).mean()) if len(test_y) else float("nan")
