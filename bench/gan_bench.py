@@ -7,8 +7,11 @@ betas 0.5/0.999), least-squares loss, one discriminator and one generator update
 step, and the same per-step logging (losses, D(x), D(G(z)), gradient norms). Each
 framework runs in its own process (their OpenMP runtimes must not share one), alternating,
 three times; medians are compared. A third process runs the same DCGAN hand-written in
-plain Paddle (no toolkit), which splits the gap into the toolkit's share and Paddle's. Needs ``pip install torch==2.13.0`` (the ``bench``
-extra). Run: ``python bench/gan_bench.py [--quick]``.
+plain Paddle (no toolkit), which splits the gap into the toolkit's share and Paddle's;
+that share is also given pair by pair (adjacent runs saw about the same machine load)
+and as CPU time per step. All children get the same CPU tuning (thread count, MKL) as
+``run.py``. Needs ``pip install torch==2.13.0`` (the ``bench`` extra). Run:
+``python bench/gan_bench.py [--quick]``.
 """
 
 from __future__ import annotations
@@ -40,9 +43,10 @@ epoch = 0
 while len(batches) < {steps} + 10:
     batches += list(arena.batches(epoch)); epoch += 1
 for b in batches[:10]: arena.train_step(b)
-t = time.perf_counter()
+t, c = time.perf_counter(), time.process_time()
 for b in batches[10:10 + {steps}]: arena.train_step(b)
-print(json.dumps({{"steps_per_s": {steps} / (time.perf_counter() - t), "batch": arena.batch_size}}))
+print(json.dumps({{"steps_per_s": {steps} / (time.perf_counter() - t),
+                  "cpu_ms_per_step": (time.process_time() - c) / {steps} * 1e3, "batch": arena.batch_size}}))
 """
 
 _PADDLE_RAW = r"""
@@ -80,9 +84,10 @@ def step(x):
 rng = np.random.default_rng(0)
 idx = [rng.choice(len(x_all), B, replace=False) for _ in range({steps} + 10)]
 for i in idx[:10]: step(x_all[paddle.to_tensor(i)])
-t = time.perf_counter()
+t, c = time.perf_counter(), time.process_time()
 for i in idx[10:]: step(x_all[paddle.to_tensor(i)])
-print(json.dumps({{"steps_per_s": {steps} / (time.perf_counter() - t)}}))
+print(json.dumps({{"steps_per_s": {steps} / (time.perf_counter() - t),
+                  "cpu_ms_per_step": (time.process_time() - c) / {steps} * 1e3}}))
 """
 
 _TORCH = r"""
@@ -143,37 +148,48 @@ def bench_gan_vs_torch(quick: bool = False) -> dict:
         import torch  # noqa: F401
     except ImportError as e:
         raise RuntimeError("needs PyTorch: pip install torch==2.13.0 (the 'bench' extra)") from e
-    steps = 40 if quick else 300
-    repeats = 1 if quick else 3
-    pd_rates, raw_rates, th_rates = [], [], []
-    for _ in range(repeats):
-        pd_rates.append(
-            _child(_PADDLE.format(root=str(ROOT), conf=str(ROOT / "conf"), steps=steps))[
-                "steps_per_s"
-            ]
-        )
-        raw_rates.append(_child(_PADDLE_RAW.format(steps=steps, wrap=""))["steps_per_s"])
+    steps = 60 if quick else 300
+    repeats = 2 if quick else 3
+    pd_runs, raw_runs, th_rates = [], [], []
+    for _ in range(repeats):  # alternating, so each pair saw about the same machine load
+        pd_runs.append(_child(_PADDLE.format(root=str(ROOT), conf=str(ROOT / "conf"), steps=steps)))
+        raw_runs.append(_child(_PADDLE_RAW.format(steps=steps, wrap="")))
         th_rates.append(_child(_TORCH.format(steps=steps))["steps_per_s"])
-    pd_m, raw_m, th_m = (sorted(r)[len(r) // 2] for r in (pd_rates, raw_rates, th_rates))
+    pd_rates = [r["steps_per_s"] for r in pd_runs]
+    raw_rates = [r["steps_per_s"] for r in raw_runs]
+    pd_m, raw_m, th_m = (_median(r) for r in (pd_rates, raw_rates, th_rates))
+    # the toolkit's own cost, pair by pair: wall-clock speed and CPU time per step
+    pairs = [a / b for a, b in zip(pd_rates, raw_rates)]
+    cpu_pairs = [b["cpu_ms_per_step"] / a["cpu_ms_per_step"] for a, b in zip(pd_runs, raw_runs)]
     return {
         "paddlecraft_steps_per_s": pd_m,
         "hand_written_paddle_steps_per_s": raw_m,
         "torch_steps_per_s": th_m,
         "ratio": pd_m / th_m,
         "toolkit_vs_hand_written_paddle": pd_m / raw_m,
+        "toolkit_vs_hand_written_paddle_pairs": pairs,
+        "toolkit_vs_hand_written_paddle_cpu_time": _median(cpu_pairs),
         "hand_written_paddle_vs_torch": raw_m / th_m,
         "target": ">= 1.0",
         "steps": steps,
         "repeats": repeats,
         "summary": f"GAN arena {pd_m:.0f} steps/s vs PyTorch {th_m:.0f} = {pd_m / th_m:.2f}x (target >= 1.0); "
         f"the same DCGAN hand-written in Paddle {raw_m:.0f} = {raw_m / th_m:.2f}x PyTorch, "
-        f"so the arena runs at {pd_m / raw_m:.2f}x plain Paddle",
+        f"so the arena runs at {pd_m / raw_m:.2f}x plain Paddle (pairs "
+        f"{min(pairs):.2f}-{max(pairs):.2f}; CPU time per step {_median(cpu_pairs):.2f}x)",
     }
+
+
+def _median(values: list[float]) -> float:
+    return sorted(values)[len(values) // 2]
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true")
+    from encoders.cpu_tuning import apply_cpu_tuning
+
+    apply_cpu_tuning()  # in this process's environment: every child (peers too) inherits it
     print(json.dumps(bench_gan_vs_torch(parser.parse_args().quick), indent=2))
 
 

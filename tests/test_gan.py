@@ -514,3 +514,26 @@ def test_dcgan_arch_is_the_dcgan_discriminator_body_and_twice_differentiable(sco
     assert odd.forward_all(paddle.rand([2, 1, 28, 28]))["embedding"].shape == [2, 128]
     with pytest.raises(ValueError, match="norm for arch='resnet'"):
         ImageCNNEncoder(f"{scope}_r", arch="resnet", norm="none")
+
+
+def test_a_training_step_walks_no_layer_tree(release, monkeypatch):
+    """The step's own cost: parameter lists, batch-norm buffers and devices are looked up
+    once, at construction, not per step (the arena once walked every layer ~10 times a step)."""
+    from paddle import nn
+
+    arena = _tiny(d_encoder={**CRITIC, "norm": "batch"})  # BN in D: its statistics are kept
+    release(arena)
+    batch = next(iter(arena.batches(0)))
+    arena.train_step(batch)
+    walks = []
+    for name in ("sublayers", "named_sublayers", "parameters", "named_parameters"):
+        orig = getattr(nn.Layer, name)
+        monkeypatch.setattr(
+            nn.Layer,
+            name,
+            lambda self, *a, _o=orig, _n=name, **k: walks.append(_n) or _o(self, *a, **k),
+        )
+    metrics = arena.train_step(batch)
+    assert walks == []
+    assert set(metrics) == {"d_loss", "g_loss", "d_real", "d_fake", "d_grad_norm", "g_grad_norm"}
+    assert all(isinstance(v, float) and np.isfinite(v) for v in metrics.values())
