@@ -26,7 +26,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 
 _PADDLE = r"""
-import sys, time, json
+import os, sys, time, json
 sys.path.insert(0, {root!r})
 from encoders.cpu_tuning import apply_cpu_tuning; apply_cpu_tuning()  # as run.py
 from hydra import compose, initialize_config_dir
@@ -46,13 +46,15 @@ for b in batches[:10]: arena.train_step(b)
 t, c = time.perf_counter(), time.process_time()
 for b in batches[10:10 + {steps}]: arena.train_step(b)
 print(json.dumps({{"steps_per_s": {steps} / (time.perf_counter() - t),
-                  "cpu_ms_per_step": (time.process_time() - c) / {steps} * 1e3, "batch": arena.batch_size}}))
+                  "cpu_ms_per_step": (time.process_time() - c) / {steps} * 1e3, "batch": arena.batch_size,
+                  "env": {{k: os.environ.get(k) for k in ("OMP_NUM_THREADS", "MKL_DEBUG_CPU_TYPE")}}}}))
 """
 
 _PADDLE_RAW = r"""
-import os
-os.environ.setdefault("OMP_NUM_THREADS", str(len(os.sched_getaffinity(0))))  # the arena's threads
-import time, json, numpy as np, paddle
+import sys
+sys.path.insert(0, {root!r})
+from encoders.cpu_tuning import apply_cpu_tuning; apply_cpu_tuning()  # the arena's env (threads, MKL)
+import os, time, json, numpy as np, paddle
 from paddle import nn
 paddle.seed(0)
 B, Z = 32, 32
@@ -87,7 +89,8 @@ for i in idx[:10]: step(x_all[paddle.to_tensor(i)])
 t, c = time.perf_counter(), time.process_time()
 for i in idx[10:]: step(x_all[paddle.to_tensor(i)])
 print(json.dumps({{"steps_per_s": {steps} / (time.perf_counter() - t),
-                  "cpu_ms_per_step": (time.process_time() - c) / {steps} * 1e3}}))
+                  "cpu_ms_per_step": (time.process_time() - c) / {steps} * 1e3,
+                  "env": {{k: os.environ.get(k) for k in ("OMP_NUM_THREADS", "MKL_DEBUG_CPU_TYPE")}}}}))
 """
 
 _TORCH = r"""
@@ -153,7 +156,7 @@ def bench_gan_vs_torch(quick: bool = False) -> dict:
     pd_runs, raw_runs, th_rates = [], [], []
     for _ in range(repeats):  # alternating, so each pair saw about the same machine load
         pd_runs.append(_child(_PADDLE.format(root=str(ROOT), conf=str(ROOT / "conf"), steps=steps)))
-        raw_runs.append(_child(_PADDLE_RAW.format(steps=steps, wrap="")))
+        raw_runs.append(_child(_PADDLE_RAW.format(root=str(ROOT), steps=steps, wrap="")))
         th_rates.append(_child(_TORCH.format(steps=steps))["steps_per_s"])
     pd_rates = [r["steps_per_s"] for r in pd_runs]
     raw_rates = [r["steps_per_s"] for r in raw_runs]
@@ -170,6 +173,7 @@ def bench_gan_vs_torch(quick: bool = False) -> dict:
         "toolkit_vs_hand_written_paddle_pairs": pairs,
         "toolkit_vs_hand_written_paddle_cpu_time": _median(cpu_pairs),
         "hand_written_paddle_vs_torch": raw_m / th_m,
+        "env": {"arena": pd_runs[0]["env"], "hand_written_paddle": raw_runs[0]["env"]},
         "target": ">= 1.0",
         "steps": steps,
         "repeats": repeats,

@@ -70,11 +70,13 @@ def probe(steps: int = 150) -> dict:
         "torch": _conv_ms(_CONV_TORCH),
     }
     res["plain_paddle_steps_per_s"] = {
-        "eager": _child(_PADDLE_RAW.format(steps=steps, wrap=""))["steps_per_s"],
-        "to_static": _child(_PADDLE_RAW.format(steps=steps, wrap=_STATIC))["steps_per_s"],
+        "eager": _child(_PADDLE_RAW.format(root=str(ROOT), steps=steps, wrap=""))["steps_per_s"],
+        "to_static": _child(_PADDLE_RAW.format(root=str(ROOT), steps=steps, wrap=_STATIC))[
+            "steps_per_s"
+        ],
     }
     res["onednn_to_static"] = _error_line(
-        _PADDLE_RAW.format(steps=steps, wrap=_STATIC), {"FLAGS_use_mkldnn": "1"}
+        _PADDLE_RAW.format(root=str(ROOT), steps=steps, wrap=_STATIC), {"FLAGS_use_mkldnn": "1"}
     )
     arena = _PADDLE.format(root=str(ROOT), conf=str(ROOT / "conf"), steps=steps)
     res["arena_steps_per_s"] = {

@@ -214,14 +214,16 @@ def main() -> None:
     parser.add_argument("--only", default="", help="comma-separated section names")
     parser.add_argument("--out", default=str(ROOT / "bench" / "results.json"))
     args = parser.parse_args()
+    from encoders.cpu_tuning import apply_cpu_tuning
+
+    # before paddle, as run.py does, and before _sections(): some bench modules import
+    # paddle, which would set OMP_NUM_THREADS=1 that every child process then inherits
+    apply_cpu_tuning()
     sections = _sections(args.quick)
     wanted = [s for s in args.only.split(",") if s] or list(sections)
     unknown = set(wanted) - set(sections)
     if unknown:
         parser.error(f"unknown sections {sorted(unknown)}; have {list(sections)}")
-    from encoders.cpu_tuning import apply_cpu_tuning
-
-    apply_cpu_tuning()  # before paddle, as run.py does
 
     results: dict = {"machine": machine(), "quick": args.quick, "sections": {}}
     t0 = time.time()

@@ -537,3 +537,25 @@ def test_a_training_step_walks_no_layer_tree(release, monkeypatch):
     assert walks == []
     assert set(metrics) == {"d_loss", "g_loss", "d_real", "d_fake", "d_grad_norm", "g_grad_norm"}
     assert all(isinstance(v, float) and np.isfinite(v) for v in metrics.values())
+
+
+def test_settings_are_one_dataclass_each(release):
+    """GanArena/Generator/Discriminator settings: a mistyped key fails naming it; the record is the dataclass."""
+    from dataclasses import asdict
+
+    from agents import ConfigError
+    from arenas.gan import GanConfig
+
+    agents = _agents()
+    try:
+        with pytest.raises(ConfigError, match="n_critc"):
+            GanArena(agents, data=DIGITS, n_critc=2)
+        with pytest.raises(ConfigError, match="agents.discriminator"):
+            Discriminator("discriminator", encoder=CRITIC, num_clases=3)
+        d = agents["discriminator"]
+        assert d.config["encoder"] == CRITIC and d.config["num_classes"] is None
+        assert d.config == {**asdict(d.cfg)}
+    finally:
+        for a in agents.values():
+            a.release_scopes()
+    assert GanConfig().loss == "lsgan" and GanConfig().featnet.embedding_dim == 64
