@@ -22,6 +22,12 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from encoders.cpu_tuning import apply_cpu_tuning  # noqa: E402
+
+# before anything imports paddle (agents does): the training children inherit these
+# settings, and Paddle would otherwise have set OMP_NUM_THREADS=1 for them
+apply_cpu_tuning()
+
 from agents.zoo.quality import ENTRIES, measure  # noqa: E402
 
 
@@ -66,8 +72,5 @@ def build(name: str) -> dict:
 
 
 if __name__ == "__main__":
-    from encoders.cpu_tuning import apply_cpu_tuning
-
-    apply_cpu_tuning()
     for entry in sys.argv[1:] or list(ENTRIES):
         print(entry, json.dumps(build(entry)))
