@@ -165,8 +165,12 @@ class Encoder(nn.Layer):
                     f"of enc.model), got {type(spec).__name__}"
                 )
         self.layers = nn.LayerDict(layers)
+        first = not self._built
         self._built = True
         self._fixed = {p.name for p in self.parameters() if p.stop_gradient}
+        if first and getattr(self, "pretrained", None):
+            # encoders with a ``pretrained`` setting load their file right after building
+            self.load_pretrained(self.pretrained, strict=getattr(self, "pretrained_strict", True))
         if static:
             build_static_io(self)
         return self

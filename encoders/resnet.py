@@ -176,14 +176,6 @@ class ResNetEncoder(Encoder):
         names = ("pooled", "features")
         self.declare_outputs(*(("prediction", *names) if num_classes is not None else names))
 
-    def build(self) -> ResNetEncoder:
-        """Create the layers, then load ``pretrained`` if it was given."""
-        first = not self.built
-        super().build()
-        if first and self.pretrained:
-            self.load_pretrained(self.pretrained, strict=self.pretrained_strict)
-        return self
-
     def _input_fix(self, name: str, spec: InputSpec) -> str:
         return f"Give images as [B, {self.in_channels}, H, W] float32 (channels first), or set in_channels."
 

@@ -130,14 +130,6 @@ class TransformerTextEncoder(Encoder):
         names = ("pooled", "hidden")
         self.declare_outputs(*(("prediction", *names) if num_classes is not None else names))
 
-    def build(self) -> TransformerTextEncoder:
-        """Create the layers, then load ``pretrained`` if it was given."""
-        first = not self.built
-        super().build()
-        if first and self.pretrained:
-            self.load_pretrained(self.pretrained, strict=self.pretrained_strict)
-        return self
-
     # ------------------------------------------------------------------ inputs
     def _input_fix(self, name: str, spec: InputSpec) -> str:
         return (

@@ -185,14 +185,6 @@ class ViTEncoder(Encoder):
         names = ("pooled", "tokens")
         self.declare_outputs(*(("prediction", *names) if num_classes is not None else names))
 
-    def build(self) -> ViTEncoder:
-        """Create the layers, then load ``pretrained`` if it was given."""
-        first = not self.built
-        super().build()
-        if first and self.pretrained:
-            self.load_pretrained(self.pretrained, strict=self.pretrained_strict)
-        return self
-
     def _input_fix(self, name: str, spec: InputSpec) -> str:
         c, s = self.in_channels, self.image_size
         return f"Give images as [B, {c}, {s}, {s}] float32 (resize them), or set image_size/in_channels."

@@ -154,14 +154,6 @@ class WhisperStyleEncoder(Encoder):
         names = ("pooled", "hidden")
         self.declare_outputs(*(("prediction", *names) if num_classes is not None else names))
 
-    def build(self) -> WhisperStyleEncoder:
-        """Create the layers, then load ``pretrained`` if it was given."""
-        first = not self.built
-        super().build()
-        if first and self.pretrained:
-            self.load_pretrained(self.pretrained, strict=self.pretrained_strict)
-        return self
-
     # ------------------------------------------------------------------ inputs
     def log_mel(self, waveform: np.ndarray | Tensor) -> Tensor:
         """This encoder's input from waveforms [B, S] at ``sample_rate``: [B, n_mels, S // 160]."""
