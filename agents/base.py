@@ -1,4 +1,10 @@
-"""The :class:`Agent` base: a named scope owning encoders/heads, its optimizer, device and seed."""
+"""The :class:`Agent` base: a named scope owning encoders/heads, its optimizer, device and seed.
+
+Why one module of ~430 lines: it is one idea, an agent's life cycle (settings, build under its
+seed, own parameters, update, save/load/pretrained); optimizer state, devices, data-parallel
+plumbing, mixed precision and settings live in ``optim``, ``device``, ``distributed``,
+``amp`` and ``settings``.
+"""
 
 from __future__ import annotations
 

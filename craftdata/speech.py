@@ -1,6 +1,9 @@
 """Synthetic speech, offline: eSpeak NG through the ``espeakng-loader`` wheel (ctypes, no system
 package), across many voices, rates and pitches, cached on disk after the first generation.
 
+(One idea in ~410 lines: the ctypes binding, the deterministic worker protocol and the cache
+must change together.)
+
 eSpeak NG is GPL-3.0. PaddleCraft does not ship or link it at build time: the library and
 its voice data come from the ``espeakng-loader`` wheel and are loaded with ``ctypes`` at
 run time, only when speech is synthesised.
