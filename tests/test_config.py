@@ -225,3 +225,25 @@ def test_every_data_config_composes(data, compose_config, tmp_path):
     cfg = compose_config(f"arena={arena}", f"data={data}", *extra)
     validate(cfg)
     assert cfg.data.flat_size == cfg.data.channels * cfg.data.image_size**2
+
+
+LAUNCHERS = sorted(p.stem for p in (CONF / "hydra" / "launcher").glob("*.yaml"))
+
+
+@pytest.mark.parametrize("launcher", LAUNCHERS)
+def test_every_launcher_config_composes_against_its_plugin(launcher, compose_config):
+    """Each conf/hydra/launcher file composes with its plugin's own schema (ray: the plugin
+    is installed without ray itself, which is only imported when jobs launch)."""
+    with initialize_config_dir(config_dir=str(CONF), version_base="1.3"):
+        cfg = compose("config", overrides=[f"hydra/launcher={launcher}"], return_hydra_config=True)
+    target = str(cfg.hydra.launcher._target_)
+    plugin = {
+        "local": "joblib",
+        "ray_cluster": "ray",
+        "slurm": "submitit",
+        "slurm_local": "submitit",
+    }
+    assert plugin[launcher] in target.lower(), target
+    if launcher == "ray_cluster":
+        assert cfg.hydra.launcher.ray.init.address == "auto"
+        assert cfg.hydra.launcher.ray.remote.num_cpus == 2
