@@ -15,7 +15,9 @@ import numpy as np
 import paddle
 import paddle.nn.functional as F
 
-from .base import Encoder, Tensor
+from .base import Encoder, InputSpec, Tensor
+
+TOKENS_FIX = "Give token ids as [B, T] int64, right-padded with 0 (Vocab.encode_batch does this)."
 
 PAD, BOS, EOS = 0, 1, 2
 
@@ -35,6 +37,11 @@ class ConditionedDecoder(Encoder):
     max_len: int
 
     # ------------------------------------------------------------------ subclass hooks
+    def _input_fix(self, name: str, spec: InputSpec) -> str:
+        if name == "cond":
+            return f"Give the condition as [B, {self.cond_dim}] float32 (cast with .astype('float32'))."
+        return TOKENS_FIX
+
     def _init_state(self, cond: Tensor) -> Any:
         """The decoding state before the first token, for conditions [N, C]."""
         raise NotImplementedError

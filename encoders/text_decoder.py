@@ -7,7 +7,7 @@ import paddle
 from .base import InputSpec, Tensor
 from .decoding import ConditionedDecoder
 from .image_mlp import dense
-from .text_encoder import TOKENS_FIX, check_token_ids, gru, token_embedding
+from .text_encoder import check_token_ids, gru, token_embedding
 
 __all__ = ["TextDecoder"]
 
@@ -44,11 +44,6 @@ class TextDecoder(ConditionedDecoder):
         self.declare_input("cond", InputSpec((cond_dim,)))
         self.declare_input("tokens", InputSpec((None,), dtypes=("int64", "int32")))
         self.declare_outputs("prediction")
-
-    def _input_fix(self, name: str, spec: InputSpec) -> str:
-        if name == "cond":
-            return f"Give the condition as [B, {self.cond_dim}] float32 (cast with .astype('float32'))."
-        return TOKENS_FIX
 
     # ------------------------------------------------------------------ graph
     def _initial_state(self, cond: Tensor) -> Tensor:

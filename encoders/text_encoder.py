@@ -8,6 +8,7 @@ import paddle
 from paddle import nn
 
 from .base import Encoder, EncoderInputError, InputSpec, LayerSpec, Tensor
+from .decoding import TOKENS_FIX
 from .image_mlp import dense
 from .vocab import PAD
 
@@ -48,9 +49,6 @@ def check_token_ids(enc: Encoder, tokens: Tensor, vocab_size: int) -> None:
             f"[{int(tokens.min())}, {int(tokens.max())}]. Encode with the vocabulary the "
             "encoder was built for (vocab_size=len(vocab))."
         )
-
-
-TOKENS_FIX = "Give token ids as [B, T] int64, right-padded with 0 (Vocab.encode_batch does this)."
 
 
 class TextEncoder(Encoder):

@@ -18,7 +18,7 @@ from .attention import MASKED, KVCache, PreNormBlock, causal_bias
 from .base import EncoderInputError, InputSpec, LayerSpec, Tensor
 from .decoding import BOS, EOS, PAD, ConditionedDecoder
 from .image_mlp import dense
-from .text_encoder import TOKENS_FIX, check_token_ids
+from .text_encoder import check_token_ids
 
 #: decoding state: (next position, one (keys, values) cache per block)
 DecodeState = tuple[int, list[KVCache]]
@@ -103,11 +103,6 @@ class TransformerTextDecoder(ConditionedDecoder):
         self.declare_input("cond", InputSpec((cond_dim,)))
         self.declare_input("tokens", InputSpec((None,), dtypes=("int64", "int32")))
         self.declare_outputs("prediction")
-
-    def _input_fix(self, name: str, spec: InputSpec) -> str:
-        if name == "cond":
-            return f"Give the condition as [B, {self.cond_dim}] float32 (cast with .astype('float32'))."
-        return TOKENS_FIX
 
     # ------------------------------------------------------------------ graph
     def _prefix(self, cond: Tensor) -> Tensor:
