@@ -195,3 +195,67 @@ def test_init_policy_starts_from_saved_weights(make_scope, tmp_path):
         _az_arena(policy, init_policy=str(tmp_path / "nothing"))
     source.release_scopes()
     policy.release_scopes()
+
+
+def _ppo_then_search(policy, **kw):
+    """4 updates: PPO for the first 3, then 1 with search (8 games at lr 0.02)."""
+    kw = {"algo": "ppo", "search_updates": 1, "search_games_per_step": 8, "search_lr": 0.02, **kw}
+    return _az_arena(policy, **kw)
+
+
+POLY = {  # an epoch-stepped schedule the search updates override
+    "_target_": "paddle.optimizer.lr.PolynomialDecay",
+    "_partial_": True,
+    "decay_steps": 2,
+    "end_lr": 1e-4,
+}
+
+
+def test_ppo_then_search_switches_algorithm_games_and_lr(make_scope):
+    seed_everything(0)
+    policy = Policy(
+        make_scope("phase"), encoder=TTT_MLP, obs_shape=[3, 3, 2], num_actions=9, seed=0,
+        lr=0.005, lr_scheduler=POLY,
+    )  # fmt: skip
+    arena = _ppo_then_search(policy)
+    seen = []
+    for update in range(4):
+        m = arena.train_step(update)
+        seen.append((m["search_update"], "clip_frac" in m, m["games_vs_self"] + m["games_vs_pool"]))
+        # the schedule's 0.005, then its epoch-1 value, then search_lr in the search update
+        assert policy.optimizer.get_lr() == pytest.approx([0.005, 0.005, 0.00255, 0.02][update])
+        if update == 1:
+            arena.on_epoch_end(0)
+    # games against the latest self and the pool: 12 x (1 - 0.25 random) per PPO update,
+    # 8 x 0.75 in the search update
+    assert [s[:2] for s in seen] == [(0.0, True)] * 3 + [(1.0, False)]
+    assert [s[2] for s in seen] == [9.0, 9.0, 9.0, 6.0]
+    policy.release_scopes()
+
+
+def test_ppo_then_search_resumes_bit_identically_across_the_switch():
+    seed_everything(0)
+    policy = Policy(
+        "policy", encoder=TTT_MLP, obs_shape=[3, 3, 2], num_actions=9, seed=0, lr_scheduler=POLY
+    )
+    try:  # the checkpoint is taken after update 2: the resumed half does PPO, then search
+        passed = check_arena(_ppo_then_search(policy), steps=2)
+        assert "resume from a checkpoint is bit-identical" in passed
+    finally:
+        policy.release_scopes()
+
+
+@pytest.mark.parametrize(
+    ("setting", "value", "words"),
+    [
+        ("search_updates", 5, "arena.search_updates must be in [0, epochs x steps_per_epoch = 4]"),
+        ("search_games_per_step", 0, "arena.search_games_per_step must be >= 1"),
+        ("search_lr", -1.0, "arena.search_lr must be > 0"),
+    ],
+)
+def test_search_phase_settings_are_checked(make_scope, setting, value, words):
+    policy = Policy(make_scope("bad"), encoder=TTT_MLP, obs_shape=[3, 3, 2], num_actions=9)
+    with pytest.raises(ValueError) as e:
+        _ppo_then_search(policy, **{setting: value})
+    assert words in str(e.value)
+    policy.release_scopes()

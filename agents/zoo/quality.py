@@ -24,7 +24,46 @@ ENTRIES: dict[str, dict[str, Any]] = {
         "about": "the self-play arena's tic-tac-toe policy (greedy, no search); share of 200 "
         "games (seats alternating) not lost against perfect minimax",
     },
+    "shapes-captioner": {
+        "agent": "captioner",
+        "metric": "test_exact_match",
+        "overrides": ["arena=caption", "trainer.progress=false"],
+        "about": "the caption arena's default captioner (CNN 3x64x64 + GRU decoder, greedy) "
+        "on the captioned shapes; share of the seed-0 test split's 500 images whose caption "
+        "is exactly right",
+    },
+    "spoken-digit-recognizer": {
+        "agent": "recognizer",
+        "metric": "test_exact_match",
+        "overrides": ["arena=caption", "chain=digits", "trainer.progress=false"],
+        "about": "the digits chain's recognizer (log-mel conv + BiGRU, word CTC) on spoken "
+        "digit words; share of 360 eSpeak NG clips by voices held out of training "
+        "transcribed exactly",
+    },
 }
+
+SEED = 0  # every entry is trained and measured on the seed-0 splits
+
+
+def _captioner_exact_match(agent: Any) -> float:
+    from arenas.caption.data import CaptionDataConfig, build_world
+    from arenas.caption.metrics import exact_match
+
+    world = build_world("shapes", SEED, k=4, data=CaptionDataConfig())  # the arena's test split
+    return exact_match(agent.caption(world.test.images, beam_size=1), world.test.texts)
+
+
+def _recognizer_exact_match(agent: Any) -> float:
+    from arenas.caption.metrics import exact_match
+    from craftdata import load_digits
+    from craftdata.speech import DIGIT_WORDS, split_voices, spoken_split
+
+    # the digits chain's test clips: the first 360 test digits' words, held-out voices,
+    # synthesised with the arena's stream ([seed, 0x52]; see arenas.caption.data)
+    words = [DIGIT_WORDS[int(y)] for y in load_digits(SEED).test.y[:360]]
+    _, test_voices = split_voices(0, 0.2)
+    clips = spoken_split(words, test_voices, [SEED, 0x52], 16000)
+    return exact_match(agent.transcribe(clips.waveforms, 16000), clips.texts)
 
 
 def measure(name: str) -> float:
@@ -57,6 +96,14 @@ def measure(name: str) -> float:
                 np.random.default_rng(0),
             )
             return float((outcomes >= 0).mean())
+        finally:
+            agent.release_scopes()
+    if name in ("shapes-captioner", "spoken-digit-recognizer"):
+        agent = Agent.pretrained(name)
+        try:
+            if name == "shapes-captioner":
+                return _captioner_exact_match(agent)
+            return _recognizer_exact_match(agent)
         finally:
             agent.release_scopes()
     raise KeyError(f"no measurement for zoo entry {name!r}; known: {sorted(ENTRIES)}")

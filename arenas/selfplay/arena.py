@@ -18,9 +18,8 @@ from __future__ import annotations
 import logging
 import math
 from collections.abc import Iterator, Mapping
-from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Optional  # noqa: UP035 (OmegaConf needs typing forms)
+from typing import Any  # noqa: UP035 (OmegaConf needs typing forms)
 
 import cv2
 import numpy as np
@@ -28,11 +27,12 @@ import numpy as np
 from agents import Agent, Policy
 from encoders.tensorio import atomic_write_json
 
-from ..engine import Arena, ArenaConfig
+from ..engine import Arena
 from ..games import Player, TicTacToe, make_baseline
 from .alphazero import alphazero_step, outcome_samples
 from .analysis import game_spec, outcomes, result_rates, tictactoe_losing_lines
 from .collect import LEARNER, Collection
+from .config import SelfPlayConfig, check_settings
 from .league import (
     LeagueTable,
     OpponentPool,
@@ -47,50 +47,6 @@ from .ppo import average, gae_samples, minibatches, mirror_samples, ppo_step
 from .workers import CollectorPool, Controller, play_games
 
 log = logging.getLogger("paddlecraft")
-
-ALGOS = ("ppo", "a2c", "alphazero")
-
-
-@dataclass
-class SelfPlayConfig(ArenaConfig):
-    """arenas.SelfPlayArena settings."""
-
-    epochs: int = 10  #: evaluation after each epoch
-    steps_per_epoch: int = 20  #: updates per epoch
-    games_per_step: int = 256  #: games played in parallel per update
-    algo: str = "ppo"  #: ppo | a2c | alphazero (search visit counts as policy targets)
-    update_epochs: int = 4  #: passes over each step's samples
-    minibatch_size: int = 512  #: minibatch (positions)
-    clip_ratio: float = 0.2  #: PPO clipping
-    gamma: float = 0.99  #: discount per own move (PPO/A2C)
-    gae_lambda: float = 0.95  #: GAE lambda (PPO/A2C)
-    value_coef: float = 0.5  #: value-loss weight
-    entropy_coef: float = 0.01  #: entropy bonus (PPO/A2C)
-    simulations: int = 50  #: alphazero: PUCT simulations per training move
-    c_puct: float = 1.5  #: alphazero: exploration constant
-    dirichlet_alpha: float = 1.0  #: alphazero: root noise concentration
-    noise_fraction: float = 0.25  #: alphazero: share of root priors replaced by noise
-    temperature_moves: int = 8  #: alphazero: plies played in proportion to visits, then greedy
-    latest_ratio: float = 0.5  #: share of games against the latest self
-    pool_size: int = 16  #: frozen snapshots kept
-    pool_opponents_per_step: int = 4  #: snapshots drawn per update
-    snapshot_every: int = 10  #: snapshot every N updates (0: off)
-    snapshot_score: float = 0.7
-    #: ^ snapshot when the score (win 1, draw 1/2) vs the pool reaches this (0: off)
-    snapshot_min_games: int = 256  #: pool games needed before the score rule applies
-    train_anchors: dict[str, float] = field(default_factory=dict)  #: {baseline: share of games}
-    eval_games: dict[str, int] = field(default_factory=dict)  #: {baseline: games} per epoch
-    final_eval_games: Optional[dict[str, int]] = None  #: last evaluation  # noqa: UP045
-    search_eval_games: dict[str, int] = field(default_factory=dict)
-    #: ^ {baseline: games} the policy plays with search in the final evaluation
-    eval_simulations: int = 200  #: simulations per move of search_eval_games
-    headline_metric: Optional[str] = None  #: default: per game  # noqa: UP045
-    augment_mirror: bool = False  #: also train on left-right mirrored samples
-    keep_best: Optional[str] = None  #: end with the policy best on this eval metric  # noqa: UP045
-    init_policy: Optional[str] = None  # noqa: UP045
-    #: ^ start from this saved policy's weights (a run folder or its policy/)
-    collect_workers: int = 0  #: worker processes playing the training games (0: in-process)
-    threads_per_worker: int = 1  #: OMP_NUM_THREADS of each collection worker
 
 
 class SelfPlayArena(Collection, Arena):
@@ -135,22 +91,18 @@ class SelfPlayArena(Collection, Arena):
                 f"game config (game={self.spec.short_name}) or set agents.policy.obs_shape / "
                 "num_actions and the encoder's input size"
             )
-        if cfg.algo not in ALGOS:
-            raise ValueError(f"arena.algo must be one of {ALGOS}, got {cfg.algo!r}")
+        check_settings(cfg)
+        total = cfg.epochs * cfg.steps_per_epoch
+        self.search_from = total - cfg.search_updates  # first update trained with search
         rules = self.spec.rules
-        if rules is None and (cfg.algo == "alphazero" or cfg.search_eval_games):
+        if rules is None and (
+            cfg.algo == "alphazero" or cfg.search_updates or cfg.search_eval_games
+        ):
             raise ValueError(
-                f"arena.algo=alphazero and arena.search_eval_games need the native rules of "
+                f"arena.algo=alphazero, arena.search_updates and arena.search_eval_games need "
+                f"the native rules of "
                 f"the game for the search; {self.spec.name} has none (use game=tictactoe or "
                 "game=connect_four)"
-            )
-        if not 0.0 <= cfg.latest_ratio <= 1.0:
-            raise ValueError(f"arena.latest_ratio must be in [0, 1], got {cfg.latest_ratio}")
-        if cfg.collect_workers < 0 or cfg.threads_per_worker < 1:
-            raise ValueError(
-                f"arena.collect_workers must be >= 0 (0: collect in this process) and "
-                f"arena.threads_per_worker >= 1, got {cfg.collect_workers} and "
-                f"{cfg.threads_per_worker}"
             )
         if cfg.init_policy:  # e.g. search training from a PPO run; a resume overwrites it
             folder = Path(cfg.init_policy)
@@ -213,13 +165,28 @@ class SelfPlayArena(Collection, Arena):
         """This update's random stream for one purpose (11 collection, 13 minibatches)."""
         return np.random.default_rng([self.seed, purpose, self.updates])
 
+    def algo_now(self) -> str:
+        """The algorithm of the current update: ``algo``, or alphazero in the search updates."""
+        return "alphazero" if self.updates >= self.search_from else self.cfg.algo
+
+    def games_now(self) -> int:
+        """Games played in the current update."""
+        if self.updates >= self.search_from and self.cfg.search_games_per_step:
+            return self.cfg.search_games_per_step
+        return self.cfg.games_per_step
+
     def train_step(self, batch: int) -> dict[str, float]:
         if not self.pool.snapshots:  # the pool starts with the initial policy
             self._take_snapshot()
+        searching = self.updates >= self.search_from and self.cfg.search_updates > 0
+        if searching and self.cfg.search_lr is not None:
+            self._set_search_lr(self.cfg.search_lr)
         rollout = self._collect()
         metrics = self._update(rollout)
         self.updates += 1
         metrics.update(rollout["metrics"])
+        if self.cfg.search_updates:
+            metrics["search_update"] = float(searching)
         reason = self._snapshot_due()
         if reason:
             self._take_snapshot()
@@ -352,9 +319,18 @@ class SelfPlayArena(Collection, Arena):
         return outcomes(winner, policy_seat)
 
     # ------------------------------------------------------------------ learning
+    def _set_search_lr(self, lr: float) -> None:
+        """Train the search updates at ``lr`` (set again before each, so resume agrees)."""
+        if self.policy.scheduler is not None:
+            # the epoch-end step recomputes it; no update follows the run's last epoch
+            self.policy.scheduler.last_lr = lr
+        else:
+            self.policy.optimizer.set_lr(lr)
+
     def _update(self, rollout: dict[str, Any]) -> dict[str, float]:
         cfg = self.cfg
-        if cfg.algo == "alphazero":
+        algo = self.algo_now()
+        if algo == "alphazero":
             data, step = outcome_samples(rollout["records"], rollout["winner"]), alphazero_step
         else:
             data = gae_samples(
@@ -371,7 +347,7 @@ class SelfPlayArena(Collection, Arena):
             data = {k: np.concatenate([v, extra[k]]) for k, v in data.items()}
         self.policy.train()
         n = len(data["obs"])
-        epochs, size = (1, n) if cfg.algo == "a2c" else (cfg.update_epochs, cfg.minibatch_size)
+        epochs, size = (1, n) if algo == "a2c" else (cfg.update_epochs, cfg.minibatch_size)
         stats = [
             step(self.policy, {k: v[j] for k, v in data.items()}, cfg)
             for j in minibatches(n, epochs, size, self.stream(13))

@@ -24,10 +24,13 @@ class Collection:
     """Mixed into SelfPlayArena: plays each step's training games (``_collect``).
 
     Reads the arena's ``cfg``, ``policy``, ``spec``, ``pool``, ``league``, ``baselines``,
-    ``train_anchors``, ``seed`` and ``updates``; every draw comes from ``stream(11)``.
+    ``train_anchors``, ``seed`` and ``updates`` and calls ``algo_now`` / ``games_now``;
+    every draw comes from ``stream(11)``.
     """
 
     cfg: Any
+    algo_now: Any
+    games_now: Any
     policy: Policy
     _pool_workers: CollectorPool | None
     _twins: list[Policy]
@@ -42,7 +45,7 @@ class Collection:
 
     def _collect(self) -> dict[str, Any]:
         """Play ``games_per_step`` games: the learner vs latest self / pool / anchors."""
-        cfg, n = self.cfg, self.cfg.games_per_step
+        cfg, n = self.cfg, self.games_now()
         rng = self.stream(11)
         learner_seat = (np.arange(n) + self.updates) % 2  # seats alternate game to game
         # opponent plan: controller 0 = learner, 1.. = pool snapshots, then anchors
@@ -52,7 +55,7 @@ class Collection:
         snaps = self.pool.sample(k_pool, rng) if n_pool else []
         opp = np.zeros(n, np.int64)  # 0 = latest self
         names: list[str] = [LEARNER]
-        learner_kind = "search" if cfg.algo == "alphazero" else "learner"
+        learner_kind = "search" if self.algo_now() == "alphazero" else "learner"
         plan: list[PlanEntry] = [(learner_kind, None)]
         pos = n - n_pool - sum(n_anchor.values())
         for k, snap in enumerate(snaps):

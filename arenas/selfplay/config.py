@@ -1,0 +1,85 @@
+"""Settings of the self-play arena (:class:`SelfPlayConfig`) and their checks."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Optional  # noqa: UP035 (OmegaConf needs typing forms)
+
+from ..engine import ArenaConfig
+
+ALGOS = ("ppo", "a2c", "alphazero")
+
+
+@dataclass
+class SelfPlayConfig(ArenaConfig):
+    """arenas.SelfPlayArena settings."""
+
+    epochs: int = 10  #: evaluation after each epoch
+    steps_per_epoch: int = 20  #: updates per epoch
+    games_per_step: int = 256  #: games played in parallel per update
+    algo: str = "ppo"  #: ppo | a2c | alphazero (search visit counts as policy targets)
+    update_epochs: int = 4  #: passes over each step's samples
+    minibatch_size: int = 512  #: minibatch (positions)
+    clip_ratio: float = 0.2  #: PPO clipping
+    gamma: float = 0.99  #: discount per own move (PPO/A2C)
+    gae_lambda: float = 0.95  #: GAE lambda (PPO/A2C)
+    value_coef: float = 0.5  #: value-loss weight
+    entropy_coef: float = 0.01  #: entropy bonus (PPO/A2C)
+    simulations: int = 50  #: alphazero: PUCT simulations per training move
+    c_puct: float = 1.5  #: alphazero: exploration constant
+    dirichlet_alpha: float = 1.0  #: alphazero: root noise concentration
+    noise_fraction: float = 0.25  #: alphazero: share of root priors replaced by noise
+    temperature_moves: int = 8  #: alphazero: plies played in proportion to visits, then greedy
+    latest_ratio: float = 0.5  #: share of games against the latest self
+    pool_size: int = 16  #: frozen snapshots kept
+    pool_opponents_per_step: int = 4  #: snapshots drawn per update
+    snapshot_every: int = 10  #: snapshot every N updates (0: off)
+    snapshot_score: float = 0.7
+    #: ^ snapshot when the score (win 1, draw 1/2) vs the pool reaches this (0: off)
+    snapshot_min_games: int = 256  #: pool games needed before the score rule applies
+    train_anchors: dict[str, float] = field(default_factory=dict)  #: {baseline: share of games}
+    eval_games: dict[str, int] = field(default_factory=dict)  #: {baseline: games} per epoch
+    final_eval_games: Optional[dict[str, int]] = None  #: last evaluation  # noqa: UP045
+    search_eval_games: dict[str, int] = field(default_factory=dict)
+    #: ^ {baseline: games} the policy plays with search in the final evaluation
+    eval_simulations: int = 200  #: simulations per move of search_eval_games
+    headline_metric: Optional[str] = None  #: default: per game  # noqa: UP045
+    augment_mirror: bool = False  #: also train on left-right mirrored samples
+    keep_best: Optional[str] = None  #: end with the policy best on this eval metric  # noqa: UP045
+    search_updates: int = 0
+    #: ^ the last N updates train with search (as algo=alphazero) after ``algo``'s updates
+    search_games_per_step: Optional[int] = None  # noqa: UP045
+    #: ^ games per search update (default: games_per_step)
+    search_lr: Optional[float] = None  # noqa: UP045
+    #: ^ the policy's learning rate in search updates (default: its own schedule's)
+    init_policy: Optional[str] = None  # noqa: UP045
+    #: ^ start from this saved policy's weights (a run folder or its policy/)
+    collect_workers: int = 0  #: worker processes playing the training games (0: in-process)
+    threads_per_worker: int = 1  #: OMP_NUM_THREADS of each collection worker
+
+
+def check_settings(cfg: SelfPlayConfig) -> None:
+    """Refuse settings out of range, naming the setting, before anything is built."""
+    if cfg.algo not in ALGOS:
+        raise ValueError(f"arena.algo must be one of {ALGOS}, got {cfg.algo!r}")
+    total = cfg.epochs * cfg.steps_per_epoch
+    if not 0 <= cfg.search_updates <= total:
+        raise ValueError(
+            f"arena.search_updates must be in [0, epochs x steps_per_epoch = {total}] (the "
+            f"last updates of the run train with search), got {cfg.search_updates}"
+        )
+    if cfg.search_games_per_step is not None and cfg.search_games_per_step < 1:
+        raise ValueError(
+            f"arena.search_games_per_step must be >= 1 or null (games_per_step), got "
+            f"{cfg.search_games_per_step}"
+        )
+    if cfg.search_lr is not None and not cfg.search_lr > 0:
+        raise ValueError(f"arena.search_lr must be > 0 or null, got {cfg.search_lr}")
+    if not 0.0 <= cfg.latest_ratio <= 1.0:
+        raise ValueError(f"arena.latest_ratio must be in [0, 1], got {cfg.latest_ratio}")
+    if cfg.collect_workers < 0 or cfg.threads_per_worker < 1:
+        raise ValueError(
+            f"arena.collect_workers must be >= 0 (0: collect in this process) and "
+            f"arena.threads_per_worker >= 1, got {cfg.collect_workers} and "
+            f"{cfg.threads_per_worker}"
+        )
