@@ -7,6 +7,8 @@
   python bench/data_bench.py throughput  images/s: craftdata.BatchLoader vs torch's DataLoader
                                          (same files, same cv2 decoder and resize, same workers)
   python bench/data_bench.py rss         peak RSS of one pass over 1x and 10x as many files
+  python bench/data_bench.py gan_rss     peak RSS of a GAN run (arena=gan data=image_folder,
+                                         lazy, same steps) on 1x and 10x as many files
 
 Folders are written under --work (default: a temporary folder) and reused when present.
 The torch peer is a minimal ``torch.utils.data.Dataset`` calling the same decode/resize
@@ -18,6 +20,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -208,9 +211,81 @@ def bench_rss(work: Path, small: int = 7000, workers: int = 2) -> dict:
     return out
 
 
+_GAN_RSS_CHILD = """
+import resource, sys
+sys.path.insert(0, {root!r})
+from encoders.cpu_tuning import apply_cpu_tuning
+apply_cpu_tuning()
+from hydra import compose, initialize_config_dir
+from arenas import register_configs
+from arenas.engine.app import run_from_config
+register_configs()
+with initialize_config_dir(config_dir={conf!r}, version_base="1.3"):
+    cfg = compose("config", overrides={overrides!r})
+fid = run_from_config(cfg, {run!r})
+with open("/proc/self/status") as f:
+    kib = next(int(l.split()[1]) for l in f if l.startswith("VmHWM"))
+child = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss
+print({{"fid": round(fid, 3), "peak_rss_mib": round(kib / 1024, 1),
+       "worker_peak_mib": round(child / 1024, 1)}})
+"""
+
+
+def write_colour_pngs(root: Path, count: int, classes: int = 10, size: int = 40) -> Path:
+    """``root/<class>/<i>.png``: ``count`` RGB images whose colour tells the class."""
+    import cv2
+    import numpy as np
+
+    if (root / ".complete").is_file():
+        return root
+    for i in range(count):
+        label = i % classes
+        rng = np.random.default_rng([label, i])
+        hue = np.array([(37 * label) % 256, (91 * label + 60) % 256, (151 * label + 120) % 256])
+        img = np.clip(hue + rng.normal(0, 25, (size, size, 3)), 0, 255).astype(np.uint8)
+        (root / str(label)).mkdir(parents=True, exist_ok=True)
+        cv2.imwrite(str(root / str(label) / f"{i:07d}.png"), img)
+    (root / ".complete").write_text("")
+    return root
+
+
+def bench_gan_rss(work: Path, small: int = 3000, steps: int = 40, workers: int = 2) -> dict:
+    """Peak RSS of a lazy GAN run (same steps, eval sample) on ``small`` files and 10x as many."""
+    import ast
+
+    base = write_colour_pngs(work / "gan_png", small)
+    files = sorted(base.rglob("*.png"))
+    overrides = ["arena=gan", "data=image_folder", "data.image_size=32", f"data.workers={workers}",
+                 f"trainer.max_steps={steps}", "trainer.progress=false", "arena.epochs=1",
+                 "arena.eval_images=500", "arena.eval_samples=500", "arena.ref_samples=500",
+                 "arena.final_samples=500", "arena.featnet.channels=[16]",
+                 "arena.featnet.embedding_dim=16", "arena.featnet.epochs=1"]  # fmt: skip
+    out: dict = {"steps": steps, "batch_size": 32, "eval_images": 500}
+    for name, count in (("1x", small), ("10x", 10 * small)):
+        folder = work / f"gan_rss_{count}"
+        if not (folder / ".complete").is_file():
+            for k in range(count):  # hard links: 10x the files, no more disk
+                src = files[k % len(files)]
+                dst = folder / src.parent.name / f"{k:07d}.png"
+                dst.parent.mkdir(parents=True, exist_ok=True)
+                if not dst.exists():
+                    os.link(src, dst)
+            (folder / ".complete").write_text("")
+        run = work / f"gan_rss_run_{count}"
+        shutil.rmtree(run, ignore_errors=True)
+        code = _GAN_RSS_CHILD.format(root=str(ROOT), conf=str(ROOT / "conf"), run=str(run),
+                                     overrides=[*overrides, f"data.path={folder}"])  # fmt: skip
+        env = {**os.environ, "PADDLECRAFT_CACHE": str(work / "gan_rss_cache")}
+        r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                           check=True, env=env)  # fmt: skip
+        out[name] = {"files": count, **ast.literal_eval(r.stdout.strip().splitlines()[-1])}
+    out["ratio_10x_to_1x"] = round(out["10x"]["peak_rss_mib"] / out["1x"]["peak_rss_mib"], 3)
+    return out
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("what", choices=["digits", "mnist", "throughput", "rss"])
+    parser.add_argument("what", choices=["digits", "mnist", "throughput", "rss", "gan_rss"])
     parser.add_argument("--work", default=None, help="folder for the written images and runs")
     parser.add_argument("--epochs", type=int, default=2, help="mnist: epochs")
     parser.add_argument("--workers", type=int, default=2)
@@ -224,6 +299,8 @@ def main() -> None:
         result = bench_mnist(work, args.epochs)
     elif args.what == "throughput":
         result = bench_throughput(work, args.workers)
+    elif args.what == "gan_rss":
+        result = bench_gan_rss(work, workers=args.workers)
     else:
         result = bench_rss(work, workers=args.workers)
     cpu = next(

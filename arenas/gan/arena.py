@@ -19,6 +19,9 @@ Losses: :mod:`.losses`. ``conditional=True`` gives both agents the class labels 
 ``gan_conditional`` config: the ImageDecoder's label embedding, a projection
 discriminator).
 
+Data (:mod:`.data`): arrays, or image files decoded lazily by loader workers (for the
+metrics, a seeded sample of at most ``eval_images`` files per split is decoded once).
+
 Evaluation (each epoch and at the end) generates ``eval_samples`` images from fixed noise
 and measures them with a feature net trained on the real training split (:mod:`.featnet`,
 :mod:`.metrics`): classifier-FID (headline, lower is better) against ``ref_samples`` real
@@ -51,7 +54,8 @@ from agents.instantiate import safe_instantiate
 from arenas.engine import Arena, ArenaConfig
 
 from . import metrics as gm
-from .checks import check_agents, check_data
+from .checks import check_agents, check_classes, check_data
+from .data import GanData
 from .featnet import FeatureNet, FeatureNetCache, FeatureNetConfig
 from .losses import GanLoss, discriminator_loss, generator_loss, gradient_penalty
 from .render import render_grid, save_npy, write_png
@@ -76,6 +80,8 @@ class GanConfig(ArenaConfig):
     conditional: bool = False  #: class labels to both agents (both built conditional)
     eval_samples: int = 1500  #: generated images per evaluation
     ref_samples: int = 5000  #: real training images the metrics compare against
+    #: image files: at most this many per split are decoded (once) for the metrics; null: all
+    eval_images: Optional[int] = 10000  # noqa: UP045
     final_samples: int = 2000  #: images written to samples.npy at the end
     grid_rows: int = 10  #: the sample grid is rows x rows (conditional: one class per row)
     featnet: FeatureNetConfig = field(default_factory=FeatureNetConfig)  #: metrics' feature net
@@ -90,7 +96,8 @@ class GanArena(Arena):
     Args:
         agents: ``generator`` and ``discriminator``.
         data: loader config of a dataset whose splits hold images float32
-            [N, C, H, W] in [0, 1] and integer labels (digits, MNIST, shapes...).
+            [N, C, H, W] in [0, 1] and integer labels (digits, MNIST, shapes...), or
+            image files read lazily (``craftdata.load_image_folder``).
         seed: run seed (data order, fixed noise).
         **settings: :class:`GanConfig` fields.
     """
@@ -120,30 +127,17 @@ class GanArena(Arena):
         if self.n_critic < 1:
             raise ValueError(f"arena.n_critic must be >= 1, got {self.n_critic}")
         self.data = safe_instantiate(data)
-        check_data(self.data, self.generator)
+        self.real = GanData(self.data, self.seed, self.batch_size, self.n_critic, c.eval_images)
+        check_data(self.data, self.real.image_shape, self.real.lazy, self.generator)
         self.num_classes = int(self.data.num_classes)
         if self.conditional:
-            for agent in (self.generator, self.discriminator):
-                if agent.num_classes != self.num_classes:
-                    raise ValueError(
-                        f"{agent.name!r} is built for {agent.num_classes} classes but the data "
-                        f"has {self.num_classes}; use num_classes: ${{data.num_classes}}"
-                    )
-        train = self.data.train
-        if len(train) < self.batch_size * self.n_critic:
-            raise ValueError(
-                f"arena.batch_size={self.batch_size} x arena.n_critic={self.n_critic} is more "
-                f"than the {len(train)} training images; lower them"
-            )
+            check_classes((self.generator, self.discriminator), self.num_classes)
         # looked up once: the agents' structure and devices do not change during a run
         g, d = self.generator, self.discriminator
         self._d_params = d.parameters()
         self._g_stats, self._d_stats = running_stats(g), running_stats(d)
         self._same_place = str(g.place) == str(d.place)
         self._world, self._rank = world_size(), rank()
-        ref_rng = np.random.default_rng([self.seed, 7])
-        n_ref = min(int(c.ref_samples), len(train))
-        self._ref_idx = np.sort(ref_rng.permutation(len(train))[:n_ref])
         # fixed noise (from the seed, so nothing to checkpoint) for metrics, grids, samples.npy
         self._eval_z, self._eval_labels = self._noise(self.eval_samples, 1)
         self._grid_z, self._grid_labels = self._noise(self.grid_rows**2, 2, per_row=True)
@@ -169,21 +163,17 @@ class GanArena(Arena):
         return z, labels.astype(np.int64)
 
     # ------------------------------------------------------------------ data
-    def steps_per_epoch(self) -> int:
-        return len(self.data.train) // (self.batch_size * self.n_critic)
+    def _data(self) -> GanData:
+        self.real.bind(self.run_dir)  # files: record the split in the run folder (or adopt it)
+        return self.real
 
-    def batches(self, epoch: int) -> Iterator[tuple[np.ndarray, np.ndarray]]:
-        """Per step: ``n_critic`` real minibatches, x [n_critic, B, C, H, W] and y [n_critic, B]."""
-        train = self.data.train
-        order = self.epoch_rng(epoch).permutation(len(train))
-        per = self.batch_size * self.n_critic
-        for i in range(self.steps_per_epoch()):
-            idx = order[i * per : (i + 1) * per]
-            x, y = train.x[idx], train.y[idx].astype(np.int64)
-            yield (
-                x.reshape(self.n_critic, self.batch_size, *x.shape[1:]),
-                y.reshape(self.n_critic, self.batch_size),
-            )
+    def steps_per_epoch(self) -> int:
+        return self._data().steps_per_epoch()
+
+    def batches(self, epoch: int, start: int = 0) -> Iterator[tuple[np.ndarray, np.ndarray]]:
+        """Per step from ``start`` on: ``n_critic`` real minibatches, x [n_critic, B, C, H, W]
+        and y [n_critic, B]; earlier steps are never read."""
+        return self._data().batches(epoch, start)
 
     # ------------------------------------------------------------------ training
     def train_step(self, batch: tuple[np.ndarray, np.ndarray]) -> dict[str, float]:
@@ -285,27 +275,28 @@ class GanArena(Arena):
         self.epochs_done = epoch
 
     def arena_state(self) -> dict:
-        return {"steps_done": self.steps_done, "epochs_done": self.epochs_done}
+        return {"steps_done": self.steps_done, "epochs_done": self.epochs_done,
+                **self.real.state()}  # fmt: skip
 
     def load_arena_state(self, state: dict) -> None:
         self.steps_done = int(state.get("steps_done", 0))
         self.epochs_done = int(state.get("epochs_done", 0))
+        self.real.load_state(state)
         self._last_eval = None
 
     # ------------------------------------------------------------------ evaluation
     @property
     def featnet(self) -> FeatureNet:
         """The feature net for this dataset (loaded or trained on first use; see close())."""
-        d = self.data
-        return self._featnets.get(
-            d.train.x, d.train.y, d.test.x, d.test.y, self.num_classes, self.cfg.featnet
-        )
+        data = self._data()
+        (x, y), (tx, ty) = data.real("train"), data.real("test")
+        return self._featnets.get(x, y, tx, ty, self.num_classes, self.cfg.featnet)
 
     def _reference(self) -> dict[str, Any]:
         if not self._ref:
             net = self.featnet
-            feats, _ = net(self.data.train.x[self._ref_idx])
-            test_feats, _ = net(self.data.test.x)
+            feats, _ = net(self._data().reference(int(self.cfg.ref_samples)))
+            test_feats, _ = net(self._data().real("test")[0])
             untrained = self.measure(self._untrained, self._eval_labels, feats=feats)
             self._ref = {"feats": feats}
             self._baseline = {
@@ -324,7 +315,7 @@ class GanArena(Arena):
         return gm.quality(ref, f, probs, self.num_classes, labels)
 
     def evaluate(self) -> dict[str, float]:
-        metrics = self.quality()
+        metrics = {**self.quality(), **self.real.metrics()}
         self._last_eval = (self.steps_done, dict(metrics))
         self._warn_collapse(metrics)
         self._write_grid()
@@ -404,5 +395,6 @@ class GanArena(Arena):
             return {}
 
     def close(self) -> None:
-        """Release the feature nets this arena loaded (their name scopes); safe to call twice."""
+        """Release the feature nets (their name scopes) and the data loader; safe twice."""
         self._featnets.close()
+        self.real.close()

@@ -11,7 +11,7 @@ from agents.gan import Discriminator, Generator
 
 from .losses import GanLoss
 
-__all__ = ["check_agents", "check_data"]
+__all__ = ["check_agents", "check_classes", "check_data"]
 
 
 def check_agents(g: Any, d: Any, conditional: bool, loss: GanLoss) -> None:
@@ -44,15 +44,19 @@ def check_agents(g: Any, d: Any, conditional: bool, loss: GanLoss) -> None:
             )
 
 
-def check_data(data: Any, generator: Generator) -> None:
-    """Raise unless the dataset holds float32 [N, C, H, W] images the generator can draw."""
-    x = data.train.x
-    if x.ndim != 4 or x.dtype != np.float32:
+def check_data(data: Any, image_shape: tuple[int, ...], lazy: bool, generator: Generator) -> None:
+    """Raise unless the dataset holds float32 [N, C, H, W] images the generator can draw.
+
+    ``image_shape``: (C, H, W) of the data; ``lazy``: files decoded on demand (their
+    decoder makes float32 [C, H, W], so only the shape is checked).
+    """
+    x = None if lazy else data.train.x
+    if x is not None and (x.ndim != 4 or x.dtype != np.float32):
         raise ValueError(
             f"GanArena needs images float32 [N, C, H, W] in [0, 1]; the data loader gave "
             f"{x.dtype} {list(x.shape)} (for digits do not set flatten=true)"
         )
-    want = tuple(x.shape[1:])
+    want = tuple(image_shape)
     dec = generator.decoder
     got = (dec.out_channels, dec.image_size, dec.image_size)
     if got != want:
@@ -61,3 +65,13 @@ def check_data(data: Any, generator: Generator) -> None:
             "agents.generator.encoder.out_channels/image_size (the configs use "
             "${data.channels} and ${data.image_size})"
         )
+
+
+def check_classes(agents: Any, num_classes: int) -> None:
+    """Raise unless every (conditional) agent is built for the data's ``num_classes``."""
+    for agent in agents:
+        if agent.num_classes != num_classes:
+            raise ValueError(
+                f"{agent.name!r} is built for {agent.num_classes} classes but the data "
+                f"has {num_classes}; use num_classes: ${{data.num_classes}}"
+            )
