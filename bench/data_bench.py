@@ -8,7 +8,8 @@
                                          (same files, same cv2 decoder and resize, same workers)
   python bench/data_bench.py rss         peak RSS of one pass over 1x and 10x as many files
   python bench/data_bench.py gan_rss     peak RSS of a GAN run (arena=gan data=image_folder,
-                                         lazy, same steps) on 1x and 10x as many files
+                                         lazy, same steps) on 1x and 10x as many files;
+                                         --in-memory: the same with data.loader.in_memory=true
 
 Folders are written under --work (default: a temporary folder) and reused when present.
 The torch peer is a minimal ``torch.utils.data.Dataset`` calling the same decode/resize
@@ -249,8 +250,10 @@ def write_colour_pngs(root: Path, count: int, classes: int = 10, size: int = 40)
     return root
 
 
-def bench_gan_rss(work: Path, small: int = 3000, steps: int = 40, workers: int = 2) -> dict:
-    """Peak RSS of a lazy GAN run (same steps, eval sample) on ``small`` files and 10x as many."""
+def bench_gan_rss(
+    work: Path, small: int = 3000, steps: int = 40, workers: int = 2, in_memory: bool = False
+) -> dict:
+    """Peak RSS of a GAN run (same steps, eval sample) on ``small`` files and 10x as many."""
     import ast
 
     base = write_colour_pngs(work / "gan_png", small)
@@ -259,8 +262,9 @@ def bench_gan_rss(work: Path, small: int = 3000, steps: int = 40, workers: int =
                  f"trainer.max_steps={steps}", "trainer.progress=false", "arena.epochs=1",
                  "arena.eval_images=500", "arena.eval_samples=500", "arena.ref_samples=500",
                  "arena.final_samples=500", "arena.featnet.channels=[16]",
-                 "arena.featnet.embedding_dim=16", "arena.featnet.epochs=1"]  # fmt: skip
-    out: dict = {"steps": steps, "batch_size": 32, "eval_images": 500}
+                 "arena.featnet.embedding_dim=16", "arena.featnet.epochs=1",
+                 f"data.loader.in_memory={str(in_memory).lower()}"]  # fmt: skip
+    out: dict = {"steps": steps, "batch_size": 32, "eval_images": 500, "in_memory": in_memory}
     for name, count in (("1x", small), ("10x", 10 * small)):
         folder = work / f"gan_rss_{count}"
         if not (folder / ".complete").is_file():
@@ -289,6 +293,7 @@ def main() -> None:
     parser.add_argument("--work", default=None, help="folder for the written images and runs")
     parser.add_argument("--epochs", type=int, default=2, help="mnist: epochs")
     parser.add_argument("--workers", type=int, default=2)
+    parser.add_argument("--in-memory", action="store_true", help="gan_rss: in_memory=true")
     parser.add_argument("--seeds", type=int, default=1, help="digits: seeds 0..N-1")
     args = parser.parse_args()
     work = Path(args.work or Path(tempfile.gettempdir()) / "paddlecraft_data_bench")
@@ -300,7 +305,7 @@ def main() -> None:
     elif args.what == "throughput":
         result = bench_throughput(work, args.workers)
     elif args.what == "gan_rss":
-        result = bench_gan_rss(work, workers=args.workers)
+        result = bench_gan_rss(work, workers=args.workers, in_memory=args.in_memory)
     else:
         result = bench_rss(work, workers=args.workers)
     cpu = next(

@@ -126,7 +126,7 @@ def test_lazy_and_in_memory_give_the_same_batches_and_weights(folder, tmp_path) 
     batches = list(lazy.batches(1))
     assert lazy.real.loader()._loader is not None  # decoded by worker processes
     run_arena(lazy, tmp_path / "lazy", standard_callbacks(progress=False), max_steps=7)
-    got, lazy_x = _weights(lazy), lazy.real.real("train")[0]
+    got, lazy_x = _weights(lazy), lazy.real.arrays("train")[0]
     _release(lazy)
 
     seed_everything(0)
@@ -191,12 +191,12 @@ def test_evaluation_decodes_a_bounded_seeded_sample(folder) -> None:
     try:
         data = arena.real
         assert data._real == {}  # nothing decoded before evaluation asks
-        x, y = data.real("train")
-        tx, _ = data.real("test")
+        x, y = data.arrays("train")
+        tx, _ = data.arrays("test")
         assert x.shape == (10, 3, 8, 8) and tx.shape == (10, 3, 8, 8) and y.dtype == np.int64
         assert data.reference(30).shape == (10, 3, 8, 8)  # ref_samples capped by the sample
         again = GanData(data.data, seed=3, batch_size=4, n_critic=1, eval_images=10)
-        np.testing.assert_array_equal(again.real("train")[0], x)  # same seed: the same files
+        np.testing.assert_array_equal(again.arrays("train")[0], x)  # same seed: the same files
         idx = eval_sample(48, 10, seed=3, split=0)  # sorted, a function of the seed
         assert len(set(idx.tolist())) == 10 and (np.diff(idx) > 0).all()
         assert not np.array_equal(eval_sample(48, 10, seed=4, split=0), idx)

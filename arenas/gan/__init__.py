@@ -3,8 +3,9 @@
 Modules: :mod:`.arena` (the step schedule, evaluation, files), :mod:`.losses` (D and G
 losses side by side), :mod:`.metrics` (FID, PRDC, class histogram), :mod:`.featnet` (the
 metrics' feature net and its cache), :mod:`.render` (sample grids), :mod:`.checks`
-(set-up errors). Data: any loader of labelled images (``craftdata.load_digits``,
-``craftdata.load_shapes_classes``...).
+(set-up errors), :mod:`.data` (training batches and the metrics' real images). Data: any
+loader of labelled images (``craftdata.load_digits``, ``craftdata.load_shapes_classes``...),
+or an image folder read lazily (``craftdata.load_image_folder``).
 """
 
 from agents import Discriminator, Generator

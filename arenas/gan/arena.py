@@ -289,14 +289,14 @@ class GanArena(Arena):
     def featnet(self) -> FeatureNet:
         """The feature net for this dataset (loaded or trained on first use; see close())."""
         data = self._data()
-        (x, y), (tx, ty) = data.real("train"), data.real("test")
+        (x, y), (tx, ty) = data.arrays("train"), data.arrays("test")
         return self._featnets.get(x, y, tx, ty, self.num_classes, self.cfg.featnet)
 
     def _reference(self) -> dict[str, Any]:
         if not self._ref:
             net = self.featnet
             feats, _ = net(self._data().reference(int(self.cfg.ref_samples)))
-            test_feats, _ = net(self._data().real("test")[0])
+            test_feats, _ = net(self._data().arrays("test")[0])
             untrained = self.measure(self._untrained, self._eval_labels, feats=feats)
             self._ref = {"feats": feats}
             self._baseline = {

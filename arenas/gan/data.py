@@ -8,10 +8,13 @@ Any dataset whose splits are labelled images works: in-memory arrays (``.x`` flo
 Training: one step takes ``n_critic * batch_size`` images from
 ``default_rng([seed, epoch]).permutation(n)`` (the arenas' ``epoch_rng``), through a
 :class:`~craftdata.BatchLoader`; ``batches(epoch, start)`` begins at step ``start`` without
-decoding the steps before it. In-memory and lazy data give the same batches.
+decoding the steps before it. In-memory and lazy data give the same batches (unless
+``data.loader.hflip``: in-memory arrays are decoded once, unflipped). A file that fails to
+decode in a worker (``on_bad_file=skip``) leaves its step short: the step is refilled
+from its own good images, so every step keeps ``batch_size`` rows.
 
 Evaluation (feature net, FID reference, recall, ``fid_real``) needs real images as
-arrays. In-memory data is used whole, as before. Lazy data is decoded once, in file order
+arrays. In-memory data is used whole. Lazy data is decoded once, in file order
 without augmentation, from a seeded sample of at most ``eval_images`` files per split
 (all of them when a split is smaller: then the arrays equal the in-memory ones). Peak
 memory is bounded by ``2 * eval_images * C * H * W * 4`` bytes, whatever the folder size.
@@ -151,7 +154,7 @@ class GanData:
             )
 
     # ------------------------------------------------------------------ evaluation
-    def real(self, split: str) -> tuple[np.ndarray, np.ndarray]:
+    def arrays(self, split: str) -> tuple[np.ndarray, np.ndarray]:
         """Real images x [N, C, H, W] float32 and labels y [N] of ``split`` (train | test).
 
         In-memory data: the whole split. Lazy data: the evaluation sample, decoded once.
@@ -166,7 +169,7 @@ class GanData:
 
     def reference(self, n: int) -> np.ndarray:
         """``n`` (at most) real training images [n, C, H, W] for the metrics, seeded, in order."""
-        x = self.real("train")[0]
+        x = self.arrays("train")[0]
         order = np.random.default_rng([self.seed, 7]).permutation(len(x))
         return x[np.sort(order[: min(n, len(x))])]
 
