@@ -17,7 +17,7 @@ import paddle.nn.functional as F
 from omegaconf import MISSING
 from paddle import nn
 
-from encoders.vocab import EOS, PAD
+from encoders.vocab import EOS, PAD, Vocab
 
 from .base import AgentConfig
 from .text_agent import TextAgent, batch_slices
@@ -40,6 +40,8 @@ def ctc_greedy(logits: np.ndarray, lengths: np.ndarray, blank: int = PAD) -> lis
 
 
 HEADS = ("ctc", "seq2seq")
+UNITS = ("words", "chars")
+SPACE = "|"  # the space between words, as a character token (units=chars)
 
 
 @dataclass
@@ -51,7 +53,8 @@ class RecognizerConfig(AgentConfig):
     decoder: Any = None
     #: ^ text decoder config for head=seq2seq (ignored by ctc)
     head: str = "ctc"  #: ctc (word-level CTC, <pad> is the blank) | seq2seq
-    words: Any = "shapes"  #: vocabulary: shapes | digits | a list of words
+    words: Any = "shapes"  #: vocabulary: shapes | digits | a list of words (of characters: chars)
+    units: str = "words"  #: words (a token per word) | chars (a token per character; data=speech)
 
 
 class Recognizer(TextAgent):
@@ -75,7 +78,17 @@ class Recognizer(TextAgent):
             raise ValueError(f"agents.{name}.head must be one of {HEADS}, got {c.head!r}")
         if c.head == "seq2seq" and not c.decoder:
             raise ValueError(f"agents.{name}: head=seq2seq needs a decoder config")
+        if c.units not in UNITS:
+            raise ValueError(f"agents.{name}.units must be one of {UNITS}, got {c.units!r}")
         self.use_words()
+        self.chars = c.units == "chars"
+        if self.chars:  # characters as tokens; the space becomes SPACE
+            long = [w for w in self.cfg.words if len(w) != 1]
+            if long:
+                raise ValueError(
+                    f"agents.{name}.words: units=chars takes single characters, got {long[:3]}"
+                )
+            self.vocab = Vocab([SPACE if w == " " else w for w in self.cfg.words])
         self.head = c.head
         with self.seeded():
             self.encoder = self.make_encoder({**dict(c.encoder), "num_classes": None}, "speech")
@@ -105,6 +118,18 @@ class Recognizer(TextAgent):
         for i, c in enumerate(clips):
             out[i, : len(c)] = c
         return out
+
+    def encode_texts(self, texts: Sequence[str], add_eos: bool = True) -> np.ndarray:
+        """int64 token ids [N, T] of ``texts`` (words, or characters with units=chars)."""
+        if self.chars:
+            texts = [
+                " ".join(SPACE if ch == " " else ch for ch in " ".join(t.split())) for t in texts
+            ]
+        return super().encode_texts(texts, add_eos)
+
+    def _text(self, decoded: str) -> str:
+        """Decoded tokens as text (units=chars: characters joined, SPACE back to spaces)."""
+        return decoded.replace(" ", "").replace(SPACE, " ") if self.chars else decoded
 
     def _ctc_logits(self, x: paddle.Tensor) -> tuple[paddle.Tensor, paddle.Tensor]:
         frames = self.encoder.frames(x)  # [B, T, H]
@@ -153,7 +178,7 @@ class Recognizer(TextAgent):
                     cond = self.encoder.forward_all(x)["embedding"]
                     texts = self.vocab.decode_batch(self.decoder.greedy(cond))
                 for i, t in zip(idx, texts):
-                    out[int(i)] = t
+                    out[int(i)] = self._text(t)
         finally:
             self.train(was)
         return out

@@ -27,7 +27,15 @@ from craftdata.badfiles import BadDataError, BadFiles, check_audio_file
 from craftdata.loader import LazySplit
 from craftdata.speech import resample
 
-__all__ = ["TranscriptData", "TranscriptSplit", "load_transcripts", "read_audio", "read_table"]
+__all__ = [
+    "TranscriptData",
+    "TranscriptSplit",
+    "load_transcripts",
+    "read_audio",
+    "read_table",
+    "split_rows",
+    "training_alphabet",
+]
 
 log = logging.getLogger("paddlecraft.data")
 
@@ -170,6 +178,30 @@ class TranscriptData:
     bad_files: BadFiles = field(default_factory=BadFiles)
 
 
+def split_rows(
+    path: str, test_path: str | None, test_fraction: float, seed: int
+) -> tuple[list[tuple[str, str, str]], list[tuple[str, str, str]]]:
+    """(train rows, test rows): ``test_path``'s rows, or a seeded share of ``path``'s."""
+    rows = read_source(path, "data.path")
+    if test_path:
+        return rows, read_source(test_path, "data.test_path")
+    if not 0.0 < test_fraction < 1.0 or len(rows) < 2:
+        raise BadDataError(
+            f"data.test_fraction must be in (0, 1) with >= 2 clips when data.test_path is "
+            f"not set, got {test_fraction} with {len(rows)} clip(s)"
+        )
+    perm = np.random.default_rng([seed, 0x5EEC]).permutation(len(rows))
+    n_test = max(1, int(round(test_fraction * len(rows))))
+    held = set(perm[:n_test].tolist())
+    test_rows = [r for k, r in enumerate(rows) if k in held]
+    return [r for k, r in enumerate(rows) if k not in held], test_rows
+
+
+def training_alphabet(rows: list[tuple[str, str, str]]) -> str:
+    """The sorted characters of the (lower-cased) transcripts in ``rows``."""
+    return "".join(sorted({c for _, t, _ in rows for c in t.lower()}))
+
+
 def load_transcripts(
     path: str,
     test_path: str | None = None,
@@ -188,22 +220,9 @@ def load_transcripts(
     or line (``on_bad_file="skip"``: logged, left out, counted).
     """
     bad = BadFiles(on_bad_file)
-    rows = read_source(path, "data.path")
-    if test_path:
-        test_rows = read_source(test_path, "data.test_path")
-    else:
-        if not 0.0 < test_fraction < 1.0 or len(rows) < 2:
-            raise BadDataError(
-                f"data.test_fraction must be in (0, 1) with >= 2 clips when data.test_path is "
-                f"not set, got {test_fraction} with {len(rows)} clip(s)"
-            )
-        perm = np.random.default_rng([seed, 0x5EEC]).permutation(len(rows))
-        n_test = max(1, int(round(test_fraction * len(rows))))
-        held = set(perm[:n_test].tolist())
-        test_rows = [r for k, r in enumerate(rows) if k in held]
-        rows = [r for k, r in enumerate(rows) if k not in held]
+    rows, test_rows = split_rows(path, test_path, test_fraction, seed)
     given = alphabet is not None
-    alpha = alphabet if given else "".join(sorted({c for _, t, _ in rows for c in t.lower()}))
+    alpha = alphabet if given else training_alphabet(rows)
 
     def split(rs: list[tuple[str, str, str]]) -> TranscriptSplit:
         files, texts = [], []

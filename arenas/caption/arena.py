@@ -81,6 +81,7 @@ class CaptionConfig(ArenaConfig):
     finetune_lr_scale: float = 0.3  #: lr factor while fine-tuning
     finetune_size: int = 2000  #: training inputs sent through the chain for fine-tuning
     data: CaptionDataConfig = field(default_factory=CaptionDataConfig)  #: split sizes
+    files: Optional[Any] = None  #: data=captions|speech: the data.loader config  # noqa: UP045
     speech: CaptionSpeechConfig = field(default_factory=CaptionSpeechConfig)  #: spoken data
     sheet_rows: int = 8  #: test rows on the telephone sheet (plus half as many compositional)
     eval_batch_size: int = 256  #: evaluation batch
@@ -121,11 +122,16 @@ class CaptionArena(Arena):
         if unknown:
             log.warning("arena.hops: %s not in the chain %s; ignored", unknown, self.chain.hops)
         self.hop_cfg = {h: c.hops.get(h) or CaptionHopConfig() for h in self.learned}
-        speech = c.speech if self.chain.has(Recognizer) else None
-        self.world = build_world(c.task, self.seed, c.k, c.data, speech)
+        self.world = self._build_world()
         self._ft: dict[str, Any] | None = None  # fine-tuning inputs, computed once
         self._last_eval_outputs: dict[str, Any] = {}
         self._last_metrics: dict[str, float] = {}
+
+    def _build_world(self) -> Any:
+        """The splits (generated data; :class:`.files.FileCaptionArena`: the user's files)."""
+        c = self.cfg
+        speech = c.speech if self.chain.has(Recognizer) else None
+        return build_world(c.task, self.seed, c.k, c.data, speech)
 
     # ------------------------------------------------------------------ schedule
     @property
