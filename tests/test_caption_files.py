@@ -186,3 +186,125 @@ def test_asr_uses_a_given_test_table(tmp_path, compose_config):
     split = _split(run)
     assert len(split["train"]) == 8 and all("/b/" in p for p, _ in split["test"])
     _wer_against_split(run, json.loads((run / "results.json").read_text())["metrics"])
+
+
+# ----------------------------------------------------------------------------- resume
+def _build(cfg):
+    agents = build_agents(cfg)
+    return agents, build_arena(cfg, agents)
+
+
+def _weights(agents) -> dict[str, np.ndarray]:
+    return {p.name: p.numpy() for a in agents.values() for p in a.parameters()}
+
+
+def _release(agents) -> None:
+    for a in agents.values():
+        a.release_scopes()
+
+
+def test_caption_files_resume_with_workers_is_bit_identical(tmp_path, compose_config):
+    path = jsonl_folder(tmp_path, n=15)
+    cfg = compose_config(
+        "arena=caption", "data=captions", f"data.path={path}", "data.workers=2", *SMALL,
+        "arena.epochs=2", "arena.hops.captioner.steps=4", "arena.hops.captioner.batch_size=4",
+        "arena.hops.listener.steps=3", "arena.hops.listener.batch_size=4",
+    )  # fmt: skip
+    seed_everything(0)
+    agents, full = _build(cfg)
+    assert full._loader("captioner").workers == 2 and len(full._loader("captioner")) == 6
+    out = run_arena(full, tmp_path / "full", standard_callbacks(progress=False, checkpoint_every=4))
+    ref, ref_m = _weights(agents), out["metrics"]
+    full.close()
+    _release(agents)
+
+    seed_everything(0)
+    agents, part = _build(cfg)
+    run_arena(part, tmp_path / "part", standard_callbacks(progress=False, checkpoint_every=4),
+              max_steps=9)  # fmt: skip
+    part.close()
+    _release(agents)
+    shutil.rmtree(list_checkpoints(tmp_path / "part")[0])  # "crash" after step 8: mid-epoch 2
+    seed_everything(123)
+    agents, resumed = _build(cfg)
+    out = run_arena(resumed, tmp_path / "part", standard_callbacks(progress=False), resume=True)
+    assert out["status"] == "finished" and out["step"] == 14  # (4 + 3) updates x 2 epochs
+    got = _weights(agents)
+    assert got.keys() == ref.keys() and len(got) > 0
+    for k in ref:
+        assert got[k].tobytes() == ref[k].tobytes(), k
+    assert out["metrics"] == ref_m
+    assert (tmp_path / "part" / SPLIT_FILE).read_bytes() == (
+        tmp_path / "full" / SPLIT_FILE
+    ).read_bytes()
+    resumed.close()
+    _release(agents)
+
+
+# ----------------------------------------------------------------------------- bad data
+def _main(cfg, run: Path, capsys) -> tuple[int, str]:
+    """run.py's entry (main_entry): the exit code and the stderr line of a user error."""
+    from arenas.engine.app import main_entry
+
+    with pytest.raises(SystemExit) as e:
+        main_entry(cfg, run)
+    return e.value.code, capsys.readouterr().err
+
+
+def _bad_captions(tmp_path: Path, case: str) -> tuple[Path, str]:
+    path = jsonl_folder(tmp_path)
+    if case == "missing":
+        rows = path.read_text() + json.dumps({"image": "img/gone.png", "caption": "a red one"})
+        path.write_text(rows + "\n")
+        return path, "gone.png: is referred to by a caption but does not exist"
+    truncate(tmp_path / "img" / "004.png")
+    return path, "004.png: is a truncated PNG"
+
+
+@pytest.mark.parametrize("case", ["missing", "truncated"])
+def test_bad_caption_image_stops_or_is_skipped(case, tmp_path, compose_config, capsys):
+    path, problem = _bad_captions(tmp_path, case)
+    args = ("arena=caption", "data=captions", f"data.path={path}", *SMALL)
+    code, err = _main(compose_config(*args), tmp_path / "stop", capsys)
+    assert code == 2 and err.startswith("error: ") and err.count("\n") == 1
+    assert problem in err and "data.on_bad_file=skip" in err
+    assert not (tmp_path / "stop" / "checkpoints").exists()  # before training started
+    run_from_config(compose_config(*args, "data.on_bad_file=skip"), tmp_path / "skip")
+    m = json.loads((tmp_path / "skip" / "results.json").read_text())["metrics"]
+    assert m["bad_files_skipped"] == 1
+    split = (tmp_path / "skip" / SPLIT_FILE).read_text()
+    assert ("gone.png" if case == "missing" else "004.png") not in split
+
+
+@pytest.mark.parametrize("case", ["truncated_audio", "outside_alphabet"])
+def test_bad_speech_file_stops_or_is_skipped(case, tmp_path, compose_config, capsys):
+    train = speech_table(tmp_path / "a", n=8)
+    test = speech_table(tmp_path / "b", n=3)
+    if case == "truncated_audio":
+        truncate(tmp_path / "a" / "clips" / "02.wav")
+        problem = "02.wav: is a truncated WAV file"
+    else:  # a test transcript with a letter no training transcript has
+        test.write_text(test.read_text().replace("HI YO", "HI ZED", 1))
+        problem = "speech.csv, line 2: the transcript of"
+    args = (*ASR, f"data.path={train}", f"data.test_path={test}")
+    code, err = _main(compose_config(*args), tmp_path / "stop", capsys)
+    assert code == 2 and err.startswith("error: ") and err.count("\n") == 1
+    assert problem in err and "data.on_bad_file=skip" in err
+    if case == "outside_alphabet":
+        assert "['d', 'e', 'z']" in err and "data.loader.alphabet" in err
+    run_from_config(compose_config(*args, "data.on_bad_file=skip"), tmp_path / "skip")
+    m = json.loads((tmp_path / "skip" / "results.json").read_text())["metrics"]
+    assert m["bad_files_skipped"] == 1
+    assert m["eval_items"] == (2 if case == "outside_alphabet" else 3)
+
+
+def test_run_py_reports_bad_caption_data_in_one_line(tmp_path):
+    path, problem = _bad_captions(tmp_path, "missing")
+    proc = subprocess.run(
+        [sys.executable, "run.py", "arena=caption", "data=captions", f"data.path={path}",
+         f"hydra.run.dir={tmp_path / 'run'}", *SMALL],
+        cwd=ROOT, capture_output=True, text=True, timeout=120,
+    )  # fmt: skip
+    assert proc.returncode == 2, proc.stderr[-2000:]
+    last = proc.stderr.strip().splitlines()[-1]
+    assert last.startswith("error: ") and problem in last and "data.on_bad_file=skip" in last

@@ -161,7 +161,7 @@ def test_speech_bad_data_cases(tmp_path: Path) -> None:
     assert len(skip.train) + len(skip.test) == 4 and len(skip.bad_files) == 1
     with pytest.raises(BadDataError, match=r"list.csv, line 2: the transcript of .* has "
                        r"characters \['e', 'h', 'l', 'o', 'r', 't'\] outside the vocabulary "
-                       r"'abc '; set data.alphabet"):  # fmt: skip
+                       r"'abc '; set data.loader.alphabet"):  # fmt: skip
         load_transcripts(str(table), alphabet="abc ", workers=0)
     (tmp_path / "clips" / "1.flac").unlink()
     with pytest.raises(BadDataError, match=r"1.flac: cannot be read"):
@@ -172,7 +172,7 @@ def test_speech_bad_data_cases(tmp_path: Path) -> None:
 
 def test_alphabet_from_training_transcripts(tmp_path: Path) -> None:
     table = _speech(tmp_path)
-    with pytest.raises(BadDataError, match=r"outside the vocabulary .*; set data.alphabet \(or "
+    with pytest.raises(BadDataError, match=r"outside the vocabulary .*; set data.loader.alphabet \(or "
                        r"add them to training\)"):  # fmt: skip
         load_transcripts(str(table), test_fraction=0.4, workers=0)  # test has unseen letters
     data = load_transcripts(str(table), test_fraction=0.4, workers=0, on_bad_file="skip")

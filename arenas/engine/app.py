@@ -15,6 +15,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from hydra.errors import InstantiationException
 from hydra.utils import get_object
 from omegaconf import DictConfig, OmegaConf
 from omegaconf.errors import InterpolationResolutionError
@@ -199,8 +200,9 @@ def main_entry(cfg: DictConfig, run_dir: str | os.PathLike, overrides: Sequence[
     """
     try:
         return run_from_config(cfg, run_dir, overrides)
-    except (*USER_ERRORS, InterpolationResolutionError) as e:
-        # a config value read from the data (${craft.num_classes:...}) failed for the user's data
+    except (*USER_ERRORS, InterpolationResolutionError, InstantiationException) as e:
+        # a config value read from the data (${craft.num_classes:...}) failed for the user's
+        # data, or a data loader found a bad file (Hydra wraps what a _target_ raises)
         cause = _user_error(e)
         if cause is None:
             raise
