@@ -229,7 +229,11 @@ def load_transcripts(
         for audio, text, where in rs:
             outside = sorted({c for c in text.lower() if c not in alpha})
             if outside:
-                fix = "data.loader.alphabet" if given else "data.loader.alphabet (or add them to training)"
+                fix = (
+                    "data.loader.alphabet"
+                    if given
+                    else "data.loader.alphabet (or add them to training)"
+                )
                 bad.found(
                     where,
                     f"the transcript of {audio} has characters {outside} outside the "

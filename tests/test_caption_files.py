@@ -23,8 +23,15 @@ from arenas.engine.app import build_agents, build_arena, run_arena, run_from_con
 from arenas.engine.callbacks import standard_callbacks
 from arenas.engine.checkpoint import list_checkpoints
 from arenas.engine.rng import seed_everything
-from tests.data_files import class_image, tone, truncate, write_audio, write_coco, write_image
-from tests.data_files import write_jsonl
+from tests.data_files import (
+    class_image,
+    tone,
+    truncate,
+    write_audio,
+    write_coco,
+    write_image,
+    write_jsonl,
+)
 
 ROOT = Path(__file__).resolve().parents[1]
 COLOURS = ("red", "green", "blue")
@@ -171,7 +178,9 @@ def test_asr_chain_runs_on_speech_files(layout, tmp_path, compose_config):
     run = tmp_path / "run"
     score = run_from_config(cfg, run)
     m = json.loads((run / "results.json").read_text())["metrics"]
-    assert m["recognizer_wer"] >= 0.0 and 0.0 <= m["recognizer_cer"] and score == m["chain_accuracy"]
+    assert (
+        m["recognizer_wer"] >= 0.0 and 0.0 <= m["recognizer_cer"] and score == m["chain_accuracy"]
+    )
     assert m["eval_items"] == 2 and m["bad_files_skipped"] == 0
     _wer_against_split(run, m)
     rec = Agent.load(list_checkpoints(run)[-1] / "agents" / "recognizer")
