@@ -317,3 +317,11 @@ def test_run_py_reports_bad_caption_data_in_one_line(tmp_path):
     assert proc.returncode == 2, proc.stderr[-2000:]
     last = proc.stderr.strip().splitlines()[-1]
     assert last.startswith("error: ") and problem in last and "data.on_bad_file=skip" in last
+
+
+def test_too_few_test_images_for_k_fails_before_training(tmp_path, compose_config, capsys):
+    path = jsonl_folder(tmp_path)  # 3 test images
+    cfg = compose_config("arena=caption", "data=captions", f"data.path={path}", *SMALL, "arena.k=4")
+    code, err = _main(cfg, tmp_path / "run", capsys)
+    assert code == 2 and "arena.k=4" in err and "3 are evaluated" in err
+    assert not (tmp_path / "run" / "checkpoints").exists()

@@ -163,6 +163,12 @@ class FileCaptionArena(CaptionArena):
                 f"{self.chain.hops}; use {chain}"
             )
         self._check_vocab()
+        n_eval = min(int(c.data.n_test), len(self.source.test.images)) if not self.speech else c.k
+        if n_eval < c.k:
+            raise ConfigError(
+                f"arena.k={c.k} candidates need at least {c.k} test images; {n_eval} are "
+                "evaluated (raise data.loader.test_fraction or arena.data.n_test)"
+            )
         self._bound: str | None = None
         self._loaders: dict[str, BatchLoader] = {}
         self._eval: dict[str, Any] | None = None
@@ -325,11 +331,6 @@ class FileCaptionArena(CaptionArena):
             refs_all = test.references()
             refs = [refs_all[int(i)] for i in idx]
             images = np.concatenate([p[0] for p in parts]) if parts else None
-            if len(refs) < self.cfg.k:
-                raise ConfigError(
-                    f"arena.k={self.cfg.k} candidates need at least {self.cfg.k} test images; "
-                    f"{len(refs)} are there (raise data.loader.test_fraction or arena.data.n_test)"
-                )
             rng = np.random.default_rng([self.seed, 0xE1])
             ev = {"images": images, "refs": refs, "files": [split.path(int(i)) for i in idx],
                   "cands": _candidates(refs, self.cfg.k, rng)}  # fmt: skip
