@@ -325,3 +325,14 @@ def test_too_few_test_images_for_k_fails_before_training(tmp_path, compose_confi
     code, err = _main(cfg, tmp_path / "run", capsys)
     assert code == 2 and "arena.k=4" in err and "3 are evaluated" in err
     assert not (tmp_path / "run" / "checkpoints").exists()
+
+
+def test_asr_learns_to_spell_tone_words(tmp_path, compose_config):
+    """Characters through CTC from 8 kHz WAV/FLAC resampled to 16 kHz: 30 updates suffice."""
+    path = speech_table(tmp_path, n=40)
+    args = [a for a in ASR if "steps" not in a and "size" not in a and "encoder" not in a]
+    cfg = compose_config(*args, f"data.path={path}", "arena.hops.recognizer.steps=30",
+                         "arena.hops.recognizer.batch_size=16", "arena.lr_decay=none")  # fmt: skip
+    run_from_config(cfg, tmp_path / "run")
+    m = json.loads((tmp_path / "run" / "results.json").read_text())["metrics"]
+    assert m["eval_items"] == 8 and m["recognizer_cer"] <= 0.2 and m["recognizer_wer"] <= 0.4
