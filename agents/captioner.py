@@ -34,7 +34,7 @@ class CaptionerConfig(AgentConfig):
     #: ^ image encoder config (ImageCNNEncoder, ResNetEncoder, ViTEncoder); num_classes -> None
     decoder: Any = MISSING
     #: ^ text decoder config (TextDecoder); vocab_size and cond_dim are filled in
-    words: Any = "shapes"  #: vocabulary: shapes | digits | a list of words
+    words: Any = "shapes"  #: vocabulary: shapes | digits | a list of words | a tokenizer file
     beam_size: int = 1  #: default decoding: 1 = greedy, > 1 = beam search
 
 
@@ -66,6 +66,7 @@ class Captioner(TextAgent):
                 "cond_dim": self.image.size,
             }
             self.decoder = self.make_encoder(dec, "text")
+        self.fit_decoder(self.decoder)
         self.channels = self.image.channels
         self.finish()
 

@@ -38,7 +38,7 @@ class ListenerConfig(AgentConfig):
     #: ^ text side (TextEncoder); vocab_size is filled in, num_classes forced to None
     encoder: Any = MISSING
     #: ^ image side (ImageCNNEncoder, ResNetEncoder, ViTEncoder); num_classes -> None
-    words: Any = "shapes"  #: vocabulary: shapes | digits | a list of words
+    words: Any = "shapes"  #: vocabulary: shapes | digits | a list of words | a tokenizer file
     dim: int = 64  #: joint embedding size
     temperature: float = 0.1  #: softmax temperature of the cosine scores
 

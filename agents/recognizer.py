@@ -81,6 +81,8 @@ class Recognizer(TextAgent):
         if c.units not in UNITS:
             raise ValueError(f"agents.{name}.units must be one of {UNITS}, got {c.units!r}")
         self.use_words()
+        if not isinstance(self.vocab, Vocab):
+            raise ValueError(f"agents.{name}.words: a recognizer takes words or characters")
         self.chars = c.units == "chars"
         if self.chars:  # characters as tokens; the space becomes SPACE
             long = [w for w in self.cfg.words if len(w) != 1]

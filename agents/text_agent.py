@@ -8,13 +8,16 @@ is saved with the agent, so a loaded agent never depends on a preset changing.
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
+from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-from craftdata.words import resolve_words
+from craftdata.words import WORD_PRESETS, resolve_words
 from encoders import Vocab
+from encoders.tokenizer import SubwordTokenizer
+from encoders.vocab import PAD
 
 from .base import Agent
 
@@ -97,12 +100,55 @@ class TextAgent(Agent):
     vocab: Vocab
 
     def use_words(self) -> None:
-        """Resolve ``cfg.words`` to a list (saved as such) and build :attr:`vocab` from it."""
-        words = resolve_words(self.cfg.words, f"agents.{self.name}.words")
+        """Resolve ``cfg.words`` to a list (saved as such) and build :attr:`vocab` from it.
+
+        ``words`` may also name a local ``tokenizer.json`` / ``vocab.txt`` (or a folder with
+        one): :attr:`vocab` is then that :class:`SubwordTokenizer`, saved whole in the record.
+        """
+        setting = f"agents.{self.name}.words"
+        tok = tokenizer_of(self.cfg.words, setting)
+        if tok is not None:
+            record = {TOKENIZER_KEY: tok.to_json()}
+            self.cfg.words = record
+            self.config["words"] = record
+            self.vocab = tok
+            return
+        words = resolve_words(self.cfg.words, setting)
         self.cfg.words = words
         self.config["words"] = list(words)
         self.vocab = Vocab(words)
 
+    def fit_decoder(self, decoder: Any) -> None:
+        """Give a text decoder this vocabulary's pad / begin / end ids (a tokenizer's own)."""
+        decoder.pad_id, decoder.bos_id = self.vocab.pad_id, self.vocab.bos_id
+        decoder.eos_id = self.vocab.eos_id
+
     def encode_texts(self, texts: Sequence[str], add_eos: bool = True) -> np.ndarray:
         """int64 token ids [N, T] of ``texts``, right-padded (see :meth:`Vocab.encode_batch`)."""
+        if isinstance(self.vocab, SubwordTokenizer):
+            if add_eos:
+                return self.vocab.encode_targets(list(texts))
+            return self.vocab.encode_batch(list(texts), add_special_tokens=False)[0]
         return self.vocab.encode_batch(list(texts), add_eos=add_eos)
+
+
+TOKENIZER_KEY = "tokenizer"  #: ``words: {tokenizer: <SubwordTokenizer.to_json()>}`` in records
+
+
+def tokenizer_of(words: Any, setting: str) -> SubwordTokenizer | None:
+    """The subword tokenizer ``words`` names (a file/folder path, or a saved record), else None."""
+    from omegaconf import DictConfig, OmegaConf
+
+    if isinstance(words, DictConfig):
+        words = OmegaConf.to_container(words, resolve=True)
+    if isinstance(words, Mapping) and TOKENIZER_KEY in words:
+        return SubwordTokenizer.from_json(words[TOKENIZER_KEY])
+    if not isinstance(words, str) or words in WORD_PRESETS or not Path(words).expanduser().exists():
+        return None
+    tok = SubwordTokenizer.from_file(Path(words).expanduser())
+    if tok.pad_id != PAD or tok.bos_id is None or tok.eos_id is None:
+        raise ValueError(
+            f"{setting}={words!r}: the tokenizer needs its padding token at id {PAD} and begin "
+            f"/ end tokens (got pad={tok.pad_id}, bos={tok.bos_id}, eos={tok.eos_id})"
+        )
+    return tok

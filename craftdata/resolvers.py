@@ -11,6 +11,7 @@ argument list (cached), before anything is built, so bad data fails first.
 from __future__ import annotations
 
 import math
+from pathlib import Path
 
 from omegaconf import OmegaConf
 
@@ -43,14 +44,19 @@ def _caption_words(
     min_freq: int,
     max_vocab: int | None,
     on_bad_file: str,
-) -> list[str]:
-    """The vocabulary of the training captions (most frequent first), specials left out."""
+    tokenizer: str | None = None,
+) -> list[str] | str:
+    """The vocabulary of the training captions (most frequent first), specials left out; or
+    the ``tokenizer`` file itself when one is given (the agents read it)."""
     from craftdata.captions import load_captions
 
     data = load_captions(
         _need_path(path, "captions"), test_path, image_root, float(test_fraction), int(seed),
-        min_freq=int(min_freq), max_vocab=max_vocab, workers=0, on_bad_file=on_bad_file,
+        min_freq=int(min_freq), max_vocab=max_vocab, tokenizer=tokenizer, workers=0,
+        on_bad_file=on_bad_file,
     )  # fmt: skip
+    if tokenizer:
+        return str(Path(tokenizer).expanduser().resolve())
     return list(data.vocab.itos[4:])
 
 

@@ -336,3 +336,26 @@ def test_asr_learns_to_spell_tone_words(tmp_path, compose_config):
     run_from_config(cfg, tmp_path / "run")
     m = json.loads((tmp_path / "run" / "results.json").read_text())["metrics"]
     assert m["eval_items"] == 8 and m["recognizer_cer"] <= 0.2 and m["recognizer_wer"] <= 0.4
+
+
+def test_caption_files_with_a_pretrained_tokenizer(tmp_path, compose_config):
+    """data.loader.tokenizer: the agents read and write its subword ids, saved with them."""
+    from encoders.tokenizer import SubwordTokenizer
+
+    path = jsonl_folder(tmp_path)
+    words = ["a", "the", "square", "is", "number", "re", "##d", "green", "blue", "0", "1", "2",
+             "3", "4"]  # fmt: skip
+    vocab = tmp_path / "vocab.txt"
+    vocab.write_text("\n".join(["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", *words]) + "\n")
+    cfg = compose_config("arena=caption", "data=captions", f"data.path={path}", *SMALL,
+                         f"data.loader.tokenizer={vocab}")  # fmt: skip
+    assert cfg.agents.captioner.words == str(vocab) == cfg.agents.listener.words
+    score = run_from_config(cfg, tmp_path / "run")
+    m = json.loads((tmp_path / "run" / "results.json").read_text())["metrics"]
+    assert 0.0 <= m["captioner_bleu4"] <= 1.0 and 0.0 <= score <= 1.0
+    cap = Agent.load(list_checkpoints(tmp_path / "run")[-1] / "agents" / "captioner")
+    assert isinstance(cap.vocab, SubwordTokenizer) and len(cap.vocab) == 19
+    ids = cap.encode_texts(["a red square"])  # "red" -> re ##d, then [SEP] ends it
+    assert ids.tolist() == [[5, 10, 11, 7, 3]]
+    assert (cap.decoder.bos_id, cap.decoder.eos_id, cap.decoder.pad_id) == (2, 3, 0)
+    assert cap.vocab.decode(ids[0]) == "a red square"

@@ -191,7 +191,7 @@ class FileCaptionArena(CaptionArena):
                         f"data.loader.sample_rate={self.source.sample_rate} but agents.{h} hears "
                         f"{agent.sample_rate} Hz; set it to ${{agents.{h}.encoder.sample_rate}}"
                     )
-            elif agent.vocab.itos != self.source.vocab.itos:
+            elif getattr(agent.vocab, "itos", None) != getattr(self.source.vocab, "itos", None):
                 log.warning("agents.%s.words differ from the training captions' words", h)
 
     # ------------------------------------------------------------------ splits
