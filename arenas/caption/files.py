@@ -384,9 +384,6 @@ class FileCaptionArena(CaptionArena):
         metrics = metrics if metrics is not None else self._last_metrics
         return group_by_hop(metrics, self.chain.hops, self.source.name, self.cfg.k)
 
-    def media(self, rows: int = 4) -> dict[str, Any]:
-        return {}
-
     def artifacts(self, run_dir: str) -> dict[str, str]:
         """``hops.json`` (metrics by hop) and ``test_outputs.tsv`` (file, references, output)."""
         if not self._last_metrics:
