@@ -68,8 +68,12 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as tmp:
         train, test = write_shapes(Path(tmp) / "shapes", args.seed, args.n_train, args.n_test)
         runs = {
-            "data=captions": ["data=captions", f"data.path={train}", f"data.test_path={test}",
-                              f"data.workers={args.workers}"],  # fmt: skip
+            "data=captions": [
+                "data=captions",
+                f"data.path={train}",
+                f"data.test_path={test}",
+                f"data.workers={args.workers}",
+            ],  # fmt: skip
             "task=shapes": [f"arena.data.n_train={args.n_train}", "arena.data.n_compositional=0"],
         }
         for name, extra in runs.items():
