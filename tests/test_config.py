@@ -225,7 +225,7 @@ def test_every_data_config_composes(data, compose_config, tmp_path):
     if data in ("captions", "speech"):  # the caption arena's own files (read at compose)
         from tests.test_caption_files import jsonl_folder, speech_table
 
-        path = jsonl_folder(tmp_path) if data == "captions" else speech_table(tmp_path)
+        path = jsonl_folder(tmp_path, n=25) if data == "captions" else speech_table(tmp_path)
         arena, extra = (
             "caption",
             [f"data.path={path}"] + (["chain=asr"] if data == "speech" else []),
