@@ -259,3 +259,16 @@ def test_search_phase_settings_are_checked(make_scope, setting, value, words):
         _ppo_then_search(policy, **{setting: value})
     assert words in str(e.value)
     policy.release_scopes()
+
+
+def test_policy_coef_zero_trains_the_value_only(make_scope):
+    """policy_coef=0: the visit counts do not train the policy head; the value head learns."""
+    seed_everything(0)
+    policy = Policy(make_scope("vonly"), encoder=TTT_MLP, obs_shape=[3, 3, 2], num_actions=9)
+    arena = _az_arena(policy, policy_coef=0.0)
+    before = {p.name: p.numpy().copy() for p in policy.parameters()}
+    arena.train_step(0)
+    moved = {p.name for p in policy.parameters() if not np.array_equal(before[p.name], p.numpy())}
+    assert moved and not any(".policy_head." in n for n in moved)
+    assert any(".value_head." in n for n in moved)
+    policy.release_scopes()

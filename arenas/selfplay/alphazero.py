@@ -65,14 +65,14 @@ def outcome_samples(
 
 
 def alphazero_step(policy: Any, b: dict[str, np.ndarray], cfg: Any) -> dict[str, float]:
-    """One gradient step: cross-entropy to the visit distribution + ``value_coef`` x MSE to
-    the outcome; returns its metrics."""
+    """One gradient step: ``policy_coef`` x cross-entropy to the visit distribution +
+    ``value_coef`` x MSE to the outcome; returns its metrics."""
     logits, value = policy(b["obs"])
     logp = policy.masked_log_probs(logits, b["mask"])  # [B, A], ~-1e9 on illegal moves
     pi = policy.to_tensor(b["pi"])
     policy_loss = -(pi * logp).sum(-1).mean()  # pi is 0 where a move is illegal
     value_loss = ((value - policy.to_tensor(b["z"])) ** 2).mean()
-    loss = policy_loss + cfg.value_coef * value_loss
+    loss = cfg.policy_coef * policy_loss + cfg.value_coef * value_loss
     policy.update(loss)
     p = logp.exp()
     entropy = -(p * logp).sum(-1).mean()

@@ -24,6 +24,8 @@ class SelfPlayConfig(ArenaConfig):
     gamma: float = 0.99  #: discount per own move (PPO/A2C)
     gae_lambda: float = 0.95  #: GAE lambda (PPO/A2C)
     value_coef: float = 0.5  #: value-loss weight
+    policy_coef: float = 1.0
+    #: ^ alphazero and search updates: weight of the visit-count loss (0: train the value only)
     entropy_coef: float = 0.01  #: entropy bonus (PPO/A2C)
     simulations: int = 50  #: alphazero: PUCT simulations per training move
     c_puct: float = 1.5  #: alphazero: exploration constant
