@@ -259,3 +259,26 @@ def test_every_launcher_config_composes_against_its_plugin(launcher, compose_con
     if launcher == "ray_cluster":
         assert cfg.hydra.launcher.ray.init.address == "auto"
         assert cfg.hydra.launcher.ray.remote.num_cpus == 2
+
+
+EXPERIMENTS = sorted(p.stem for p in (CONF / "experiment").glob("*.yaml"))
+
+
+@pytest.mark.parametrize("experiment", EXPERIMENTS)
+def test_every_experiment_file_composes_with_its_arena(experiment, compose_config):
+    text = (CONF / "experiment" / f"{experiment}.yaml").read_text()
+    arena = next(a for a in ARENAS if f"arena={a} " in text)  # its command names the arena
+    cfg = compose_config(f"arena={arena}", f"+experiment={experiment}")
+    assert cfg.arena._target_.rsplit(".", 1)[-1].lower().startswith(arena)
+
+
+def test_mnist_experiment_is_resnet18_on_mnist_with_a_cosine_schedule(compose_config):
+    cfg = compose_config("arena=classify", "+experiment=mnist_resnet18")
+    assert cfg.data.loader._target_ == "craftdata.load_mnist"
+    enc = cfg.agents.classifier.encoder
+    assert (enc._target_, enc.depth, enc.width, enc.small_input) == (
+        "encoders.resnet.ResNetEncoder", 18, 16, True,
+    )  # fmt: skip
+    assert (enc.in_channels, enc.num_classes) == (1, 10)  # sized by the MNIST data config
+    sched = cfg.agents.classifier.lr_scheduler
+    assert sched._target_.endswith("CosineAnnealingDecay") and sched.T_max == cfg.arena.epochs == 3
