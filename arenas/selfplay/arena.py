@@ -322,7 +322,7 @@ class SelfPlayArena(Collection, Arena):
     def _set_search_lr(self, lr: float) -> None:
         """Train the search updates at ``lr`` (set again before each, so resume agrees)."""
         if self.policy.scheduler is not None:
-            # the epoch-end step recomputes it; no update follows the run's last epoch
+            # the scheduler's epoch-end step recomputes last_lr; it is set again here
             self.policy.scheduler.last_lr = lr
         else:
             self.policy.optimizer.set_lr(lr)
