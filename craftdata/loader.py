@@ -164,10 +164,24 @@ class BatchLoader:
         examples = _Examples(self.split, self.seed, self.shuffle)
         # starting workers (a fork each, per pass) costs more than a pass of a few batches
         if self.workers == 0 or len(idx) < 2 * self.workers:
-            produced: Iterator = (examples[(epoch, b)] for b in idx)
-        else:
-            self._sampler.epoch, self._sampler.batches = epoch, idx
-            produced = (tuple(np.asarray(t) for t in out) for out in self._worker_loader(examples))
+            yield from self._checked(idx, (examples[(epoch, b)] for b in idx))
+            return
+        self._sampler.epoch, self._sampler.batches = epoch, idx
+        it = iter(self._worker_loader(examples))
+        try:
+            yield from self._checked(idx, (tuple(np.asarray(t) for t in out) for out in it))
+        finally:
+            # a pass left early (a resume test, a stop, an error) would leave paddle's
+            # iterator alive until exit: its reader thread references it. Its own __del__
+            # does this shutdown; there is no public close.
+            shutdown = getattr(it, "_try_shutdown_all", None)
+            if shutdown is not None:
+                shutdown()
+
+    def _checked(
+        self, idx: list[np.ndarray], produced: Iterator[tuple[np.ndarray, ...]]
+    ) -> Iterator[tuple[np.ndarray, ...]]:
+        """The batches without their bad files (reported), ``(ok, *fields)`` -> fields."""
         for b, out in zip(idx, produced):
             ok, fields = out[0].astype(bool), out[1:]
             if ok.all():

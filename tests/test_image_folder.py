@@ -177,3 +177,22 @@ def test_nothing_is_read_for_skipped_batches(folder: Path, monkeypatch) -> None:
     batches = list(BatchLoader(data.train, 5, seed=1).epoch(0, start=3))
     assert len(batches) == 1 and len(loaded) == len(batches[0][1]) == 4
     shutil.rmtree(folder)  # nothing else was kept open
+
+
+def test_a_pass_left_early_stops_its_workers(folder: Path) -> None:
+    """Leaving an epoch after one batch (as a stop or a resume check does) ends its worker
+    processes and reader thread; before, they lived until the interpreter exited."""
+    import threading
+
+    data = load_image_folder(str(folder), image_size=8)
+    loader = BatchLoader(data.train, 2, seed=0, workers=2)  # 10 batches: workers start
+    before = {t.ident for t in threading.enumerate()}
+    batches = loader.epoch(0)
+    first = next(batches)
+    assert len(first[1]) == 2
+    started = [t for t in threading.enumerate() if t.ident not in before]
+    assert started, "the pass should run paddle's reader thread"
+    batches.close()  # what garbage collection does to an abandoned generator
+    for t in started:
+        t.join(timeout=10)
+    assert not any(t.is_alive() for t in started)
