@@ -26,7 +26,7 @@ import numpy as np
 
 from craftdata.badfiles import BadDataError, BadFiles, check_image_file
 from craftdata.images import ImageTransform, decode_image
-from craftdata.loader import LazySplit
+from craftdata.loader import LazySplit, held_out
 
 __all__ = ["CaptionFileData", "CaptionFileSplit", "load_captions", "read_caption_file"]
 
@@ -188,15 +188,7 @@ def load_captions(
     if test_path:
         t_images, t_y, t_caps = read(test_path)
     else:
-        if not 0.0 < test_fraction < 1.0 or len(images) < 2:
-            raise BadDataError(
-                f"data.test_fraction must be in (0, 1) with >= 2 images when data.test_path "
-                f"is not set, got {test_fraction} with {len(images)} image(s)"
-            )
-        perm = np.random.default_rng([seed, 0xCA9]).permutation(len(images))
-        n_test = max(1, int(round(test_fraction * len(images))))
-        is_test = np.zeros(len(images), bool)
-        is_test[perm[:n_test]] = True
+        is_test = held_out(len(images), test_fraction, seed, 0xCA9, "image")
         (images, y, caps), (t_images, t_y, t_caps) = (
             _select(images, y, caps, ~is_test),
             _select(images, y, caps, is_test),

@@ -23,7 +23,7 @@ import numpy as np
 
 from craftdata.badfiles import BadDataError, BadFiles
 
-__all__ = ["BatchLoader", "LazySplit", "describe_skips"]
+__all__ = ["BatchLoader", "LazySplit", "describe_skips", "held_out"]
 
 log = logging.getLogger("paddlecraft.data")
 
@@ -232,6 +232,20 @@ class BatchLoader:
 
 def _only(items: Sequence[tuple[np.ndarray, ...]]) -> tuple[np.ndarray, ...]:
     return items[0]  # each key already is a whole batch
+
+
+def held_out(n: int, test_fraction: float, seed: int, salt: int, unit: str) -> np.ndarray:
+    """bool [n]: a seeded ``test_fraction`` of ``n`` items (at least one) for the test split,
+    used when ``data.test_path`` is not set; ``salt`` keeps each reader's draw its own."""
+    if not 0.0 < test_fraction < 1.0 or n < 2:
+        raise BadDataError(
+            f"data.test_fraction must be in (0, 1) with >= 2 {unit}s when data.test_path "
+            f"is not set, got {test_fraction} with {n} {unit}(s)"
+        )
+    perm = np.random.default_rng([seed, salt]).permutation(n)
+    is_test = np.zeros(n, bool)
+    is_test[perm[: max(1, int(round(test_fraction * n)))]] = True
+    return is_test
 
 
 def describe_skips(bad: BadFiles) -> str:

@@ -24,7 +24,7 @@ from pathlib import Path
 import numpy as np
 
 from craftdata.badfiles import BadDataError, BadFiles, check_audio_file
-from craftdata.loader import LazySplit
+from craftdata.loader import LazySplit, held_out
 from craftdata.speech import resample
 
 __all__ = [
@@ -185,16 +185,8 @@ def split_rows(
     rows = read_source(path, "data.path")
     if test_path:
         return rows, read_source(test_path, "data.test_path")
-    if not 0.0 < test_fraction < 1.0 or len(rows) < 2:
-        raise BadDataError(
-            f"data.test_fraction must be in (0, 1) with >= 2 clips when data.test_path is "
-            f"not set, got {test_fraction} with {len(rows)} clip(s)"
-        )
-    perm = np.random.default_rng([seed, 0x5EEC]).permutation(len(rows))
-    n_test = max(1, int(round(test_fraction * len(rows))))
-    held = set(perm[:n_test].tolist())
-    test_rows = [r for k, r in enumerate(rows) if k in held]
-    return [r for k, r in enumerate(rows) if k not in held], test_rows
+    is_test = held_out(len(rows), test_fraction, seed, 0x5EEC, "clip")
+    return [r for r, t in zip(rows, is_test) if not t], [r for r, t in zip(rows, is_test) if t]
 
 
 def training_alphabet(rows: list[tuple[str, str, str]]) -> str:
