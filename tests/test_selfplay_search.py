@@ -254,8 +254,10 @@ def test_ppo_then_search_resumes_bit_identically_across_the_switch():
     ],
 )
 def test_search_phase_settings_are_checked(make_scope, setting, value, words):
+    from agents.settings import ConfigError  # run.py prints it as one error: line
+
     policy = Policy(make_scope("bad"), encoder=TTT_MLP, obs_shape=[3, 3, 2], num_actions=9)
-    with pytest.raises(ValueError) as e:
+    with pytest.raises(ConfigError) as e:
         _ppo_then_search(policy, **{setting: value})
     assert words in str(e.value)
     policy.release_scopes()

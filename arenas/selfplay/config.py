@@ -5,6 +5,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Optional  # noqa: UP035 (OmegaConf needs typing forms)
 
+from agents.settings import ConfigError
+
 from ..engine import ArenaConfig
 
 ALGOS = ("ppo", "a2c", "alphazero")
@@ -61,26 +63,27 @@ class SelfPlayConfig(ArenaConfig):
 
 
 def check_settings(cfg: SelfPlayConfig) -> None:
-    """Refuse settings out of range, naming the setting, before anything is built."""
+    """Refuse settings out of range, naming the setting, before anything is built (run.py
+    prints these as one ``error:`` line)."""
     if cfg.algo not in ALGOS:
-        raise ValueError(f"arena.algo must be one of {ALGOS}, got {cfg.algo!r}")
+        raise ConfigError(f"arena.algo must be one of {ALGOS}, got {cfg.algo!r}")
     total = cfg.epochs * cfg.steps_per_epoch
     if not 0 <= cfg.search_updates <= total:
-        raise ValueError(
+        raise ConfigError(
             f"arena.search_updates must be in [0, epochs x steps_per_epoch = {total}] (the "
             f"last updates of the run train with search), got {cfg.search_updates}"
         )
     if cfg.search_games_per_step is not None and cfg.search_games_per_step < 1:
-        raise ValueError(
+        raise ConfigError(
             f"arena.search_games_per_step must be >= 1 or null (games_per_step), got "
             f"{cfg.search_games_per_step}"
         )
     if cfg.search_lr is not None and not cfg.search_lr > 0:
-        raise ValueError(f"arena.search_lr must be > 0 or null, got {cfg.search_lr}")
+        raise ConfigError(f"arena.search_lr must be > 0 or null, got {cfg.search_lr}")
     if not 0.0 <= cfg.latest_ratio <= 1.0:
-        raise ValueError(f"arena.latest_ratio must be in [0, 1], got {cfg.latest_ratio}")
+        raise ConfigError(f"arena.latest_ratio must be in [0, 1], got {cfg.latest_ratio}")
     if cfg.collect_workers < 0 or cfg.threads_per_worker < 1:
-        raise ValueError(
+        raise ConfigError(
             f"arena.collect_workers must be >= 0 (0: collect in this process) and "
             f"arena.threads_per_worker >= 1, got {cfg.collect_workers} and "
             f"{cfg.threads_per_worker}"
