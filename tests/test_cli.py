@@ -136,6 +136,25 @@ def test_missing_resume_folder_is_one_line_not_a_traceback(tmp_path):
     assert len(errors) == 1 and "nonexistent" in errors[0] and "no such run directory" in errors[0]
 
 
+@pytest.mark.parametrize(
+    ("overrides", "words"),
+    [
+        (["arena=caption", "arena.k=1"], "arena.k must be >= 2"),
+        (["arena=caption", "arena.task=poems"], "arena.task must be one of"),
+        (["arena=gan", "arena.n_critic=0"], "arena.n_critic must be >= 1"),
+        (["arena=selfplay", "arena.keep_best=win_rate_vs_nobody"], "is not a per-epoch evaluation"),
+    ],
+)
+def test_bad_arena_setting_is_one_error_line_before_any_work(overrides, words, tmp_path):
+    run_dir = tmp_path / "run"
+    r = subprocess.run(_cmd(run_dir, *overrides), cwd=ROOT, capture_output=True, text=True)
+    assert r.returncode == 2, r.stderr[-2000:]
+    assert "Traceback" not in r.stderr + r.stdout
+    errors = [line for line in r.stderr.splitlines() if line.startswith("error:")]
+    assert len(errors) == 1 and words in errors[0], r.stderr[-2000:]
+    assert not (run_dir / "checkpoints").exists()
+
+
 def test_redirected_output_gets_progress_lines_not_bar_redraws(tmp_path):
     r = subprocess.run(
         _cmd(tmp_path / "run", "arena.epochs=2", "trainer.progress_every_s=0"),

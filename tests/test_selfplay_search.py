@@ -67,6 +67,30 @@ def test_alphazero_targets_are_visit_distributions_and_outcomes(make_scope):
     policy.release_scopes()
 
 
+def test_completed_q_targets_are_the_search_improved_policy(make_scope):
+    """policy_target=completed_q: each recorded target is completed_q_policy of the search
+    that chose the move (re-run here from the same generator state), not its visits."""
+    from arenas.games.search import PUCTSearch, completed_q_policy
+    from arenas.selfplay.alphazero import search_controller
+
+    seed_everything(0)
+    policy = Policy(make_scope("cq"), encoder=TTT_MLP, obs_shape=[3, 3, 2], num_actions=9)
+    arena = _az_arena(policy, policy_target="completed_q")
+    g = TicTacToe(6)
+    g.step(random_legal(g.legal_mask(), np.random.default_rng(1)))
+    planes, masks = g.observe()
+    act = search_controller(policy, TicTacToe, arena.cfg, np.random.default_rng(5))
+    actions, info = act(planes, masks)
+    search = PUCTSearch(TicTacToe, policy.priors_and_values, simulations=8)
+    res = search.search(g.cur, g.mask, np.random.default_rng(5), noise=True)
+    assert np.allclose(info["pi"], completed_q_policy(res), atol=1e-6)
+    assert not np.allclose(info["pi"] * 8, np.round(info["pi"] * 8), atol=1e-3)  # not visits
+    assert (info["pi"][~masks] == 0).all() and (res.visits[np.arange(6), actions] > 0).all()
+    m = arena.train_step(0)
+    assert np.isfinite(m["loss"]) and m["policy_loss"] > 0
+    policy.release_scopes()
+
+
 def test_alphazero_run_resumes_bit_identically():
     seed_everything(0)
     policy = Policy("policy", encoder=TTT_MLP, obs_shape=[3, 3, 2], num_actions=9, seed=0)
@@ -233,6 +257,36 @@ def test_ppo_then_search_switches_algorithm_games_and_lr(make_scope):
     policy.release_scopes()
 
 
+def test_search_every_interleaves_ppo_and_search_updates(make_scope):
+    """search_updates=4, search_every=2: PPO, search, PPO, search; the PPO updates between
+    search updates train at the schedule's rate, the search updates at search_lr."""
+    seed_everything(0)
+    policy = Policy(
+        make_scope("mix"), encoder=TTT_MLP, obs_shape=[3, 3, 2], num_actions=9, seed=0,
+        lr=0.005, lr_scheduler=POLY,
+    )  # fmt: skip
+    arena = _ppo_then_search(policy, search_updates=4, search_every=2, epochs=1, steps_per_epoch=4)
+    seen = []
+    for update in range(4):
+        m = arena.train_step(update)
+        seen.append((m["search_update"], "clip_frac" in m, m["games_vs_self"] + m["games_vs_pool"]))
+        assert policy.optimizer.get_lr() == pytest.approx([0.005, 0.02][update % 2])
+    assert seen == [(0.0, True, 9.0), (1.0, False, 6.0)] * 2
+    policy.release_scopes()
+
+
+def test_interleaved_search_resumes_bit_identically():
+    seed_everything(0)
+    policy = Policy(
+        "policy", encoder=TTT_MLP, obs_shape=[3, 3, 2], num_actions=9, seed=0, lr_scheduler=POLY
+    )
+    try:  # the checkpoint falls between a search update and a PPO update
+        arena = _ppo_then_search(policy, search_updates=4, search_every=2)
+        assert "resume from a checkpoint is bit-identical" in check_arena(arena, steps=2)
+    finally:
+        policy.release_scopes()
+
+
 def test_ppo_then_search_resumes_bit_identically_across_the_switch():
     seed_everything(0)
     policy = Policy(
@@ -251,6 +305,8 @@ def test_ppo_then_search_resumes_bit_identically_across_the_switch():
         ("search_updates", 5, "arena.search_updates must be in [0, epochs x steps_per_epoch = 4]"),
         ("search_games_per_step", 0, "arena.search_games_per_step must be >= 1"),
         ("search_lr", -1.0, "arena.search_lr must be > 0"),
+        ("search_every", 0, "arena.search_every must be >= 1"),
+        ("policy_target", "counts", "arena.policy_target must be one of ('visits', 'completed_q')"),
     ],
 )
 def test_search_phase_settings_are_checked(make_scope, setting, value, words):

@@ -36,6 +36,7 @@ from typing import Any, Optional  # noqa: UP035 (OmegaConf needs typing forms)
 import numpy as np
 
 from agents import Agent, Captioner, Listener, Recognizer
+from agents.settings import ConfigError
 from arenas.engine import Arena, ArenaConfig
 from arenas.engine.media import Audio, Image, Text
 from encoders.tensorio import atomic_write_json
@@ -104,16 +105,16 @@ class CaptionArena(Arena):
         c = self.cfg
         self.epochs = c.epochs + c.finetune_epochs
         if c.task not in TASKS:
-            raise ValueError(f"arena.task must be one of {TASKS}, got {c.task!r}")
+            raise ConfigError(f"arena.task must be one of {TASKS}, got {c.task!r}")
         if c.k < 2:
-            raise ValueError(f"arena.k must be >= 2 (candidates per choice), got {c.k}")
+            raise ConfigError(f"arena.k must be >= 2 (candidates per choice), got {c.k}")
         if c.lr_decay not in LR_DECAYS:
-            raise ValueError(f"arena.lr_decay must be one of {LR_DECAYS}, got {c.lr_decay!r}")
+            raise ConfigError(f"arena.lr_decay must be one of {LR_DECAYS}, got {c.lr_decay!r}")
         self.require_agents(*c.chain)
         self.chain = Chain(self.agents, c.chain)
         self.kinds, self.learned = self.chain.kinds, self.chain.learned
         if c.finetune_epochs and len(self.learned) < 2:
-            raise ValueError(
+            raise ConfigError(
                 "arena.finetune_epochs needs a chain with a learned hop after another hop "
                 f"(chain {self.chain.hops}); set arena.finetune_epochs=0"
             )

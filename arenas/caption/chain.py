@@ -19,6 +19,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from agents import Agent, Captioner, Listener, Recognizer, Speaker
+from agents.settings import ConfigError
 
 #: modality each kind of hop takes and gives
 HOP_IO: dict[type, tuple[str, str]] = {
@@ -40,27 +41,27 @@ class Chain:
     def __init__(self, agents: Mapping[str, Agent], hops: Sequence[str]) -> None:
         self.hops = [str(h) for h in hops]
         if not self.hops:
-            raise ValueError("arena.chain is empty; e.g. arena.chain=[captioner,listener]")
+            raise ConfigError("arena.chain is empty; e.g. arena.chain=[captioner,listener]")
         self.agents = {h: agents[h] for h in self.hops}
         self.kinds: dict[str, type] = {}
         for h in self.hops:
             kind = next((k for k in HOP_IO if isinstance(self.agents[h], k)), None)
             if kind is None:
-                raise ValueError(
+                raise ConfigError(
                     f"arena.chain hop {h!r} is a {type(self.agents[h]).__name__}; hops must be "
                     "a Captioner, Speaker, Recognizer or Listener"
                 )
             self.kinds[h] = kind
         first = HOP_IO[self.kinds[self.hops[0]]][0]
         if first not in ("image", "speech"):
-            raise ValueError(
+            raise ConfigError(
                 f"arena.chain must start from an image (captioner) or speech (recognizer); "
                 f"{self.hops[0]!r} takes {first}"
             )
         for a, b in zip(self.hops, self.hops[1:]):
             gives, takes = HOP_IO[self.kinds[a]][1], HOP_IO[self.kinds[b]][0]
             if gives != takes:
-                raise ValueError(
+                raise ConfigError(
                     f"arena.chain: {a!r} gives {gives} but {b!r} takes {takes}; "
                     "e.g. [captioner, listener] or [captioner, speaker, recognizer, listener]"
                 )

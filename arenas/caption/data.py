@@ -15,6 +15,8 @@ from typing import Any, Optional  # noqa: UP035 (OmegaConf needs typing forms)
 
 import numpy as np
 
+from agents.settings import ConfigError
+
 log = logging.getLogger("paddlecraft")
 
 TASKS = ("shapes", "digits")
@@ -98,7 +100,7 @@ def candidates(pairs: Pairs, k: int, rng: np.random.Generator) -> Candidates:
     for i in range(n):
         pool = np.flatnonzero(texts != texts[i])
         if len(pool) < k - 1:
-            raise ValueError(f"arena.k={k}: too few distinct texts to draw {k - 1} distractors")
+            raise ConfigError(f"arena.k={k}: too few distinct texts to draw {k - 1} distractors")
         cands[i, 0] = i
         cands[i, 1:] = rng.choice(pool, k - 1, replace=False)
     order = np.argsort(rng.random((n, k)), axis=1)
@@ -115,7 +117,7 @@ def build_world(
 ) -> CaptionWorld:
     """The splits of ``task``, candidates for the listener, and spoken data if ``speech``."""
     if task not in TASKS:
-        raise ValueError(f"arena.task must be one of {TASKS}, got {task!r}")
+        raise ConfigError(f"arena.task must be one of {TASKS}, got {task!r}")
     if task == "shapes":
         from craftdata.shapes import load_shapes
 
@@ -183,7 +185,7 @@ def _add_wav_speech(world: CaptionWorld, task: str, seed: int, s: CaptionSpeechC
     from craftdata.wav import load_wav_folder, split_by_speaker
 
     if task != "digits":
-        raise ValueError("arena.speech.wav_dir holds spoken digits: use it with arena.task=digits")
+        raise ConfigError("arena.speech.wav_dir holds spoken digits: use it with arena.task=digits")
     rate = s.sample_rate
     train, test = split_by_speaker(load_wav_folder(str(s.wav_dir), rate), seed=seed)
     world.spoken_train = Spoken(

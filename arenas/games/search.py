@@ -15,6 +15,7 @@ Selection: ``argmax_a Q(s,a) + c_puct P(s,a) sqrt(1 + N(s)) / (1 + N(s,a))`` wit
 for unvisited moves; values are backed up with alternating signs. Training games add
 Dirichlet noise to the root priors (``noise=True``) and sample moves from the visit
 counts (:func:`choose_moves` with a temperature); evaluation uses neither.
+:func:`completed_q_policy` turns a search result into Gumbel AlphaZero's policy target.
 
 This module knows only the rules (:mod:`arenas.games`), no agents, so any network or
 heuristic can guide it. :func:`search_one` is the same search written plainly for one
@@ -49,6 +50,10 @@ class SearchResult:
     visits: np.ndarray  #: [B, A] root visit counts (illegal moves: 0)
     value: np.ndarray  #: [B] mean backed-up value of the root for the player to move
     priors: np.ndarray  #: [B, A] root priors the search used (after any noise)
+    q: np.ndarray  #: [B, A] mean value of each root move for the mover (0 where unvisited)
+    net_priors: np.ndarray  #: [B, A] the evaluator's root priors (before any noise)
+    net_value: np.ndarray  #: [B] the evaluator's value of the root
+    legal: np.ndarray  #: [B, A] legal root moves
 
 
 class PUCTSearch:
@@ -111,7 +116,8 @@ class PUCTSearch:
         count = np.ones(B, np.int64)
         rows = np.arange(B)
         ncur[:, 0], nmask[:, 0] = cur, mask
-        p0, _, legal0 = self._priors_values(cur, mask)
+        p0, v0, legal0 = self._priors_values(cur, mask)
+        net_p0 = p0
         if not legal0.any(axis=1).all():
             raise ValueError("search: a root position has no legal move (is the game over?)")
         if noise and self.noise_fraction > 0:
@@ -175,7 +181,41 @@ class PUCTSearch:
                 total[bb, pn[on], pa[on]] += sign * value[on]
         root_n = visits[:, 0]
         root_value = total[:, 0].sum(axis=1) / np.maximum(root_n.sum(axis=1), 1.0)
-        return SearchResult(root_n, root_value, p0)
+        root_q = total[:, 0] / np.maximum(root_n, 1.0)
+        return SearchResult(root_n, root_value, p0, root_q, net_p0, v0, legal0)
+
+
+def completed_q_policy(
+    res: SearchResult, visit_offset: float = 50.0, value_scale: float = 0.1
+) -> np.ndarray:
+    """The improved policy ``softmax(log prior + sigma(completed Q))`` of Gumbel AlphaZero
+    (Danihelka et al., ICLR 2022, eq. 10-11 and appendix D), from a PUCT search: ``[B, A]``.
+
+    Visited moves keep their search Q; unvisited ones get the mixed value of the root
+    (the network's value blended with the prior-weighted Q of the visited moves). The
+    completed Q values are min-max scaled to [0, 1] over the legal moves and multiplied by
+    ``(visit_offset + max_a N(a)) * value_scale``. The prior is the network's, before root
+    noise, so the target does not learn the noise; where the search finds nothing to
+    separate the moves, the target is the network's own policy. Unlike visit counts, it
+    stays sharp with few simulations.
+    """
+    legal = res.legal
+    n = res.visits
+    seen = n > 0
+    prior = np.maximum(res.net_priors, 1e-12)
+    psum = np.where(seen, prior, 0.0).sum(axis=1)
+    weighted_q = np.where(seen, prior * res.q, 0.0).sum(axis=1) / np.maximum(psum, 1e-12)
+    total = n.sum(axis=1)
+    mixed = (res.net_value + total * weighted_q) / (total + 1.0)  # [B]
+    q = np.where(seen, res.q, mixed[:, None])
+    lo = np.where(legal, q, np.inf).min(axis=1, keepdims=True)
+    hi = np.where(legal, q, -np.inf).max(axis=1, keepdims=True)
+    q = (q - lo) / np.maximum(hi - lo, 1e-8)
+    sigma = (visit_offset + n.max(axis=1, keepdims=True)) * value_scale * q
+    logits = np.where(legal, np.log(prior) + sigma, -np.inf)
+    logits -= logits.max(axis=1, keepdims=True)
+    p = np.exp(logits)
+    return p / p.sum(axis=1, keepdims=True)
 
 
 def choose_moves(visits: np.ndarray, temperature: np.ndarray | float, rng: Any) -> np.ndarray:

@@ -51,6 +51,7 @@ from agents import Agent
 from agents.distributed import rank, shard, world_size
 from agents.gan import Discriminator, Generator, keep_running_stats, no_param_grads, running_stats
 from agents.instantiate import safe_instantiate
+from agents.settings import ConfigError
 from arenas.engine import Arena, ArenaConfig
 
 from . import metrics as gm
@@ -125,7 +126,7 @@ class GanArena(Arena):
         self._share = 1.0  # this process's fraction of a global batch (data-parallel)
         check_agents(self.generator, self.discriminator, self.conditional, self.loss)
         if self.n_critic < 1:
-            raise ValueError(f"arena.n_critic must be >= 1, got {self.n_critic}")
+            raise ConfigError(f"arena.n_critic must be >= 1, got {self.n_critic}")
         self.data = safe_instantiate(data)
         self.real = GanData(self.data, self.seed, self.batch_size, self.n_critic, c.eval_images)
         check_data(self.data, self.real.image_shape, self.real.lazy, self.generator)

@@ -8,6 +8,7 @@ import numpy as np
 from paddle import nn
 
 from agents.gan import Discriminator, Generator
+from agents.settings import ConfigError
 
 from .losses import GanLoss
 
@@ -17,7 +18,7 @@ __all__ = ["check_agents", "check_classes", "check_data"]
 def check_agents(g: Any, d: Any, conditional: bool, loss: GanLoss) -> None:
     """Raise unless ``g``/``d`` are a Generator/Discriminator fit for this loss and conditioning."""
     if not isinstance(g, Generator) or not isinstance(d, Discriminator):
-        raise ValueError(
+        raise ConfigError(
             "GanArena needs agents.generator: agents.Generator and agents.discriminator: "
             f"agents.Discriminator, got {type(g).__name__} and {type(d).__name__}"
         )
@@ -27,7 +28,7 @@ def check_agents(g: Any, d: Any, conditional: bool, loss: GanLoss) -> None:
         (d, "agents.discriminator.num_classes"),
     ):
         if agent.conditional != conditional:
-            raise ValueError(
+            raise ConfigError(
                 f"arena.conditional={conditional} but {agent.name!r} is "
                 f"{'conditional' if agent.conditional else 'unconditional'}: set {where} "
                 f"{'to the class count' if conditional else 'to null'} for a {want} "
@@ -36,7 +37,7 @@ def check_agents(g: Any, d: Any, conditional: bool, loss: GanLoss) -> None:
     if loss is GanLoss.wgan_gp:
         bn = [n for n, sub in d.named_sublayers() if isinstance(sub, nn.layer.norm._BatchNormBase)]
         if bn:
-            raise ValueError(
+            raise ConfigError(
                 f"arena.loss=wgan_gp penalises each sample's gradient, which batch norm in "
                 f"the discriminator mixes across the batch ({bn[0]}); use "
                 "critic@agents.discriminator.encoder=dcgan with "
@@ -52,7 +53,7 @@ def check_data(data: Any, image_shape: tuple[int, ...], lazy: bool, generator: G
     """
     x = None if lazy else data.train.x
     if x is not None and (x.ndim != 4 or x.dtype != np.float32):
-        raise ValueError(
+        raise ConfigError(
             f"GanArena needs images float32 [N, C, H, W] in [0, 1]; the data loader gave "
             f"{x.dtype} {list(x.shape)} (for digits do not set flatten=true)"
         )
@@ -60,7 +61,7 @@ def check_data(data: Any, image_shape: tuple[int, ...], lazy: bool, generator: G
     dec = generator.decoder
     got = (dec.out_channels, dec.image_size, dec.image_size)
     if got != want:
-        raise ValueError(
+        raise ConfigError(
             f"the generator draws {list(got)} images but the data holds {list(want)}; set "
             "agents.generator.encoder.out_channels/image_size (the configs use "
             "${data.channels} and ${data.image_size})"
@@ -71,7 +72,7 @@ def check_classes(agents: Any, num_classes: int) -> None:
     """Raise unless every (conditional) agent is built for the data's ``num_classes``."""
     for agent in agents:
         if agent.num_classes != num_classes:
-            raise ValueError(
+            raise ConfigError(
                 f"{agent.name!r} is built for {agent.num_classes} classes but the data "
                 f"has {num_classes}; use num_classes: ${{data.num_classes}}"
             )

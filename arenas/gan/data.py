@@ -28,6 +28,7 @@ from typing import Any
 
 import numpy as np
 
+from agents.settings import ConfigError
 from craftdata.loader import BatchLoader, LazySplit
 
 log = logging.getLogger("paddlecraft")
@@ -86,12 +87,12 @@ class GanData:
         self.batch_size, self.n_critic = int(batch_size), int(n_critic)
         self.eval_images = None if eval_images is None else int(eval_images)
         if self.eval_images is not None and self.eval_images < 1:
-            raise ValueError(
+            raise ConfigError(
                 f"arena.eval_images must be >= 1 (or null for every image), got {eval_images}"
             )
         self.lazy = isinstance(data.train, LazySplit)
         if len(data.train) < self.batch_size * self.n_critic:
-            raise ValueError(
+            raise ConfigError(
                 f"arena.batch_size={batch_size} x arena.n_critic={n_critic} is more than the "
                 f"{len(data.train)} training images; lower them"
             )

@@ -1,6 +1,8 @@
 """Training with search (``arena.algo=alphazero``): the learner plays its moves with PUCT
 search guided by its own network; the search's visit counts become the policy targets
-and the game outcomes the value targets (Silver et al., AlphaZero).
+and the game outcomes the value targets (Silver et al., AlphaZero). With
+``policy_target=completed_q`` the policy target is Gumbel AlphaZero's improved policy
+instead (:func:`~arenas.games.search.completed_q_policy`).
 
 Training games add Dirichlet noise at the root and sample moves in proportion to the
 visit counts for the first ``temperature_moves`` plies of a game, then play the most
@@ -15,7 +17,7 @@ from typing import Any
 import numpy as np
 
 from ..games.core import BoardGame
-from ..games.search import PUCTSearch, choose_moves
+from ..games.search import PUCTSearch, choose_moves, completed_q_policy
 
 
 def search_controller(
@@ -23,8 +25,10 @@ def search_controller(
 ) -> Any:
     """A collection controller: ``(planes, masks) -> (actions, {"pi", "root_value"})``.
 
-    ``cfg`` carries ``simulations``, ``c_puct``, ``dirichlet_alpha``, ``noise_fraction``
-    and ``temperature_moves`` (the arena's settings).
+    ``cfg`` carries ``simulations``, ``c_puct``, ``dirichlet_alpha``, ``noise_fraction``,
+    ``temperature_moves`` and ``policy_target`` (the arena's settings). ``pi`` is the
+    policy target: the visit distribution, or the completed-Q policy
+    (:func:`~arenas.games.search.completed_q_policy`).
     """
     search = PUCTSearch(
         rules,
@@ -41,7 +45,10 @@ def search_controller(
         ply = planes.reshape(len(planes), -1).sum(axis=1)  # stones on the board
         temperature = np.where(ply < cfg.temperature_moves, 1.0, 0.0)
         actions = choose_moves(res.visits, temperature, rng)
-        pi = res.visits / res.visits.sum(axis=1, keepdims=True)  # [n, A]
+        if cfg.policy_target == "completed_q":
+            pi = completed_q_policy(res)  # [n, A]
+        else:
+            pi = res.visits / res.visits.sum(axis=1, keepdims=True)  # [n, A]
         return actions, {"pi": pi.astype(np.float32), "root_value": res.value.astype(np.float32)}
 
     return act

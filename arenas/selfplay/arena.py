@@ -4,7 +4,8 @@ Each training step plays a batch of games at once on a batched numpy game (thous
 positions per call), the learner against its latest self, a frozen snapshot from the
 pool or a scripted anchor, seats alternating, then updates the policy: PPO or A2C on
 the learner's moves (:mod:`.ppo`), or AlphaZero-style on search targets
-(``algo=alphazero``, :mod:`.alphazero`). Snapshots join the pool every
+(``algo=alphazero``, :mod:`.alphazero`), or both: the last ``search_updates`` updates
+form a search phase where every ``search_every``-th update searches. Snapshots join the pool every
 ``snapshot_every`` updates or when the learner's score against the pool reaches
 ``snapshot_score``; a league table rates the learner, the snapshots and fixed anchors.
 ``python run.py arena=selfplay game=tictactoe``.
@@ -25,6 +26,7 @@ import cv2
 import numpy as np
 
 from agents import Agent, Policy
+from agents.settings import ConfigError
 from encoders.tensorio import atomic_write_json
 
 from ..engine import Arena
@@ -76,7 +78,7 @@ class SelfPlayArena(Collection, Arena):
         self.require_agents("policy")
         self.policy: Policy = self.agents["policy"]  # type: ignore[assignment]
         if not isinstance(self.policy, Policy):
-            raise ValueError(
+            raise ConfigError(
                 f"SelfPlayArena: agents.policy must be an agents.Policy, got "
                 f"{type(self.policy).__name__}"
             )
@@ -84,7 +86,7 @@ class SelfPlayArena(Collection, Arena):
         if self.policy.obs_shape != self.spec.obs_shape or (
             self.policy.num_actions != self.spec.num_actions
         ):
-            raise ValueError(
+            raise ConfigError(
                 f"agents.policy is sized for observations {list(self.policy.obs_shape)} and "
                 f"{self.policy.num_actions} actions, but {self.spec.name} has "
                 f"{list(self.spec.obs_shape)} and {self.spec.num_actions}; choose the matching "
@@ -98,7 +100,7 @@ class SelfPlayArena(Collection, Arena):
         if rules is None and (
             cfg.algo == "alphazero" or cfg.search_updates or cfg.search_eval_games
         ):
-            raise ValueError(
+            raise ConfigError(
                 f"arena.algo=alphazero, arena.search_updates and arena.search_eval_games need "
                 f"the native rules of "
                 f"the game for the search; {self.spec.name} has none (use game=tictactoe or "
@@ -108,7 +110,7 @@ class SelfPlayArena(Collection, Arena):
             folder = Path(cfg.init_policy)
             folder = folder / "policy" if (folder / "policy").is_dir() else folder
             if not (folder / "agent.json").is_file():
-                raise ValueError(
+                raise ConfigError(
                     f"arena.init_policy={cfg.init_policy!r} holds no saved policy: give a "
                     "self-play run folder (with policy/) or a saved policy folder"
                 )
@@ -125,11 +127,19 @@ class SelfPlayArena(Collection, Arena):
         named = {*self.eval_games, *self.final_eval_games, *self.train_anchors}
         for name in sorted(named | set(self.search_eval_games)):
             if rules is None and name != "random":
-                raise ValueError(
+                raise ConfigError(
                     f"baseline {name!r} needs the native rules of the game; {self.spec.name} "
                     "only supports the random baseline"
                 )
             self.baselines[name] = make_baseline(name, rules or TicTacToe)
+        if cfg.keep_best:  # checked now, not at the first evaluation an epoch later
+            rates = result_rates(np.zeros(1))
+            known = {f"{k}_vs_{b}" for k in rates for b, n in self.eval_games.items() if n > 0}
+            if cfg.keep_best not in known:
+                raise ConfigError(
+                    f"arena.keep_best={cfg.keep_best!r} is not a per-epoch evaluation metric; "
+                    f"choose one of {sorted(known)} (from arena.eval_games)"
+                )
         if cfg.headline_metric is None:
             if "minimax" in self.final_eval_games:
                 self.headline = "no_loss_rate_vs_minimax"
@@ -165,22 +175,28 @@ class SelfPlayArena(Collection, Arena):
         """This update's random stream for one purpose (11 collection, 13 minibatches)."""
         return np.random.default_rng([self.seed, purpose, self.updates])
 
+    def searching_now(self) -> bool:
+        """Whether the current update is a search update: every ``search_every``-th update
+        of the last ``search_updates`` (the phase ends on one)."""
+        k = self.updates - self.search_from
+        return self.cfg.search_updates > 0 and k >= 0 and (k + 1) % self.cfg.search_every == 0
+
     def algo_now(self) -> str:
         """The algorithm of the current update: ``algo``, or alphazero in the search updates."""
-        return "alphazero" if self.updates >= self.search_from else self.cfg.algo
+        return "alphazero" if self.searching_now() else self.cfg.algo
 
     def games_now(self) -> int:
         """Games played in the current update."""
-        if self.updates >= self.search_from and self.cfg.search_games_per_step:
+        if self.searching_now() and self.cfg.search_games_per_step:
             return self.cfg.search_games_per_step
         return self.cfg.games_per_step
 
     def train_step(self, batch: int) -> dict[str, float]:
         if not self.pool.snapshots:  # the pool starts with the initial policy
             self._take_snapshot()
-        searching = self.updates >= self.search_from and self.cfg.search_updates > 0
-        if searching and self.cfg.search_lr is not None:
-            self._set_search_lr(self.cfg.search_lr)
+        searching = self.searching_now()
+        if self.cfg.search_lr is not None and self.updates >= self.search_from:
+            self._set_lr(self.cfg.search_lr if searching else None)
         rollout = self._collect()
         metrics = self._update(rollout)
         self.updates += 1
@@ -251,7 +267,7 @@ class SelfPlayArena(Collection, Arena):
         key = self.cfg.keep_best
         if key:
             if key not in out:
-                raise ValueError(
+                raise ConfigError(
                     f"arena.keep_best={key!r} is not an evaluation metric; have {sorted(out)}"
                 )
             if out[key] >= self.best_value:
@@ -319,13 +335,16 @@ class SelfPlayArena(Collection, Arena):
         return outcomes(winner, policy_seat)
 
     # ------------------------------------------------------------------ learning
-    def _set_search_lr(self, lr: float) -> None:
-        """Train the search updates at ``lr`` (set again before each, so resume agrees)."""
-        if self.policy.scheduler is not None:
+    def _set_lr(self, lr: float | None) -> None:
+        """Train this update at ``lr`` (``search_lr``), or at the policy's own (schedule's)
+        rate where ``None``: set before every update of the search phase, so a resume and
+        PPO updates between search updates agree."""
+        sched = self.policy.scheduler
+        if sched is not None:
             # the scheduler's epoch-end step recomputes last_lr; it is set again here
-            self.policy.scheduler.last_lr = lr
+            sched.last_lr = lr if lr is not None else sched.get_lr()
         else:
-            self.policy.optimizer.set_lr(lr)
+            self.policy.optimizer.set_lr(lr if lr is not None else self.policy.lr)
 
     def _update(self, rollout: dict[str, Any]) -> dict[str, float]:
         cfg = self.cfg

@@ -17,7 +17,14 @@ from .workers import CollectorPool, Controller, PlanEntry, frozen_policy, play_g
 
 LEARNER = "latest"
 #: settings the search of ``algo=alphazero`` reads (also sent to collection workers)
-SEARCH_KEYS = ("simulations", "c_puct", "dirichlet_alpha", "noise_fraction", "temperature_moves")
+SEARCH_KEYS = (
+    "simulations",
+    "c_puct",
+    "dirichlet_alpha",
+    "noise_fraction",
+    "temperature_moves",
+    "policy_target",
+)
 
 
 class Collection:

@@ -10,6 +10,7 @@ from agents.settings import ConfigError
 from ..engine import ArenaConfig
 
 ALGOS = ("ppo", "a2c", "alphazero")
+POLICY_TARGETS = ("visits", "completed_q")
 
 
 @dataclass
@@ -34,6 +35,9 @@ class SelfPlayConfig(ArenaConfig):
     dirichlet_alpha: float = 1.0  #: alphazero: root noise concentration
     noise_fraction: float = 0.25  #: alphazero: share of root priors replaced by noise
     temperature_moves: int = 8  #: alphazero: plies played in proportion to visits, then greedy
+    policy_target: str = "visits"
+    #: ^ alphazero: ``visits`` (AlphaZero's visit counts) or ``completed_q`` (Gumbel
+    #: AlphaZero's improved policy: the noise-free prior raised by the search's Q values)
     latest_ratio: float = 0.5  #: share of games against the latest self
     pool_size: int = 16  #: frozen snapshots kept
     pool_opponents_per_step: int = 4  #: snapshots drawn per update
@@ -51,7 +55,9 @@ class SelfPlayConfig(ArenaConfig):
     augment_mirror: bool = False  #: also train on left-right mirrored samples
     keep_best: Optional[str] = None  #: end with the policy best on this eval metric  # noqa: UP045
     search_updates: int = 0
-    #: ^ the last N updates train with search (as algo=alphazero) after ``algo``'s updates
+    #: ^ the last N updates are the search phase (search updates train as algo=alphazero)
+    search_every: int = 1
+    #: ^ in those last updates, every N-th trains with search and the others with ``algo``
     search_games_per_step: Optional[int] = None  # noqa: UP045
     #: ^ games per search update (default: games_per_step)
     search_lr: Optional[float] = None  # noqa: UP045
@@ -67,11 +73,20 @@ def check_settings(cfg: SelfPlayConfig) -> None:
     prints these as one ``error:`` line)."""
     if cfg.algo not in ALGOS:
         raise ConfigError(f"arena.algo must be one of {ALGOS}, got {cfg.algo!r}")
+    if cfg.policy_target not in POLICY_TARGETS:
+        raise ConfigError(
+            f"arena.policy_target must be one of {POLICY_TARGETS}, got {cfg.policy_target!r}"
+        )
     total = cfg.epochs * cfg.steps_per_epoch
     if not 0 <= cfg.search_updates <= total:
         raise ConfigError(
             f"arena.search_updates must be in [0, epochs x steps_per_epoch = {total}] (the "
-            f"last updates of the run train with search), got {cfg.search_updates}"
+            f"last updates of the run are the search phase), got {cfg.search_updates}"
+        )
+    if cfg.search_every < 1:
+        raise ConfigError(
+            f"arena.search_every must be >= 1 (1: every update of the search phase searches), "
+            f"got {cfg.search_every}"
         )
     if cfg.search_games_per_step is not None and cfg.search_games_per_step < 1:
         raise ConfigError(
