@@ -1,6 +1,6 @@
 """Agents: named scopes that own encoders, heads, an optimizer, a device and a seed."""
 
-from .base import Agent, AgentConfig, load_agent
+from .base import Agent, AgentConfig, load_agent, update_together
 from .captioner import Captioner
 from .classifier import Classifier, ClassifierConfig
 from .device import DeviceError, resolve_device
@@ -31,4 +31,5 @@ __all__ = [
     "load_agent",
     "resolve_device",
     "safe_instantiate",
+    "update_together",
 ]

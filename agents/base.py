@@ -22,9 +22,9 @@ import numpy as np
 import paddle
 from paddle import nn
 
-from encoders.base import Encoder
-from encoders.naming import build_named, check_scope_syntax
-from encoders.tensorio import (
+from paddlecraft.encoders.base import Encoder
+from paddlecraft.encoders.naming import build_named, check_scope_syntax
+from paddlecraft.encoders.tensorio import (
     CheckpointError,
     assign_by_name,
     atomic_write_json,
@@ -35,7 +35,7 @@ from encoders.tensorio import (
 from .amp import Amp
 from .device import place_of, resolve_device
 from .distributed import allreduce_gradients, world_size
-from .instantiate import check_targets, safe_instantiate, to_plain
+from .instantiate import check_targets, safe_instantiate, to_plain, upgrade_target, upgrade_targets
 from .optim import load_optimizer_state, optimizer_state
 from .settings import ConfigError, make_settings, settings_record
 
@@ -70,7 +70,7 @@ class Agent(nn.Layer):
     optimizer takes exactly those (:meth:`own_parameters`), so a parameter borrowed from
     another agent is updated once, by its owner. Subclasses declare their settings once,
     as a dataclass extending :class:`AgentConfig` assigned to ``Config`` (see
-    :mod:`agents.settings`), build their modules in ``__init__`` inside
+    :mod:`paddlecraft.agents.settings`), build their modules in ``__init__`` inside
     ``with self.seeded():`` using :meth:`make_encoder` / :meth:`make_head`, then call
     :meth:`finish`.
 
@@ -203,8 +203,8 @@ class Agent(nn.Layer):
 
     def release_scopes(self) -> None:
         """Free the name scopes this agent's encoders hold (call when the agent is done)."""
-        from encoders.base import Encoder
-        from encoders.naming import release_scope
+        from paddlecraft.encoders.base import Encoder
+        from paddlecraft.encoders.naming import release_scope
 
         for layer in self.sublayers(include_self=False):
             if isinstance(layer, Encoder):
@@ -287,11 +287,26 @@ class Agent(nn.Layer):
         ``grad_norm``: also return the global L2 norm of the (all-reduced) gradients of
         the parameters the optimizer steps, taken before the step (one host sync; with
         ``as_tensor`` a 0-d tensor instead, no sync, for callers that read several
-        metrics at once); else None.
+        metrics at once); else None. A loss shared by several agents goes to
+        :func:`update_together` instead (one backward, each agent steps once).
         """
+        self._require_optimizer()
+        self.amp.backward(loss)  # fp16: scaled
+        return self.step_gradients(batch_share, grad_norm, as_tensor)
+
+    def _require_optimizer(self) -> None:
         if self.optimizer is None:
             raise RuntimeError(f"agent {self.name!r} has no trainable parameters to update")
-        self.amp.backward(loss)  # fp16: scaled
+
+    def step_gradients(
+        self, batch_share: float | None = None, grad_norm: bool = False, as_tensor: bool = False
+    ) -> float | paddle.Tensor | None:
+        """One optimizer step on the gradients a backward already left (see :meth:`update`).
+
+        All-reduces under data-parallel launch, applies the agent's grad clip and AMP
+        step, then clears the gradients of the parameters it stepped.
+        """
+        self._require_optimizer()
         if world_size() > 1:
             share = batch_share if batch_share is not None else 1.0 / world_size()
             allreduce_gradients(self._optimized, share)
@@ -398,7 +413,8 @@ class Agent(nn.Layer):
                 "Agent.save wrote, e.g. <run dir>/checkpoints/<step>/agents/<name>"
             )
         meta = json.loads((d / "agent.json").read_text())
-        target = meta["class"]
+        meta["config"] = upgrade_targets(meta["config"])  # pre-0.2 names load too
+        target = upgrade_target(meta["class"])
         check_targets({"_target_": target, "config": meta["config"]}, allow)
         module, _, qual = target.rpartition(".")
         klass = getattr(importlib.import_module(module), qual)
@@ -417,7 +433,7 @@ class Agent(nn.Layer):
         """A trained agent from PaddleCraft's zoo, by name: ``Agent.pretrained("digits-mlp")``.
 
         The zoo ships inside the package (``agents/zoo/``); each entry's measured quality
-        is in ``agents.zoo.zoo_entries()``. ``name`` loads it under another scope.
+        is in ``paddlecraft.agents.zoo.zoo_entries()``. ``name`` loads it under another scope.
         """
         from .zoo import zoo_path
 
@@ -431,6 +447,41 @@ def _rename(key: str, old: str, new: str) -> str:
 def _rename_opt(key: str, old: str, new: str) -> str:
     acc, _, pname = key.partition("/")
     return f"{acc}/{_rename(pname, old, new)}"
+
+
+def update_together(
+    loss: paddle.Tensor,
+    agents: Iterable[Agent],
+    *,
+    batch_share: float | None = None,
+    grad_norm: bool = False,
+) -> dict[str, float | None]:
+    """One backward over a loss shared by several agents; each steps its own optimizer once.
+
+    The referential-game pattern: ``loss = game_loss(speaker(x), listener(...))``, then
+    ``update_together(loss, [speaker, listener])``. Each agent keeps its own optimizer,
+    learning rate, grad clip, frozen parameters and data-parallel all-reduce; a parameter
+    one agent borrows from another is stepped once, by its owner. Agents that took part in
+    the forward pass but are not listed keep their weights (detach them, or their
+    gradients accumulate until their own next update). Returns ``{name: grad norm or None}``.
+
+    fp16 loss scaling is per agent, so agents with ``amp=fp16`` cannot share one backward:
+    that is refused (use bf16, or separate losses with :meth:`Agent.update`).
+    """
+    agents = list(agents)
+    names = [a.name for a in agents]
+    if not agents or len(set(names)) != len(names):
+        raise ValueError(f"update_together needs distinct agents, got {names}")
+    scaled = [a.name for a in agents if a.amp.scaler is not None]
+    if scaled:
+        raise ConfigError(
+            f"update_together: agents {scaled} use amp=fp16, whose loss scale is per agent; "
+            "set agents.<name>.amp=bf16 (or off) for agents that share a loss"
+        )
+    for a in agents:
+        a._require_optimizer()
+    loss.backward()
+    return {a.name: a.step_gradients(batch_share, grad_norm) for a in agents}
 
 
 def load_agent(directory: str | os.PathLike, **kwargs: Any) -> Agent:

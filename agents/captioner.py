@@ -28,7 +28,7 @@ __all__ = ["Captioner", "CaptionerConfig"]
 
 @dataclass
 class CaptionerConfig(AgentConfig):
-    """agents.Captioner settings."""
+    """paddlecraft.agents.Captioner settings."""
 
     encoder: Any = MISSING
     #: ^ image encoder config (ImageCNNEncoder, ResNetEncoder, ViTEncoder); num_classes -> None

@@ -15,7 +15,7 @@ from .base import Agent, AgentConfig
 
 @dataclass
 class ClassifierConfig(AgentConfig):
-    """agents.Classifier settings."""
+    """paddlecraft.agents.Classifier settings."""
 
     encoder: Any = MISSING  #: an encoder config (conf/encoder/*): ``_target_`` + kwargs, no scope
     label_smoothing: float = 0.0  #: cross-entropy label smoothing
@@ -26,7 +26,7 @@ class Classifier(Agent):
 
     The encoder's parameters are named ``<name>.<logical>.w_0`` ... Settings: see
     :class:`ClassifierConfig`, e.g. ``Classifier("clf", encoder={"_target_":
-    "encoders.ImageMLPEncoder", "input_size": 64}, lr=3e-4)``.
+    "paddlecraft.encoders.ImageMLPEncoder", "input_size": 64}, lr=3e-4)``.
     """
 
     Config = ClassifierConfig

@@ -7,10 +7,10 @@ forward on a probe batch. ``onnx=True`` also converts with paddle2onnx (in a chi
 process: paddle2onnx aborts the whole process on an unsupported operator) and checks
 ``model.onnx`` with onnxruntime. ``export.json`` records inputs, outputs and the checks.
 
-What gets exported: a layer with ``export_signature()`` (e.g. :class:`agents.Policy`)
+What gets exported: a layer with ``export_signature()`` (e.g. :class:`paddlecraft.agents.Policy`)
 declares its inputs and outputs; otherwise an :class:`~encoders.Encoder` exports all
 its logical outputs, and an agent with an ``encoder`` exports ``forward`` with that
-encoder's inputs (a :class:`agents.Classifier` gives the ``prediction`` logits).
+encoder's inputs (a :class:`paddlecraft.agents.Classifier` gives the ``prediction`` logits).
 """
 
 from __future__ import annotations
@@ -27,8 +27,8 @@ import numpy as np
 import paddle
 from paddle import nn
 
-from encoders.base import Encoder
-from encoders.tensorio import atomic_write_json
+from paddlecraft.encoders.base import Encoder
+from paddlecraft.encoders.tensorio import atomic_write_json
 
 #: eager vs exported outputs must agree to this absolute difference
 TOLERANCE = 1e-5

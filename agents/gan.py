@@ -1,11 +1,11 @@
 """GAN agents: a :class:`Generator` (an ImageDecoder) and a :class:`Discriminator` (an image encoder).
 
 Each is an ordinary :class:`~agents.Agent`: its own scope, optimizer, device and seed. The
-GAN arena (``arenas.gan``) pits them against each other.
+GAN arena (``paddlecraft.arenas.gan``) pits them against each other.
 
 Decisions:
 
-- The discriminator's default body is ``encoders.ImageCNNEncoder(arch="dcgan",
+- The discriminator's default body is ``paddlecraft.encoders.ImageCNNEncoder(arch="dcgan",
   norm="none")`` (``conf/critic/dcgan.yaml``): conv k4 s2 + LeakyReLU, twice
   differentiable (WGAN-GP) and free of running statistics, so running it inside the
   generator's step changes nothing of it. ``critic@agents.discriminator.encoder=cnn``
@@ -32,7 +32,7 @@ import paddle
 from omegaconf import MISSING
 from paddle import nn
 
-from encoders.base import Tensor
+from paddlecraft.encoders.base import Tensor
 
 from .base import Agent, AgentConfig
 
@@ -101,14 +101,14 @@ def keep_running_stats(stats: nn.Layer | Sequence[Tensor]) -> Iterator[None]:
 # ----------------------------------------------------------------------------- settings
 @dataclass
 class GeneratorConfig(AgentConfig):
-    """agents.Generator settings."""
+    """paddlecraft.agents.Generator settings."""
 
     encoder: Any = MISSING  #: an image decoder config (conf/decoder/*): ``_target_`` + kwargs
 
 
 @dataclass
 class DiscriminatorConfig(AgentConfig):
-    """agents.Discriminator settings."""
+    """paddlecraft.agents.Discriminator settings."""
 
     encoder: Any = MISSING  #: an image encoder config with an ``embedding`` output (conf/critic/*)
     num_classes: Optional[int] = None  #: set for a projection discriminator  # noqa: UP045
@@ -121,7 +121,7 @@ class Generator(Agent):
     Args:
         name: scope; parameters are ``<name>.<logical>.w_0`` ...
         **settings: :class:`GeneratorConfig` fields; ``encoder`` is a decoder config
-            (``_target_`` + kwargs, no scope), e.g. ``{"_target_": "encoders.ImageDecoder",
+            (``_target_`` + kwargs, no scope), e.g. ``{"_target_": "paddlecraft.encoders.ImageDecoder",
             "latent_dim": 32, "image_size": 8}``; give it ``num_classes`` for a
             conditional generator.
     """
@@ -210,7 +210,7 @@ class Discriminator(Agent):
         name: scope.
         **settings: :class:`DiscriminatorConfig` fields: ``encoder``, an image encoder
             config whose ``embedding`` output gives features ``h`` [B, F] (e.g.
-            ``encoders.ImageCNNEncoder`` with ``arch: dcgan``), and ``num_classes`` for a
+            ``paddlecraft.encoders.ImageCNNEncoder`` with ``arch: dcgan``), and ``num_classes`` for a
             conditional (projection) discriminator: ``logit = critic(h) + <label_projection(y), h>``.
     """
 

@@ -12,13 +12,38 @@ from hydra.utils import get_object, instantiate
 from omegaconf import DictConfig, ListConfig, OmegaConf
 
 DEFAULT_ALLOWED: tuple[str, ...] = (
-    "agents.",
-    "encoders.",
-    "arenas.",
-    "craftdata.",
+    "paddlecraft.",
     "paddle.optimizer.",
     "paddle.nn.",
 )
+
+#: Top-level packages of PaddleCraft before everything moved under ``paddlecraft.`` (0.1).
+LEGACY_PACKAGES: tuple[str, ...] = ("agents", "encoders", "arenas", "craftdata")
+
+
+def upgrade_target(target: str) -> str:
+    """``encoders.ResNetEncoder`` (a pre-0.2 saved name) -> ``paddlecraft.encoders.ResNetEncoder``."""
+    head = target.partition(".")[0]
+    return f"paddlecraft.{target}" if head in LEGACY_PACKAGES and "." in target else target
+
+
+def upgrade_targets(cfg: Any) -> Any:
+    """A plain-container copy of ``cfg`` with every legacy ``_target_`` namespaced.
+
+    Saved agents (``agent.json``) and run configs written before the ``paddlecraft.``
+    namespace keep loading: their ``_target_``s are rewritten here, before the allow-list
+    check, so nothing outside the toolkit gets through this way.
+    """
+    if isinstance(cfg, (DictConfig, ListConfig)):
+        cfg = OmegaConf.to_container(cfg, resolve=False)
+    if isinstance(cfg, Mapping):
+        return {
+            k: upgrade_target(v) if k == "_target_" and isinstance(v, str) else upgrade_targets(v)
+            for k, v in cfg.items()
+        }
+    if isinstance(cfg, (list, tuple)):
+        return [upgrade_targets(v) for v in cfg]
+    return cfg
 
 
 class UnsafeConfigError(ValueError):
@@ -50,7 +75,7 @@ def check_targets(cfg: Any, allow: Iterable[str] = ()) -> None:
     """Raise :class:`UnsafeConfigError` unless every ``_target_`` is allowed.
 
     A target must be named exactly in the allow-list, or match an allowed prefix AND
-    resolve to an object defined in an allowed module, so ``encoders.base.os.system`` is
+    resolve to an object defined in an allowed module, so ``paddlecraft.encoders.base.os.system`` is
     refused like ``os.system``.
     """
     allow = (*DEFAULT_ALLOWED, *allow)
@@ -74,8 +99,8 @@ def check_targets(cfg: Any, allow: Iterable[str] = ()) -> None:
         if reason:
             raise UnsafeConfigError(
                 f"config key {key}: _target_ {target!r} is refused because {reason}. "
-                "Configs may only build this toolkit's classes (agents., encoders., arenas., "
-                "craftdata.), paddle.optimizer.* and paddle.nn.*. To allow your own code, "
+                "Configs may only build this toolkit's classes (paddlecraft.*), "
+                "paddle.optimizer.* and paddle.nn.*. To allow your own code, "
                 f"add it explicitly: allow_targets=[{target!r}] (or a module prefix ending "
                 "in '.')."
             )

@@ -17,7 +17,7 @@ import paddle.nn.functional as F
 from omegaconf import MISSING
 from paddle import nn
 
-from encoders import Vocab
+from paddlecraft.encoders import Vocab
 
 from .base import AgentConfig
 from .text_agent import (
@@ -32,7 +32,7 @@ __all__ = ["Listener", "ListenerConfig"]
 
 @dataclass
 class ListenerConfig(AgentConfig):
-    """agents.Listener settings."""
+    """paddlecraft.agents.Listener settings."""
 
     text_encoder: Any = MISSING
     #: ^ text side (TextEncoder); vocab_size is filled in, num_classes forced to None

@@ -13,7 +13,7 @@ from typing import Any
 import numpy as np
 import paddle
 
-from encoders.tensorio import CheckpointError
+from paddlecraft.encoders.tensorio import CheckpointError
 
 
 def optimizer_state(opt: paddle.optimizer.Optimizer) -> tuple[dict[str, paddle.Tensor], dict]:

@@ -19,7 +19,7 @@ MASK_PENALTY = 1e9
 
 @dataclass
 class PolicyConfig(AgentConfig):
-    """agents.Policy settings."""
+    """paddlecraft.agents.Policy settings."""
 
     encoder: Any = MISSING  #: encoder config (``_target_`` + kwargs, no scope; set by conf/game/*)
     obs_shape: list[int] = field(default_factory=lambda: [3, 3, 2])  #: [rows, cols, planes]
@@ -122,7 +122,7 @@ class Policy(Agent):
         return logp, entropy, value
 
     def export_signature(self) -> tuple[dict[str, tuple[tuple[int, ...], str]], list[str]]:
-        """``({input: (shape without batch, dtype)}, [output names])`` for :mod:`agents.export`."""
+        """``({input: (shape without batch, dtype)}, [output names])`` for :mod:`paddlecraft.agents.export`."""
         return {"obs": (self.obs_shape, "float32")}, ["logits", "value"]
 
     # ------------------------------------------------------------------ acting

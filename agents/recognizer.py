@@ -17,7 +17,7 @@ import paddle.nn.functional as F
 from omegaconf import MISSING
 from paddle import nn
 
-from encoders.vocab import EOS, PAD, Vocab
+from paddlecraft.encoders.vocab import EOS, PAD, Vocab
 
 from .base import AgentConfig
 from .text_agent import TextAgent, batch_slices
@@ -46,7 +46,7 @@ SPACE = "|"  # the space between words, as a character token (units=chars)
 
 @dataclass
 class RecognizerConfig(AgentConfig):
-    """agents.Recognizer settings."""
+    """paddlecraft.agents.Recognizer settings."""
 
     encoder: Any = MISSING
     #: ^ speech encoder config (SpeechEncoder); num_classes is forced to None
@@ -109,7 +109,7 @@ class Recognizer(TextAgent):
 
     def prepare(self, waveforms: Any, sample_rate: int | None = None) -> np.ndarray:
         """float32 [B, S] at the model's rate, zero-padded at the end (int16 is scaled to [-1, 1))."""
-        from craftdata.speech import resample, to_float
+        from paddlecraft.craftdata.speech import resample, to_float
 
         rate = self.sample_rate if sample_rate is None else int(sample_rate)
         if isinstance(waveforms, np.ndarray) and waveforms.ndim == 2:

@@ -18,7 +18,7 @@ That dataclass is
 - the Hydra schema: :func:`schema_node` adds ``_target_`` and the family stores it in Hydra's
   ConfigStore, so ``python run.py agents.classifier.lrr=1`` fails at compose time;
 - the saved record: ``agent.json`` holds ``asdict(agent.cfg)``, from which
-  :meth:`agents.Agent.load` rebuilds the agent.
+  :meth:`paddlecraft.agents.Agent.load` rebuilds the agent.
 
 Encoders keep plain constructor signatures; :func:`signature_schema` derives their schema.
 """

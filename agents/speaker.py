@@ -20,7 +20,7 @@ __all__ = ["Speaker", "SpeakerConfig"]
 
 @dataclass
 class SpeakerConfig(AgentConfig):
-    """agents.Speaker settings."""
+    """paddlecraft.agents.Speaker settings."""
 
     encoder: Any = None  #: unused: eSpeak NG does the work (every agent config has the slot)
     voices: Any = "test"  #: train | test (the held-out voices) | all | a list of voice variants
@@ -33,7 +33,7 @@ class Speaker(Agent):
     """Text -> speech with eSpeak NG: a fixed (non-learned) agent with no parameters.
 
     Each text is spoken with a voice drawn from ``voices`` (``"train"``/``"test"``: the
-    seeded split of :func:`craftdata.speech.split_voices`, ``"all"``, or a list of
+    seeded split of :func:`paddlecraft.craftdata.speech.split_voices`, ``"all"``, or a list of
     variant names), plus a random accent, rate, pitch and range; the draw depends only
     on ``seed`` and the call's ``seed``, and synthesis is bit-identical per list.
 
@@ -62,7 +62,7 @@ class Speaker(Agent):
 
     def resolve_voices(self, v: Any) -> list[str]:
         """``"train"``/``"test"`` (this speaker's split), ``"all"`` or a list -> variant names."""
-        from craftdata.speech import espeak_voices, split_voices
+        from paddlecraft.craftdata.speech import espeak_voices, split_voices
 
         if isinstance(v, str):
             if v == "all":
@@ -82,11 +82,11 @@ class Speaker(Agent):
     def speak_split(
         self, texts: Sequence[str], seed: int = 0, cache: bool = False, voices: Any = None
     ) -> Any:
-        """Like :meth:`speak`, as a :class:`craftdata.speech.SpokenSplit` (with each voice).
+        """Like :meth:`speak`, as a :class:`paddlecraft.craftdata.speech.SpokenSplit` (with each voice).
 
         ``voices`` overrides the configured ones for this call (e.g. ``"train"``).
         """
-        from craftdata.speech import spoken_split
+        from paddlecraft.craftdata.speech import spoken_split
 
         base = 0 if self.seed is None else int(self.seed)
         pool = self.voices if voices is None else self.resolve_voices(voices)

@@ -2,7 +2,7 @@
 
 Each text agent (:class:`~agents.Captioner`, :class:`~agents.Listener`,
 :class:`~agents.Recognizer`) holds a word :class:`~encoders.Vocab` built from ``words``: a
-list, or a preset of :mod:`craftdata.words` (``"shapes"``, ``"digits"``). The resolved list
+list, or a preset of :mod:`paddlecraft.craftdata.words` (``"shapes"``, ``"digits"``). The resolved list
 is saved with the agent, so a loaded agent never depends on a preset changing.
 """
 
@@ -14,10 +14,10 @@ from typing import Any
 
 import numpy as np
 
-from craftdata.words import WORD_PRESETS, resolve_words
-from encoders import Vocab
-from encoders.tokenizer import SubwordTokenizer
-from encoders.vocab import PAD
+from paddlecraft.craftdata.words import WORD_PRESETS, resolve_words
+from paddlecraft.encoders import Vocab
+from paddlecraft.encoders.tokenizer import SubwordTokenizer
+from paddlecraft.encoders.vocab import PAD
 
 from .base import Agent
 
@@ -32,7 +32,7 @@ __all__ = [
 def images_to_array(images: Any, channels: int) -> np.ndarray:
     """Images as float32 [N, C, H, W] in [0, 1].
 
-    Accepts uint8 [N, H, W, C] (RGB, as :func:`craftdata.shapes.load_shapes` gives) or
+    Accepts uint8 [N, H, W, C] (RGB, as :func:`paddlecraft.craftdata.shapes.load_shapes` gives) or
     uint8 [N, H, W] (grey), or float [N, C, H, W] already scaled.
     """
     x = np.asarray(images)

@@ -1,14 +1,14 @@
 """Arenas: link agents (chains) or pit them against each other, on the arena engine.
 
-``arenas.engine`` is the engine (it knows no arena); each family is a package of its own
+``paddlecraft.arenas.engine`` is the engine (it knows no arena); each family is a package of its own
 (``classify``, ``gan``, ``caption``, ``selfplay``) that registers its Hydra schemas the
 same way a user's arena package does. :func:`register_configs` registers the built-in ones.
 """
 
 from types import ModuleType
 
-from craftdata.resolvers import register_resolvers as register_data_resolvers
-from encoders import SCHEMAS as ENCODER_SCHEMAS
+from paddlecraft.craftdata.resolvers import register_resolvers as register_data_resolvers
+from paddlecraft.encoders import SCHEMAS as ENCODER_SCHEMAS
 
 from . import caption, classify, gan, selfplay
 from .caption import CaptionArena
@@ -39,7 +39,7 @@ def register_configs() -> None:
     """Register the run schema, the toolkit's encoders and every built-in family with Hydra.
 
     ``run.py`` calls it before composing; a user's arena package calls
-    :func:`arenas.engine.register_schemas` with its own ``SCHEMAS`` instead (or as well).
+    :func:`paddlecraft.arenas.engine.register_schemas` with its own ``SCHEMAS`` instead (or as well).
     """
     register_data_resolvers()  # ${craft.num_classes:...}: data configs sized from the files
     register_sweep_resolvers()  # ${headline_direction:...} in Optuna sweep files

@@ -26,7 +26,7 @@ def write_shapes(root: Path, seed: int, n_train: int, n_test: int) -> tuple[Path
     """``root/{train,test}.jsonl`` and ``root/img/*.png``: the shapes of ``seed``."""
     import cv2
 
-    from craftdata.shapes import load_shapes
+    from paddlecraft.craftdata.shapes import load_shapes
 
     d = load_shapes(seed, n_train=n_train, n_test=n_test, n_compositional=0)
     (root / "img").mkdir(parents=True, exist_ok=True)
@@ -51,13 +51,13 @@ def main() -> None:
     ap.add_argument("--seed", type=int, default=0)
     args = ap.parse_args()
 
-    from encoders.cpu_tuning import apply_cpu_tuning
+    from paddlecraft.encoders.cpu_tuning import apply_cpu_tuning
 
     apply_cpu_tuning()
     from hydra import compose, initialize_config_dir
 
-    from arenas import register_configs
-    from arenas.engine.app import run_from_config
+    from paddlecraft.arenas import register_configs
+    from paddlecraft.arenas.engine.app import run_from_config
 
     register_configs()
     budget = [

@@ -39,21 +39,21 @@ def bench_overhead(steps: int = 200, repeats: int = 5) -> dict:
     import paddle
     import paddle.nn.functional as F
 
-    from agents import Classifier
-    from arenas import ClassifyArena, Loop
-    from arenas.engine.callbacks import JsonlLogger, NanGuard, Progress
-    from craftdata import iterate_minibatches, load_digits
+    from paddlecraft.agents import Classifier
+    from paddlecraft.arenas import ClassifyArena, Loop
+    from paddlecraft.arenas.engine.callbacks import JsonlLogger, NanGuard, Progress
+    from paddlecraft.craftdata import iterate_minibatches, load_digits
 
     data = load_digits(seed=0)
     batch = 64
-    enc = {"_target_": "encoders.ImageMLPEncoder", "input_size": 64, "hidden_size": 784}
+    enc = {"_target_": "paddlecraft.encoders.ImageMLPEncoder", "input_size": 64, "hidden_size": 784}
     run_dir = Path(os.environ.get("TMPDIR", "/tmp")) / f"pc_bench_{os.getpid()}"
 
     def toolkit(rep: int) -> float:
         agent = Classifier(f"bench_clf_{rep}", encoder=enc, seed=0)
         arena = ClassifyArena(
             {"classifier": agent},
-            data={"_target_": "craftdata.load_digits"},
+            data={"_target_": "paddlecraft.craftdata.load_digits"},
             epochs=10**6,
             batch_size=batch,
         )
@@ -109,9 +109,9 @@ def bench_overhead(steps: int = 200, repeats: int = 5) -> dict:
 _FLOPS_CHILD = r"""
 import json, time, sys
 sys.path.insert(0, {root!r})
-from encoders.cpu_tuning import apply_cpu_tuning; apply_cpu_tuning()  # (or not: PADDLECRAFT_CPU_TUNING=0)
+from paddlecraft.encoders.cpu_tuning import apply_cpu_tuning; apply_cpu_tuning()  # (or not: PADDLECRAFT_CPU_TUNING=0)
 import numpy as np, paddle, paddle.nn.functional as F
-from encoders import ImageMLPEncoder
+from paddlecraft.encoders import ImageMLPEncoder
 B, steps = 128, {steps}
 enc = ImageMLPEncoder("flops", input_size=784, hidden_size=784)
 opt = paddle.optimizer.Adam(1e-3, parameters=enc.parameters())

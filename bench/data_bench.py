@@ -52,8 +52,8 @@ def _run(overrides: list[str], run_dir: Path) -> tuple[float, float]:
     """(headline, seconds) of ``python run.py <overrides>`` done in-process."""
     from hydra import compose, initialize_config_dir
 
-    from arenas import register_configs
-    from arenas.engine.app import run_from_config
+    from paddlecraft.arenas import register_configs
+    from paddlecraft.arenas.engine.app import run_from_config
 
     register_configs()
     with initialize_config_dir(config_dir=str(ROOT / "conf"), version_base="1.3"):
@@ -65,7 +65,7 @@ def _run(overrides: list[str], run_dir: Path) -> tuple[float, float]:
 
 def bench_digits(work: Path, seed: int = 0) -> dict:
     """Digits' own split written as train/ and test/ PNG folders, both trained the same way."""
-    from craftdata import load_digits
+    from paddlecraft.craftdata import load_digits
 
     d = load_digits(seed=seed)
     train = write_pngs(work / "digits_png" / "train", d.train.x, d.train.y)
@@ -89,7 +89,7 @@ def bench_digits(work: Path, seed: int = 0) -> dict:
 
 def bench_mnist(work: Path, epochs: int = 2) -> dict:
     """Full MNIST (60k + 10k) as PNGs, trained through data=image_folder and in memory."""
-    from craftdata import load_mnist
+    from paddlecraft.craftdata import load_mnist
 
     d = load_mnist()
     t = time.perf_counter()
@@ -123,7 +123,7 @@ def bench_throughput(work: Path, workers: int = 2, batch: int = 128, repeats: in
     """
     import numpy as np
 
-    from craftdata import BatchLoader, load_image_folder
+    from paddlecraft.craftdata import BatchLoader, load_image_folder
 
     folder = work / "mnist_png" / "train"
     if not (folder / ".complete").is_file():
@@ -172,10 +172,10 @@ def bench_throughput(work: Path, workers: int = 2, batch: int = 128, repeats: in
 _RSS_CHILD = """
 import resource, sys, time
 sys.path.insert(0, {root!r})
-from encoders.cpu_tuning import apply_cpu_tuning
+from paddlecraft.encoders.cpu_tuning import apply_cpu_tuning
 apply_cpu_tuning()
 import paddle  # what a run has loaded anyway
-from craftdata import BatchLoader, load_image_folder
+from paddlecraft.craftdata import BatchLoader, load_image_folder
 data = load_image_folder({folder!r}, test_fraction=0.05, channels=1, image_size=28)
 loader = BatchLoader(data.train, 128, seed=0, workers={workers})
 n = sum(len(b[1]) for b in loader.epoch(0))
@@ -215,11 +215,11 @@ def bench_rss(work: Path, small: int = 7000, workers: int = 2) -> dict:
 _GAN_RSS_CHILD = """
 import resource, sys
 sys.path.insert(0, {root!r})
-from encoders.cpu_tuning import apply_cpu_tuning
+from paddlecraft.encoders.cpu_tuning import apply_cpu_tuning
 apply_cpu_tuning()
 from hydra import compose, initialize_config_dir
-from arenas import register_configs
-from arenas.engine.app import run_from_config
+from paddlecraft.arenas import register_configs
+from paddlecraft.arenas.engine.app import run_from_config
 register_configs()
 with initialize_config_dir(config_dir={conf!r}, version_base="1.3"):
     cfg = compose("config", overrides={overrides!r})

@@ -25,7 +25,7 @@ def bench_decoding(
     import numpy as np
     import paddle
 
-    from encoders import TextDecoder, TransformerTextDecoder, Vocab
+    from paddlecraft.encoders import TextDecoder, TransformerTextDecoder, Vocab
 
     rng = np.random.default_rng(0)
     colours, shapes = ["red", "green", "blue", "yellow"], ["circle", "square", "triangle"]

@@ -28,11 +28,11 @@ ROOT = Path(__file__).resolve().parents[1]
 _PADDLE = r"""
 import os, sys, time, json
 sys.path.insert(0, {root!r})
-from encoders.cpu_tuning import apply_cpu_tuning; apply_cpu_tuning()  # as run.py
+from paddlecraft.encoders.cpu_tuning import apply_cpu_tuning; apply_cpu_tuning()  # as run.py
 from hydra import compose, initialize_config_dir
-from arenas import register_configs
-from arenas.engine.app import build_agents, build_arena
-from arenas.engine.rng import seed_everything
+from paddlecraft.arenas import register_configs
+from paddlecraft.arenas.engine.app import build_agents, build_arena
+from paddlecraft.arenas.engine.rng import seed_everything
 register_configs()
 with initialize_config_dir(config_dir={conf!r}, version_base="1.3"):
     cfg = compose("config", overrides=["arena=gan"])
@@ -53,7 +53,7 @@ print(json.dumps({{"steps_per_s": {steps} / (time.perf_counter() - t),
 _PADDLE_RAW = r"""
 import sys
 sys.path.insert(0, {root!r})
-from encoders.cpu_tuning import apply_cpu_tuning; apply_cpu_tuning()  # the arena's env (threads, MKL)
+from paddlecraft.encoders.cpu_tuning import apply_cpu_tuning; apply_cpu_tuning()  # the arena's env (threads, MKL)
 import os, time, json, numpy as np, paddle
 from paddle import nn
 paddle.seed(0)
@@ -191,7 +191,7 @@ def _median(values: list[float]) -> float:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true")
-    from encoders.cpu_tuning import apply_cpu_tuning
+    from paddlecraft.encoders.cpu_tuning import apply_cpu_tuning
 
     apply_cpu_tuning()  # in this process's environment: every child (peers too) inherits it
     print(json.dumps(bench_gan_vs_torch(parser.parse_args().quick), indent=2))

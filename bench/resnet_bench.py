@@ -23,7 +23,7 @@ ROOT = Path(__file__).resolve().parents[1]
 _COMMON = r"""
 import sys, time, json
 sys.path.insert(0, {root!r})
-from encoders.cpu_tuning import apply_cpu_tuning; apply_cpu_tuning()  # as run.py
+from paddlecraft.encoders.cpu_tuning import apply_cpu_tuning; apply_cpu_tuning()  # as run.py
 import numpy as np
 rng = np.random.default_rng(0)
 B, STEPS = 32, {steps}
@@ -40,8 +40,8 @@ _AGENT = (
     _COMMON
     + r"""
 import paddle
-from agents import Classifier
-agent = Classifier("clf", encoder={{"_target_": "encoders.ResNetEncoder", "depth": 18,
+from paddlecraft.agents import Classifier
+agent = Classifier("clf", encoder={{"_target_": "paddlecraft.encoders.ResNetEncoder", "depth": 18,
                                      "num_classes": 10, "in_channels": 3}}, lr=1e-3, seed=0)
 def step(x, y):
     agent.update(agent.loss(agent.to_tensor(x), agent.to_tensor(y)))

@@ -111,8 +111,8 @@ def selfplay_vs_pettingzoo(seconds: float) -> dict:
     from hydra import compose, initialize_config_dir
     from pettingzoo.classic import connect_four_v3  # the pettingzoo extra
 
-    from arenas import register_configs
-    from arenas.engine.app import build_agents
+    from paddlecraft.arenas import register_configs
+    from paddlecraft.arenas.engine.app import build_agents
 
     register_configs()
     with initialize_config_dir(config_dir=str(ROOT / "conf"), version_base="1.3"):
@@ -214,7 +214,7 @@ def main() -> None:
     parser.add_argument("--only", default="", help="comma-separated section names")
     parser.add_argument("--out", default=str(ROOT / "bench" / "results.json"))
     args = parser.parse_args()
-    from encoders.cpu_tuning import apply_cpu_tuning
+    from paddlecraft.encoders.cpu_tuning import apply_cpu_tuning
 
     # before paddle, as run.py does, and before _sections(): some bench modules import
     # paddle, which would set OMP_NUM_THREADS=1 that every child process then inherits

@@ -5,8 +5,8 @@
 
 Both search Connect Four positions (6 random opening moves) with the default Connect
 Four policy network (untrained MLP 84-256-256, the arena's size) and the same PUCT
-rules: :class:`arenas.games.search.PUCTSearch` over ``games`` positions at once (one
-network call per simulation for all of them) and :func:`arenas.games.search.search_one`
+rules: :class:`paddlecraft.arenas.games.search.PUCTSearch` over ``games`` positions at once (one
+network call per simulation for all of them) and :func:`paddlecraft.arenas.games.search.search_one`
 on one position after another (a dict-of-nodes tree, one network call per leaf). The
 figure is simulations per second (summed over games) and their ratio, measured in the
 same process one after the other.
@@ -27,17 +27,17 @@ sys.path.insert(0, str(ROOT))
 
 
 def _network():
-    from agents import Policy
+    from paddlecraft.agents import Policy
 
-    enc = {"_target_": "encoders.ImageMLPEncoder", "input_size": 84, "hidden_size": 256,
+    enc = {"_target_": "paddlecraft.encoders.ImageMLPEncoder", "input_size": 84, "hidden_size": 256,
            "num_classes": 256}  # fmt: skip
     return Policy("search_bench_policy", encoder=enc, obs_shape=[6, 7, 2], num_actions=7, seed=0)
 
 
 def bench_search(quick: bool = False) -> dict:
     """Simulations/s of the batched search and of the plain loop, and the ratio."""
-    from arenas.games import ConnectFour, random_legal
-    from arenas.games.search import PUCTSearch, search_one
+    from paddlecraft.arenas.games import ConnectFour, random_legal
+    from paddlecraft.arenas.games.search import PUCTSearch, search_one
 
     games = 128 if quick else 256
     sims = 50 if quick else 100
@@ -83,7 +83,7 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--quick", action="store_true")
     args = ap.parse_args()
-    import encoders  # noqa: F401  (CPU tuning before paddle, as run.py does)
+    import paddlecraft.encoders  # noqa: F401  (CPU tuning before paddle, as run.py does)
 
     r = bench_search(args.quick)
     print(r["summary"])

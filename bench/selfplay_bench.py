@@ -32,7 +32,7 @@ import numpy as np
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from arenas.games import ConnectFour, ConnectFourVectorEnv, MCTSPlayer, random_legal  # noqa: E402
+from paddlecraft.arenas.games import ConnectFour, ConnectFourVectorEnv, MCTSPlayer, random_legal  # noqa: E402
 
 
 def _timed(fn, seconds: float) -> tuple[int, float]:
@@ -111,9 +111,9 @@ def bench_pettingzoo(seconds: float) -> float | None:
 def bench_arena(seconds: float) -> dict[str, float]:
     from hydra import compose, initialize_config_dir
 
-    from arenas import register_configs
-    from arenas.engine.app import build_agents, build_arena
-    from arenas.engine.rng import seed_everything
+    from paddlecraft.arenas import register_configs
+    from paddlecraft.arenas.engine.app import build_agents, build_arena
+    from paddlecraft.arenas.engine.rng import seed_everything
 
     register_configs()
     with initialize_config_dir(config_dir=str(ROOT / "conf"), version_base="1.3"):
@@ -169,9 +169,9 @@ def bench_workers(seconds: float, games: int = 1024, workers: tuple[int, ...] = 
     with ``arena.collect_workers`` worker processes, on ``games`` games per step."""
     from hydra import compose, initialize_config_dir
 
-    from arenas import register_configs
-    from arenas.engine.app import build_agents, build_arena
-    from arenas.engine.rng import seed_everything
+    from paddlecraft.arenas import register_configs
+    from paddlecraft.arenas.engine.app import build_agents, build_arena
+    from paddlecraft.arenas.engine.rng import seed_everything
 
     register_configs()
     out: dict = {"games_per_step": games, "cores": os.cpu_count(), "moves_per_s": {}}

@@ -4,17 +4,17 @@ folders, caption files and speech transcripts (decoded lazily), minibatching.
 Nothing in this package downloads anything.
 """
 
-from craftdata.badfiles import BadDataError, BadFiles
-from craftdata.batches import iterate_minibatches
-from craftdata.captions import load_captions
-from craftdata.digits import Dataset, Split, load_digits, stratified_split
-from craftdata.image_folder import load_image_folder
-from craftdata.loader import BatchLoader, LazySplit
-from craftdata.mnist import load_mnist, read_idx, read_mnist_csv
-from craftdata.shapes import load_shapes, load_shapes_classes
-from craftdata.speech import load_spoken_digits, synthesize
-from craftdata.transcripts import load_transcripts
-from craftdata.wav import load_wav_folder
+from paddlecraft.craftdata.badfiles import BadDataError, BadFiles
+from paddlecraft.craftdata.batches import iterate_minibatches
+from paddlecraft.craftdata.captions import load_captions
+from paddlecraft.craftdata.digits import Dataset, Split, load_digits, stratified_split
+from paddlecraft.craftdata.image_folder import load_image_folder
+from paddlecraft.craftdata.loader import BatchLoader, LazySplit
+from paddlecraft.craftdata.mnist import load_mnist, read_idx, read_mnist_csv
+from paddlecraft.craftdata.shapes import load_shapes, load_shapes_classes
+from paddlecraft.craftdata.speech import load_spoken_digits, synthesize
+from paddlecraft.craftdata.transcripts import load_transcripts
+from paddlecraft.craftdata.wav import load_wav_folder
 
 __all__ = [
     "BadDataError",

@@ -7,9 +7,9 @@ Image paths are relative to ``image_root`` (default: the annotation file's folde
 
 Every example is one (image, caption) pair; train/test are split by image (a seeded
 fraction unless ``test_path`` names a second annotation file), so no image is in both.
-The vocabulary is built from the training captions (:class:`encoders.vocab.Vocab`), or is
+The vocabulary is built from the training captions (:class:`paddlecraft.encoders.vocab.Vocab`), or is
 a pretrained tokenizer's (``tokenizer=`` a local ``tokenizer.json`` / ``vocab.txt``, read by
-:class:`encoders.tokenizer.SubwordTokenizer`).
+:class:`paddlecraft.encoders.tokenizer.SubwordTokenizer`).
 """
 
 from __future__ import annotations
@@ -24,9 +24,9 @@ from typing import Any
 
 import numpy as np
 
-from craftdata.badfiles import BadDataError, BadFiles, check_image_file
-from craftdata.images import ImageTransform, decode_image
-from craftdata.loader import LazySplit, held_out
+from paddlecraft.craftdata.badfiles import BadDataError, BadFiles, check_image_file
+from paddlecraft.craftdata.images import ImageTransform, decode_image
+from paddlecraft.craftdata.loader import LazySplit, held_out
 
 __all__ = ["CaptionFileData", "CaptionFileSplit", "load_captions", "read_caption_file"]
 
@@ -199,7 +199,7 @@ def load_captions(
         def encode(text: str) -> list[int]:
             return vocab.encode(text, add_special_tokens=True)
     else:
-        from encoders.vocab import Vocab
+        from paddlecraft.encoders.vocab import Vocab
 
         vocab = Vocab.build((c.decode("utf-8") for c in caps), min_freq, max_vocab)
 
@@ -231,7 +231,7 @@ def _select(
 
 def _pretrained_tokenizer(where: str) -> Any:
     """The project's subword tokenizer from a local ``tokenizer.json`` / ``vocab.txt`` (or folder)."""
-    from encoders.tokenizer import SubwordTokenizer
+    from paddlecraft.encoders.tokenizer import SubwordTokenizer
 
     try:
         return SubwordTokenizer.from_file(Path(where).expanduser())

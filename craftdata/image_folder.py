@@ -2,8 +2,8 @@
 
 ``root/<class>/<image>.png|jpg|jpeg``, any size; classes are the sorted sub-folder names.
 :func:`load_image_folder` scans the folders (every file checked cheaply, see
-:mod:`craftdata.badfiles`) and returns an :class:`ImageFolderData` whose splits decode
-images only when a batch asks for them (:class:`craftdata.BatchLoader`).
+:mod:`paddlecraft.craftdata.badfiles`) and returns an :class:`ImageFolderData` whose splits decode
+images only when a batch asks for them (:class:`paddlecraft.craftdata.BatchLoader`).
 
 Splits: ``test_path`` / ``val_path`` folders with the same class sub-folders, or a seeded,
 stratified fraction of the training folder. :meth:`ImageFolderData.use_run_dir` writes
@@ -22,10 +22,10 @@ from pathlib import Path
 
 import numpy as np
 
-from craftdata.badfiles import BadDataError, BadFiles, check_image_file
-from craftdata.digits import Dataset, Split, stratified_split
-from craftdata.images import IMAGE_EXTENSIONS, ImageTransform, decode_image
-from craftdata.loader import LazySplit
+from paddlecraft.craftdata.badfiles import BadDataError, BadFiles, check_image_file
+from paddlecraft.craftdata.digits import Dataset, Split, stratified_split
+from paddlecraft.craftdata.images import IMAGE_EXTENSIONS, ImageTransform, decode_image
+from paddlecraft.craftdata.loader import LazySplit
 
 __all__ = ["SPLIT_FILE", "ImageFolderData", "ImageFolderSplit", "class_names", "load_image_folder"]
 
@@ -151,7 +151,7 @@ class ImageFolderData:
 
 def _decode_all(split: ImageFolderSplit, workers: int, prefetch: int, bad: BadFiles) -> Split:
     """Every image of ``split`` decoded (in order, no augmentation) into one array."""
-    from craftdata.loader import BatchLoader
+    from paddlecraft.craftdata.loader import BatchLoader
 
     plain = ImageFolderSplit(
         split.root, split.files, split.y, replace(split.transform, hflip=False)

@@ -9,7 +9,7 @@ from dataclasses import dataclass
 import cv2
 import numpy as np
 
-from craftdata.badfiles import BadDataError
+from paddlecraft.craftdata.badfiles import BadDataError
 
 __all__ = ["IMAGE_EXTENSIONS", "RESIZE_MODES", "ImageTransform", "decode_image"]
 

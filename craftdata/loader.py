@@ -21,7 +21,7 @@ from typing import Any
 
 import numpy as np
 
-from craftdata.badfiles import BadDataError, BadFiles
+from paddlecraft.craftdata.badfiles import BadDataError, BadFiles
 
 __all__ = ["BatchLoader", "LazySplit", "describe_skips", "held_out"]
 

@@ -18,7 +18,7 @@ from typing import IO
 
 import numpy as np
 
-from craftdata.digits import Dataset, Split, stratified_split
+from paddlecraft.craftdata.digits import Dataset, Split, stratified_split
 
 __all__ = ["load_mnist", "read_idx", "read_mnist_csv"]
 

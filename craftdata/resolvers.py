@@ -15,8 +15,8 @@ from pathlib import Path
 
 from omegaconf import OmegaConf
 
-from craftdata.badfiles import BadDataError
-from craftdata.image_folder import class_names
+from paddlecraft.craftdata.badfiles import BadDataError
+from paddlecraft.craftdata.image_folder import class_names
 
 __all__ = ["register_resolvers"]
 
@@ -48,7 +48,7 @@ def _caption_words(
 ) -> list[str] | str:
     """The vocabulary of the training captions (most frequent first), specials left out; or
     the ``tokenizer`` file itself when one is given (the agents read it)."""
-    from craftdata.captions import load_captions
+    from paddlecraft.craftdata.captions import load_captions
 
     data = load_captions(
         _need_path(path, "captions"), test_path, image_root, float(test_fraction), int(seed),
@@ -64,7 +64,7 @@ def _speech_alphabet(
     path: str | None, test_path: str | None, test_fraction: float, seed: int
 ) -> list[str]:
     """The characters of the training transcripts (a space included), sorted."""
-    from craftdata.transcripts import split_rows, training_alphabet
+    from paddlecraft.craftdata.transcripts import split_rows, training_alphabet
 
     train, _ = split_rows(_need_path(path, "speech"), test_path, float(test_fraction), int(seed))
     return list(training_alphabet(train))

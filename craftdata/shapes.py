@@ -28,7 +28,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from craftdata.digits import Dataset, Split
+from paddlecraft.craftdata.digits import Dataset, Split
 
 __all__ = [
     "COLOURS",

@@ -5,7 +5,7 @@
   are relative to the table's folder;
 - a folder in the LibriSpeech layout: ``*.trans.txt`` files of ``<id> <TRANSCRIPT>`` lines,
   each ``<id>.flac`` (or ``.wav``) beside it;
-- a folder of ``<digit>_<speaker>_<n>.wav`` files (FSDD) stays :func:`craftdata.load_wav_folder`.
+- a folder of ``<digit>_<speaker>_<n>.wav`` files (FSDD) stays :func:`paddlecraft.craftdata.load_wav_folder`.
 
 WAV and FLAC are decoded with ``soundfile`` (channels averaged) and resampled to
 ``sample_rate`` (the speech encoder's rate). Transcripts are lower-cased; the character
@@ -23,9 +23,9 @@ from pathlib import Path
 
 import numpy as np
 
-from craftdata.badfiles import BadDataError, BadFiles, check_audio_file
-from craftdata.loader import LazySplit, held_out
-from craftdata.speech import resample
+from paddlecraft.craftdata.badfiles import BadDataError, BadFiles, check_audio_file
+from paddlecraft.craftdata.loader import LazySplit, held_out
+from paddlecraft.craftdata.speech import resample
 
 __all__ = [
     "TranscriptData",

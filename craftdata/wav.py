@@ -16,7 +16,7 @@ from pathlib import Path
 
 import numpy as np
 
-from craftdata.speech import DIGIT_WORDS, SpokenSplit, resample
+from paddlecraft.craftdata.speech import DIGIT_WORDS, SpokenSplit, resample
 
 __all__ = ["FSDD_PATTERN", "load_wav_folder", "read_wav", "split_by_speaker", "write_wav"]
 

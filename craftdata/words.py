@@ -8,13 +8,13 @@ __all__ = ["WORD_PRESETS", "resolve_words"]
 
 
 def _shapes() -> list[str]:
-    from craftdata.shapes import shapes_vocabulary
+    from paddlecraft.craftdata.shapes import shapes_vocabulary
 
     return shapes_vocabulary()
 
 
 def _digits() -> list[str]:
-    from craftdata.speech import DIGIT_WORDS
+    from paddlecraft.craftdata.speech import DIGIT_WORDS
 
     return list(DIGIT_WORDS)
 

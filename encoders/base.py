@@ -15,7 +15,7 @@ After ``build()``, everything is addressed by logical name: :meth:`Encoder.get_p
 
 In static mode (``paddle.enable_static()`` + ``program_guard``) ``build()`` also creates
 the program's feed variables and outputs as attributes, seed style: ``enc.input``,
-``enc.label`` (classifiers), ``enc.prediction`` (see :mod:`encoders.static`).
+``enc.label`` (classifiers), ``enc.prediction`` (see :mod:`paddlecraft.encoders.static`).
 
 Why one module of ~450 lines: it is one idea, the names API over one Layer (declare,
 build, address by logical name, gradients, freeze, share, save); the declarations,
@@ -484,7 +484,7 @@ class Encoder(nn.Layer):
     ) -> LoadReport:
         """Load weights from an external file (torchvision, timm, Hugging Face, paddle.vision).
 
-        See :mod:`encoders.pretrained` for the formats, the key mapping an encoder family
+        See :mod:`paddlecraft.encoders.pretrained` for the formats, the key mapping an encoder family
         implements and the returned report (``print(report)`` lists every mismatch);
         ``source`` skips detecting the file's naming.
         """

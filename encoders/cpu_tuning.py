@@ -3,7 +3,7 @@
 ``run.py``, the bench scripts and the test suite call :func:`apply_cpu_tuning` before they
 import Paddle; importing the toolkit changes nothing. In your own scripts::
 
-    from encoders.cpu_tuning import apply_cpu_tuning
+    from paddlecraft.encoders.cpu_tuning import apply_cpu_tuning
     apply_cpu_tuning()          # before anything imports paddle
     import paddle
 

@@ -5,7 +5,7 @@ token-type embeddings and LayerNorm, post-norm blocks with exact (erf) GELU, Lay
 epsilon 1e-12, a ``tanh`` pooler on the first ([CLS]) position. Files in Hugging Face
 naming (``bert.encoder.layer.N.attention.self.query.weight``, with or without ``bert.``)
 and PaddleNLP naming (``bert.encoder.layers.N.self_attn.q_proj.weight``) load through
-:meth:`Encoder.load_pretrained` (see :mod:`encoders.pretrained`).
+:meth:`Encoder.load_pretrained` (see :mod:`paddlecraft.encoders.pretrained`).
 """
 
 from __future__ import annotations

@@ -19,21 +19,21 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from encoders.cpu_tuning import apply_cpu_tuning  # noqa: E402
+from paddlecraft.encoders.cpu_tuning import apply_cpu_tuning  # noqa: E402
 
 apply_cpu_tuning()
 
 import cv2  # noqa: E402
 import numpy as np  # noqa: E402
 
-from agents import Classifier  # noqa: E402
-from craftdata import iterate_minibatches, load_digits  # noqa: E402
+from paddlecraft.agents import Classifier  # noqa: E402
+from paddlecraft.craftdata import iterate_minibatches, load_digits  # noqa: E402
 
 
 def resnet(num_classes: int, pretrained: str | None = None) -> dict:
     """The encoder config both tasks use (optionally loading a backbone)."""
     return {
-        "_target_": "encoders.ResNetEncoder",
+        "_target_": "paddlecraft.encoders.ResNetEncoder",
         "depth": 18,
         "width": 16,
         "in_channels": 1,

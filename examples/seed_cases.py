@@ -20,8 +20,8 @@ import numpy as np
 import paddle
 import paddle.nn.functional as F
 
-from craftdata import iterate_minibatches, load_digits
-from encoders import ImageMLPEncoder, init_missing
+from paddlecraft.craftdata import iterate_minibatches, load_digits
+from paddlecraft.encoders import ImageMLPEncoder, init_missing
 
 _ids = itertools.count()
 

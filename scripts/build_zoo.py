@@ -5,7 +5,7 @@
 
 Each entry is trained by ``run.py`` with fixed overrides (the command is recorded in its
 ``quality.json``), copied from the run's last checkpoint without optimizer state (so the
-package stays small), then measured by ``agents.zoo.quality.measure`` — the same function
+package stays small), then measured by ``paddlecraft.agents.zoo.quality.measure`` — the same function
 ``tests/test_zoo.py`` calls to re-check the shipped figure.
 """
 
@@ -22,13 +22,13 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from encoders.cpu_tuning import apply_cpu_tuning  # noqa: E402
+from paddlecraft.encoders.cpu_tuning import apply_cpu_tuning  # noqa: E402
 
 # before anything imports paddle (agents does): the training children inherit these
 # settings, and Paddle would otherwise have set OMP_NUM_THREADS=1 for them
 apply_cpu_tuning()
 
-from agents.zoo.quality import ENTRIES, measure  # noqa: E402
+from paddlecraft.agents.zoo.quality import ENTRIES, measure  # noqa: E402
 
 
 def cpu_model() -> str:
@@ -61,7 +61,7 @@ def build(name: str) -> dict:
     record = {
         "metric": spec["metric"],
         "value": value,
-        "measured_by": "python -c 'from agents.zoo.quality import measure; "
+        "measured_by": "python -c 'from paddlecraft.agents.zoo.quality import measure; "
         f'print(measure("{name}"))\'',
         "trained_by": "python run.py " + " ".join(spec["overrides"]),
         "cpu": cpu_model(),

@@ -58,7 +58,7 @@ def main() -> None:
         row.update({k: m[metric] for k, (metric, _) in TARGETS.items()})
         row["raw_score_vs_mcts100"] = m["score_vs_mcts100"]
         if args.tournament:
-            cmd = [sys.executable, "-m", "arenas.selfplay.tournament", "--game", "connect_four",
+            cmd = [sys.executable, "-m", "paddlecraft.arenas.selfplay.tournament", "--game", "connect_four",
                    "--games", str(args.games), "--seed", str(seed), "--out",
                    str(run / "tournament"), "--focus", "search", "raw", "--players",
                    f"search={run}:search200", f"raw={run}", "random", "tactical", "mcts100",

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from encoders.cpu_tuning import apply_cpu_tuning
+from paddlecraft.encoders.cpu_tuning import apply_cpu_tuning
 
 apply_cpu_tuning()  # what run.py does, before Paddle is imported
 
@@ -28,7 +28,7 @@ def compose_config() -> Callable[..., DictConfig]:
     Registers the built-in schemas first (as run.py does); ``config_dir`` composes from
     another config folder (a user's ``--config-dir``).
     """
-    from arenas import register_configs
+    from paddlecraft.arenas import register_configs
 
     register_configs()
 

@@ -11,8 +11,8 @@ import numpy as np
 import paddle
 import pytest
 
-import agents
-from agents import (
+from paddlecraft import agents
+from paddlecraft.agents import (
     Agent,
     Classifier,
     DeviceError,
@@ -20,12 +20,12 @@ from agents import (
     check_targets,
     resolve_device,
 )
-from encoders import CheckpointError, release_scope
-from encoders.naming import SCOPES
+from paddlecraft.encoders import CheckpointError, release_scope
+from paddlecraft.encoders.naming import SCOPES
 
 IN, HID, NC = 16, 16, 4
 MLP = {
-    "_target_": "encoders.ImageMLPEncoder",
+    "_target_": "paddlecraft.encoders.ImageMLPEncoder",
     "input_size": IN,
     "hidden_size": HID,
     "num_classes": NC,
@@ -201,7 +201,7 @@ def test_save_load_round_trip_continues_training_identically(make_scope, tmp_pat
     for f in d.iterdir():
         _assert_not_pickle(f)
     meta = json.loads((d / "agent.json").read_text())
-    assert meta["class"] == "agents.classifier.Classifier"
+    assert meta["class"] == "paddlecraft.agents.classifier.Classifier"
     assert meta["name"] == name
     assert meta["step"] == 3
     assert meta["config"]["encoder"] == MLP
@@ -379,14 +379,14 @@ def test_check_targets_refuses_unsafe_targets():
         check_targets({"a": {"b": [{"_target_": "subprocess.run"}]}})
     # allowed prefix by name, but it resolves to os.system
     with pytest.raises(UnsafeConfigError, match="resolves to"):
-        check_targets({"_target_": "encoders.base.os.system"})
+        check_targets({"_target_": "paddlecraft.encoders.base.os.system"})
     with pytest.raises(UnsafeConfigError, match="cannot be found"):
-        check_targets({"_target_": "encoders.NoSuchEncoder"})
+        check_targets({"_target_": "paddlecraft.encoders.NoSuchEncoder"})
 
 
 def test_check_targets_accepts_toolkit_and_paddle_targets():
     check_targets({"_target_": "paddle.optimizer.Adam"})
-    check_targets({"_target_": "encoders.ImageMLPEncoder"})
+    check_targets({"_target_": "paddlecraft.encoders.ImageMLPEncoder"})
     check_targets({"opt": ADAM, "sched": STEP_DECAY, "enc": [MLP]})
     with pytest.raises(UnsafeConfigError):
         check_targets({"_target_": "collections.OrderedDict"})
@@ -397,12 +397,12 @@ def test_check_targets_accepts_toolkit_and_paddle_targets():
         check_targets({"_target_": "collections.Counter"}, allow=["collections.OrderedDict"])
 
 
-@pytest.mark.parametrize("target", ["os.system", "encoders.base.os.system"])
+@pytest.mark.parametrize("target", ["os.system", "paddlecraft.encoders.base.os.system"])
 def test_classifier_with_unsafe_encoder_never_calls_it(make_scope, monkeypatch, target):
     calls = []
     monkeypatch.setattr(os, "system", lambda *a, **k: calls.append(a) or 0)
     name = make_scope("clf")
-    with pytest.raises(UnsafeConfigError, match="encoders.base.os.system|os.system"):
+    with pytest.raises(UnsafeConfigError, match="paddlecraft.encoders.base.os.system|os.system"):
         Classifier(name, encoder={"_target_": target, "command": "echo pwned"})
     assert calls == []
 
@@ -461,9 +461,9 @@ def test_update_returns_the_gradient_norm_before_the_step(make_scope):
 
 
 def test_freeze_setting_freezes_logical_layers_at_start(make_scope):
-    from agents.settings import ConfigError
+    from paddlecraft.agents.settings import ConfigError
 
-    enc = {"_target_": "encoders.ImageMLPEncoder", "input_size": 64, "hidden_size": 16}
+    enc = {"_target_": "paddlecraft.encoders.ImageMLPEncoder", "input_size": 64, "hidden_size": 16}
     agent = Classifier(make_scope("frz"), encoder=enc, freeze=["hidden_layer_1"], seed=0)
     e = agent.encoder
     assert e.is_frozen("hidden_layer_1") and not e.is_frozen("prediction")
@@ -480,3 +480,66 @@ def test_freeze_setting_freezes_logical_layers_at_start(make_scope):
     with pytest.raises(ConfigError) as err:
         Classifier(make_scope("frz"), encoder=enc, freeze=["stem"])
     assert "'stem'" in str(err.value) and "hidden_layer_1" in str(err.value)
+
+
+# ---------------------------------------------------------------------------- joint loss
+def test_update_together_steps_each_agent_once_with_the_joint_gradients(make_scope):
+    """One backward over speaker+listener's loss == each agent's own SGD step on its grads."""
+    small = {**MLP, "input_size": NC}  # the listener reads the speaker's 4 logits
+    spk = _clf(make_scope("spk"), optimizer=SGD, lr=0.1)
+    lis = _clf(make_scope("lis"), encoder=small, optimizer=SGD, lr=0.5,
+               freeze=["hidden_layer_1"])  # fmt: skip
+    bystander = _clf(make_scope("by"), encoder=small, optimizer=SGD, lr=0.1)
+    ((x, y),) = _batches(1)
+
+    def joint_loss():
+        return lis.loss(spk(x) + bystander(spk(x)), y)
+
+    # expected: the gradient of the same loss w.r.t. every parameter, taken separately
+    before = {a.name: _params_np(a) for a in (spk, lis, bystander)}
+    params = [p for a in (spk, lis) for p in a.parameters() if not p.stop_gradient]
+    grads = dict(zip([p.name for p in params], paddle.grad(joint_loss(), params)))
+    for a in (spk, lis, bystander):
+        a.clear_gradients()
+
+    norms = agents.update_together(joint_loss(), [spk, lis], grad_norm=True)
+    assert set(norms) == {spk.name, lis.name} and all(n > 0 for n in norms.values())
+    for a, lr in ((spk, 0.1), (lis, 0.5)):
+        for p in a.parameters():
+            old = before[a.name][p.name]
+            if p.stop_gradient:  # the listener's frozen hidden layer
+                assert ".hidden_layer_1." in p.name
+                np.testing.assert_array_equal(p.numpy(), old)
+            else:
+                want = old - lr * grads[p.name].numpy()
+                np.testing.assert_allclose(p.numpy(), want, rtol=1e-5, atol=1e-6)
+                assert p.grad is None or not np.any(p.grad.numpy())  # cleared after the step
+        assert a.step_count == 1
+    for p in bystander.parameters():  # took part in the forward, not in the update
+        np.testing.assert_array_equal(p.numpy(), before[bystander.name][p.name])
+    assert bystander.step_count == 0
+
+
+def test_update_together_refuses_duplicates_and_fp16(make_scope, monkeypatch):
+    a = _clf(make_scope("ja"))
+    ((x, y),) = _batches(1)
+    with pytest.raises(ValueError, match="distinct"):
+        agents.update_together(a.loss(x, y), [a, a])
+    monkeypatch.setattr(a.amp, "scaler", object())  # as amp=fp16 would set
+    with pytest.raises(agents.ConfigError, match="amp=bf16"):
+        agents.update_together(a.loss(x, y), [a])
+
+
+def test_an_agent_saved_before_the_namespace_loads(make_scope, tmp_path):
+    """agent.json files written by 0.1 name ``agents.…``/``encoders.…``: they still load."""
+    a = _clf(make_scope("old"))
+    a.save(tmp_path / "a")
+    meta = json.loads((tmp_path / "a" / "agent.json").read_text())
+    meta["class"] = "agents.classifier.Classifier"
+    meta["config"]["encoder"]["_target_"] = "encoders.ImageMLPEncoder"
+    (tmp_path / "a" / "agent.json").write_text(json.dumps(meta))
+    b = Agent.load(tmp_path / "a", name=make_scope("new"))
+    assert type(b) is Classifier
+    assert b.config["encoder"]["_target_"] == "paddlecraft.encoders.ImageMLPEncoder"
+    x = _batches(1)[0][0]
+    np.testing.assert_array_equal(a(x).numpy(), b(x).numpy())

@@ -5,10 +5,10 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from agents import Agent, Classifier
-from agents.amp import AmpError, autocast_casts_on_cpu, check_amp
+from paddlecraft.agents import Agent, Classifier
+from paddlecraft.agents.amp import AmpError, autocast_casts_on_cpu, check_amp
 
-MLP = {"_target_": "encoders.ImageMLPEncoder", "input_size": 64, "hidden_size": 16}
+MLP = {"_target_": "paddlecraft.encoders.ImageMLPEncoder", "input_size": 64, "hidden_size": 16}
 
 
 @pytest.mark.parametrize("mode", ["bf16", "fp16"])

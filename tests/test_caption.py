@@ -12,18 +12,23 @@ import numpy as np
 import pytest
 from safetensors.numpy import load_file
 
-from agents import Agent, Captioner, Listener, Recognizer, Speaker
-from agents.recognizer import ctc_greedy
-from arenas import CaptionArena, check_arena
-from craftdata.shapes import load_shapes
+from paddlecraft.agents import Agent, Captioner, Listener, Recognizer, Speaker
+from paddlecraft.agents.recognizer import ctc_greedy
+from paddlecraft.arenas import CaptionArena, check_arena
+from paddlecraft.craftdata.shapes import load_shapes
 
 ROOT = Path(__file__).resolve().parents[1]
-CNN = {"_target_": "encoders.ImageCNNEncoder", "in_channels": 3, "image_size": 64}
+CNN = {"_target_": "paddlecraft.encoders.ImageCNNEncoder", "in_channels": 3, "image_size": 64}
 TINY_CNN = {**CNN, "channels": [4, 8], "embedding_dim": 16, "min_spatial": 16}
-TINY_DEC = {"_target_": "encoders.TextDecoder", "embed_dim": 8, "hidden_size": 16, "max_len": 10}
-TINY_TEXT = {"_target_": "encoders.TextEncoder", "embed_dim": 8, "hidden_size": 16}
+TINY_DEC = {
+    "_target_": "paddlecraft.encoders.TextDecoder",
+    "embed_dim": 8,
+    "hidden_size": 16,
+    "max_len": 10,
+}
+TINY_TEXT = {"_target_": "paddlecraft.encoders.TextEncoder", "embed_dim": 8, "hidden_size": 16}
 TINY_SPEECH = {
-    "_target_": "encoders.SpeechEncoder",
+    "_target_": "paddlecraft.encoders.SpeechEncoder",
     "sample_rate": 16000,
     "n_mels": 16,
     "n_fft": 640,
@@ -125,7 +130,7 @@ def test_recognizer_and_speaker_round_trip(make_scope, tmp_path):
     out = rec.transcribe(waves, 16000)
     assert len(out) == 2 and all(isinstance(t, str) for t in out)
     # any rate: 22050 Hz int16 input is resampled to the model's 16 kHz
-    from craftdata.speech import resample
+    from paddlecraft.craftdata.speech import resample
 
     fast = [resample(w, 16000, 22050) for w in waves]
     assert len(rec.transcribe(fast, 22050)) == 2
@@ -139,7 +144,7 @@ def test_recognizer_and_speaker_round_trip(make_scope, tmp_path):
 
 
 def test_settings_are_declared_once_checked_and_saved_resolved(make_scope, tmp_path):
-    from agents.settings import ConfigError
+    from paddlecraft.agents.settings import ConfigError
 
     with pytest.raises(ConfigError, match="decodr"):
         Captioner(make_scope("cap"), encoder=TINY_CNN, decodr=TINY_DEC)
@@ -164,8 +169,13 @@ def test_settings_are_declared_once_checked_and_saved_resolved(make_scope, tmp_p
 @pytest.mark.parametrize(
     "encoder",
     [
-        {"_target_": "encoders.ResNetEncoder", "depth": 18, "width": 4},
-        {"_target_": "encoders.ViTEncoder", "image_size": 64, "patch_size": 16, "dim": 16}
+        {"_target_": "paddlecraft.encoders.ResNetEncoder", "depth": 18, "width": 4},
+        {
+            "_target_": "paddlecraft.encoders.ViTEncoder",
+            "image_size": 64,
+            "patch_size": 16,
+            "dim": 16,
+        }
         | {"depth": 1, "heads": 2},
     ],
     ids=["resnet", "vit"],
@@ -189,7 +199,7 @@ def test_captioner_and_listener_take_any_image_encoder(make_scope, shapes, encod
 
 @pytest.mark.parametrize("variant", ["captioner_resnet", "captioner_vit", "captioner_resnet_gpt"])
 def test_captioner_encoder_variants_compose_and_caption(variant, compose_config, shapes):
-    from arenas.engine import build_agents
+    from paddlecraft.arenas.engine import build_agents
 
     cfg = compose_config("arena=caption", f"agent@agents.captioner={variant}")
     agents = build_agents(cfg)
@@ -204,7 +214,7 @@ def test_captioner_encoder_variants_compose_and_caption(variant, compose_config,
 
 
 def test_metrics_group_by_hop_per_split():
-    from arenas.caption import group_by_hop
+    from paddlecraft.arenas.caption import group_by_hop
 
     flat = {
         "captioner_exact_match": 0.9,
@@ -249,7 +259,7 @@ def test_chain_must_line_up(make_scope):
         CaptionArena({cap.name: cap}, chain=[cap.name, "listener"], data=TINY_DATA)
     with pytest.raises(ValueError, match="arena.k must be >= 2"):
         _arena([cap, lis], [cap, lis], k=1)
-    from agents.settings import ConfigError
+    from paddlecraft.agents.settings import ConfigError
 
     with pytest.raises(ConfigError, match="n_tran"):
         _arena([cap, lis], [cap, lis], data={"n_tran": 3})

@@ -17,12 +17,12 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from agents import Agent
-from arenas.caption.files import SPLIT_FILE
-from arenas.engine.app import build_agents, build_arena, run_arena, run_from_config
-from arenas.engine.callbacks import standard_callbacks
-from arenas.engine.checkpoint import list_checkpoints
-from arenas.engine.rng import seed_everything
+from paddlecraft.agents import Agent
+from paddlecraft.arenas.caption.files import SPLIT_FILE
+from paddlecraft.arenas.engine.app import build_agents, build_arena, run_arena, run_from_config
+from paddlecraft.arenas.engine.callbacks import standard_callbacks
+from paddlecraft.arenas.engine.checkpoint import list_checkpoints
+from paddlecraft.arenas.engine.rng import seed_everything
 from tests.data_files import (
     class_image,
     tone,
@@ -107,7 +107,7 @@ def test_caption_arena_runs_on_caption_files(fmt, tmp_path, compose_config):
 
 
 def test_bleu_uses_every_reference():
-    from arenas.caption.files import bleu_multi
+    from paddlecraft.arenas.caption.files import bleu_multi
 
     hyps = ["a red square is here now", "the blue square is there now"]
     one = bleu_multi(hyps, [["a red square is here now"], ["x"]])
@@ -253,7 +253,7 @@ def test_caption_files_resume_with_workers_is_bit_identical(tmp_path, compose_co
 # ----------------------------------------------------------------------------- bad data
 def _main(cfg, run: Path, capsys) -> tuple[int, str]:
     """run.py's entry (main_entry): the exit code and the stderr line of a user error."""
-    from arenas.engine.app import main_entry
+    from paddlecraft.arenas.engine.app import main_entry
 
     with pytest.raises(SystemExit) as e:
         main_entry(cfg, run)
@@ -340,7 +340,7 @@ def test_asr_learns_to_spell_tone_words(tmp_path, compose_config):
 
 def test_caption_files_with_a_pretrained_tokenizer(tmp_path, compose_config):
     """data.loader.tokenizer: the agents read and write its subword ids, saved with them."""
-    from encoders.tokenizer import SubwordTokenizer
+    from paddlecraft.encoders.tokenizer import SubwordTokenizer
 
     path = jsonl_folder(tmp_path)
     words = ["a", "the", "square", "is", "number", "re", "##d", "green", "blue", "0", "1", "2",

@@ -7,8 +7,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from craftdata import BadDataError, BatchLoader, load_captions, load_transcripts
-from craftdata.transcripts import read_audio
+from paddlecraft.craftdata import BadDataError, BatchLoader, load_captions, load_transcripts
+from paddlecraft.craftdata.transcripts import read_audio
 from tests.data_files import (
     class_image,
     tone,

@@ -9,13 +9,13 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from agents import Classifier
-from arenas import ClassifyArena, check_arena, run_arena
-from arenas.engine.app import run_from_config
-from arenas.engine.callbacks import standard_callbacks
-from arenas.engine.checkpoint import list_checkpoints
-from arenas.engine.rng import seed_everything
-from craftdata.image_folder import SPLIT_FILE
+from paddlecraft.agents import Classifier
+from paddlecraft.arenas import ClassifyArena, check_arena, run_arena
+from paddlecraft.arenas.engine.app import run_from_config
+from paddlecraft.arenas.engine.callbacks import standard_callbacks
+from paddlecraft.arenas.engine.checkpoint import list_checkpoints
+from paddlecraft.arenas.engine.rng import seed_everything
+from paddlecraft.craftdata.image_folder import SPLIT_FILE
 from tests.data_files import image_folder, truncate
 
 
@@ -25,10 +25,10 @@ def folder(tmp_path: Path) -> Path:
 
 
 def _arena(folder: Path, name: str, workers: int = 2, epochs: int = 2) -> ClassifyArena:
-    enc = {"_target_": "encoders.ImageCNNEncoder", "in_channels": 3, "image_size": 8,
+    enc = {"_target_": "paddlecraft.encoders.ImageCNNEncoder", "in_channels": 3, "image_size": 8,
            "channels": [4], "embedding_dim": 8, "num_classes": 3}  # fmt: skip
     agent = Classifier(name, encoder=enc, seed=0, lr=0.01)
-    data = {"_target_": "craftdata.load_image_folder", "path": str(folder), "image_size": 8,
+    data = {"_target_": "paddlecraft.craftdata.load_image_folder", "path": str(folder), "image_size": 8,
             "workers": workers, "hflip": True}  # fmt: skip
     return ClassifyArena({"classifier": agent}, data=data, epochs=epochs, batch_size=4, seed=5)
 

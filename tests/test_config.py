@@ -15,8 +15,8 @@ from hydra.errors import ConfigCompositionException
 from hydra.utils import instantiate
 from omegaconf import OmegaConf
 
-from agents import DeviceError, UnsafeConfigError
-from arenas.engine.app import build_agents, build_arena, run_from_config, validate
+from paddlecraft.agents import DeviceError, UnsafeConfigError
+from paddlecraft.arenas.engine.app import build_agents, build_arena, run_from_config, validate
 
 CONF = Path(__file__).resolve().parents[1] / "conf"
 ARENAS = sorted(p.stem for p in (CONF / "arena").glob("*.yaml"))
@@ -274,10 +274,10 @@ def test_every_experiment_file_composes_with_its_arena(experiment, compose_confi
 
 def test_mnist_experiment_is_resnet18_on_mnist_with_a_cosine_schedule(compose_config):
     cfg = compose_config("arena=classify", "+experiment=mnist_resnet18")
-    assert cfg.data.loader._target_ == "craftdata.load_mnist"
+    assert cfg.data.loader._target_ == "paddlecraft.craftdata.load_mnist"
     enc = cfg.agents.classifier.encoder
     assert (enc._target_, enc.depth, enc.width, enc.small_input) == (
-        "encoders.resnet.ResNetEncoder", 18, 16, True,
+        "paddlecraft.encoders.resnet.ResNetEncoder", 18, 16, True,
     )  # fmt: skip
     assert (enc.in_channels, enc.num_classes) == (1, 10)  # sized by the MNIST data config
     sched = cfg.agents.classifier.lr_scheduler

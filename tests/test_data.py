@@ -13,9 +13,9 @@ import numpy as np
 import pytest
 from sklearn.datasets import load_digits as sk_load_digits
 
-import craftdata
-import craftdata.mnist as mnist_mod
-from craftdata import (
+import paddlecraft.craftdata.mnist as mnist_mod
+from paddlecraft import craftdata
+from paddlecraft.craftdata import (
     Dataset,
     Split,
     iterate_minibatches,

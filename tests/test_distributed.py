@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 from safetensors.numpy import load_file
 
-from agents import distributed
+from paddlecraft.agents import distributed
 
 ROOT = Path(__file__).resolve().parents[1]
 ARGS = ["arena=classify", "trainer.max_steps=25", "trainer.progress=false"]

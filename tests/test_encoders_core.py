@@ -11,8 +11,8 @@ import paddle
 import paddle.nn.functional as F
 import pytest
 
-from craftdata import iterate_minibatches, load_digits
-from encoders import (
+from paddlecraft.craftdata import iterate_minibatches, load_digits
+from paddlecraft.encoders import (
     CheckpointError,
     EncoderInputError,
     ImageCNNEncoder,

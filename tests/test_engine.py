@@ -12,10 +12,17 @@ import numpy as np
 import pytest
 from safetensors.numpy import load_file
 
-from arenas import ArenaCheckError, Callback, ClassifyArena, Loop, check_arena, run_arena
-from arenas.engine.callbacks import standard_callbacks
-from arenas.engine.checkpoint import latest_good_checkpoint, list_checkpoints
-from arenas.engine.rng import seed_everything
+from paddlecraft.arenas import (
+    ArenaCheckError,
+    Callback,
+    ClassifyArena,
+    Loop,
+    check_arena,
+    run_arena,
+)
+from paddlecraft.arenas.engine.callbacks import standard_callbacks
+from paddlecraft.arenas.engine.checkpoint import latest_good_checkpoint, list_checkpoints
+from paddlecraft.arenas.engine.rng import seed_everything
 from tests.toy_arenas import ForgetfulArena, Regressor, ShufflingArena, ToyArena
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -171,12 +178,12 @@ def test_metrics_jsonl_and_results_json(tmp_path):
 
 
 def test_check_arena_passes_on_classify(make_scope):
-    from agents import Classifier
+    from paddlecraft.agents import Classifier
 
     name = make_scope("clf")
-    enc = {"_target_": "encoders.ImageMLPEncoder", "input_size": 64, "hidden_size": 32}
+    enc = {"_target_": "paddlecraft.encoders.ImageMLPEncoder", "input_size": 64, "hidden_size": 32}
     agent = Classifier(name, encoder=enc, seed=0)
-    data = {"_target_": "craftdata.load_digits"}
+    data = {"_target_": "paddlecraft.craftdata.load_digits"}
     arena = ClassifyArena({"classifier": agent}, data=data, epochs=1)
     with pytest.raises(ArenaCheckError, match="key and agent name must match"):
         check_arena(arena)

@@ -11,19 +11,29 @@ import numpy as np
 import paddle
 import pytest
 
-from agents import Captioner, Classifier, Policy
-from agents.export import ExportError, export_layer, probe_inputs, read_record
-from arenas.engine.export import ExportConfigError, ExportSettings, export_run, parse_settings
+from paddlecraft.agents import Captioner, Classifier, Policy
+from paddlecraft.agents.export import ExportError, export_layer, probe_inputs, read_record
+from paddlecraft.arenas.engine.export import (
+    ExportConfigError,
+    ExportSettings,
+    export_run,
+    parse_settings,
+)
 
 ROOT = Path(__file__).resolve().parents[1]
 TINY_CNN = {
-    "_target_": "encoders.ImageCNNEncoder",
+    "_target_": "paddlecraft.encoders.ImageCNNEncoder",
     "in_channels": 3,
     "image_size": 16,
     "channels": [8],
     "embedding_dim": 8,
 }
-TINY_DEC = {"_target_": "encoders.TextDecoder", "embed_dim": 8, "hidden_size": 8, "max_len": 6}
+TINY_DEC = {
+    "_target_": "paddlecraft.encoders.TextDecoder",
+    "embed_dim": 8,
+    "hidden_size": 8,
+    "max_len": 6,
+}
 
 # runs paddle.inference with every PaddleCraft package made unimportable
 NO_PADDLECRAFT = r"""
@@ -53,12 +63,14 @@ print(json.dumps(out))
 
 def _models(make_scope):
     clf = Classifier(
-        make_scope("clf"), encoder={"_target_": "encoders.ImageCNNEncoder", "image_size": 8}, seed=0
+        make_scope("clf"),
+        encoder={"_target_": "paddlecraft.encoders.ImageCNNEncoder", "image_size": 8},
+        seed=0,
     )
     policy = Policy(
         make_scope("policy"),
         encoder={
-            "_target_": "encoders.ImageMLPEncoder",
+            "_target_": "paddlecraft.encoders.ImageMLPEncoder",
             "input_size": 18,
             "hidden_size": 32,
             "num_classes": 32,

@@ -6,8 +6,8 @@ import numpy as np
 import paddle
 import pytest
 
-from encoders import ResNetEncoder
-from encoders.pretrained import PretrainedLoadError
+from paddlecraft.encoders import ResNetEncoder
+from paddlecraft.encoders.pretrained import PretrainedLoadError
 
 
 def _tiny(scope: str, classes: int) -> ResNetEncoder:

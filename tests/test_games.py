@@ -6,7 +6,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from arenas.games import (
+from paddlecraft.arenas.games import (
     BoardGameVectorEnv,
     ConnectFour,
     ConnectFourVectorEnv,
@@ -19,7 +19,7 @@ from arenas.games import (
     TicTacToeVectorEnv,
     random_legal,
 )
-from arenas.games.baselines import tictactoe_table
+from paddlecraft.arenas.games.baselines import tictactoe_table
 
 # ---------------------------------------------------------------------- brute-force reference
 
@@ -310,7 +310,7 @@ def test_game_spec_and_errors():
     with pytest.raises(ValueError, match="unknown game"):
         GameSpec("chess")
     with pytest.raises(ValueError, match="minimax"):
-        from arenas.games import make_baseline
+        from paddlecraft.arenas.games import make_baseline
 
         make_baseline("minimax", ConnectFour)
     assert isinstance(BoardGameVectorEnv(TicTacToe, 2).game, TicTacToe)
@@ -325,7 +325,7 @@ def test_game_spec_and_errors():
 def test_pettingzoo_adapter_plays_and_matches_native_rules(name, native):
     pytest.importorskip("pettingzoo")
     pytest.importorskip("pygame")
-    from arenas.games.pettingzoo_adapter import PettingZooGame
+    from paddlecraft.arenas.games.pettingzoo_adapter import PettingZooGame
 
     n = 6
     pz = PettingZooGame(name, n)

@@ -12,20 +12,20 @@ import pytest
 from hydra import compose, initialize_config_dir
 from scipy import linalg
 
-from agents import Discriminator, Generator
-from arenas import GanArena, check_arena, register_configs, run_arena
-from arenas.engine.app import run_from_config
-from arenas.engine.callbacks import standard_callbacks
-from arenas.engine.checkpoint import list_checkpoints
-from arenas.engine.rng import seed_everything
-from arenas.gan import featnet as fn
-from arenas.gan import metrics as gm
+from paddlecraft.agents import Discriminator, Generator
+from paddlecraft.arenas import GanArena, check_arena, register_configs, run_arena
+from paddlecraft.arenas.engine.app import run_from_config
+from paddlecraft.arenas.engine.callbacks import standard_callbacks
+from paddlecraft.arenas.engine.checkpoint import list_checkpoints
+from paddlecraft.arenas.engine.rng import seed_everything
+from paddlecraft.arenas.gan import featnet as fn
+from paddlecraft.arenas.gan import metrics as gm
 
 ROOT = Path(__file__).resolve().parents[1]
 CONF = ROOT / "conf"
-DIGITS = {"_target_": "craftdata.load_digits", "seed": 0}
+DIGITS = {"_target_": "paddlecraft.craftdata.load_digits", "seed": 0}
 #: the DCGAN discriminator body of conf/critic/dcgan.yaml, small
-CRITIC = {"_target_": "encoders.ImageCNNEncoder", "arch": "dcgan", "norm": "none",
+CRITIC = {"_target_": "paddlecraft.encoders.ImageCNNEncoder", "arch": "dcgan", "norm": "none",
           "num_classes": None, "channels": [8, 16], "embedding_dim": 16}  # fmt: skip
 #: a quick feature net for unit tests (its own cache key; the real runs use the default)
 FAST_FEATNET = {"channels": [16, 32], "embedding_dim": 32, "epochs": 4}
@@ -59,7 +59,7 @@ def _agents(conditional=False, d_encoder=None, seed=0):
     g = Generator(
         "generator",
         encoder={
-            "_target_": "encoders.ImageDecoder",
+            "_target_": "paddlecraft.encoders.ImageDecoder",
             "latent_dim": 8,
             "image_size": 8,
             "base_channels": 8,
@@ -228,7 +228,7 @@ def test_collapse_warning(release, caplog):
         (
             "lsgan",
             False,
-            {"_target_": "encoders.ImageCNNEncoder", "channels": [8, 16], "embedding_dim": 16,
+            {"_target_": "paddlecraft.encoders.ImageCNNEncoder", "channels": [8, 16], "embedding_dim": 16,
              "num_classes": None},
         ),
     ],
@@ -263,7 +263,7 @@ def test_each_step_leaves_the_other_agent_untouched(release, loss, conditional, 
 
 
 def test_wgan_gp_refuses_a_batch_norm_discriminator(release):
-    enc = {"_target_": "encoders.ImageCNNEncoder", "channels": [8], "num_classes": None}
+    enc = {"_target_": "paddlecraft.encoders.ImageCNNEncoder", "channels": [8], "num_classes": None}
     agents = _agents(d_encoder=enc)
     try:
         with pytest.raises(ValueError, match="batch norm"):
@@ -365,7 +365,7 @@ def test_two_step_smoke_run(tmp_path, arena):
     results = _check_run(tmp_path / "run", arena == "gan_conditional")
     assert value == results["headline_value"]
     # the trained generator is usable without any arena
-    from agents import Agent
+    from paddlecraft.agents import Agent
 
     ckpt = list_checkpoints(tmp_path / "run")[0] / "agents" / "generator"
     gen = Agent.load(ckpt, name=f"loaded_{arena}")
@@ -411,7 +411,7 @@ def test_mnist_sized_data_builds_and_trains(tmp_path):
     import gzip
     import struct
 
-    from arenas.engine.app import build_agents, build_arena
+    from paddlecraft.arenas.engine.app import build_agents, build_arena
 
     rng = np.random.default_rng(0)
     for split, n in (("train", 64), ("t10k", 20)):
@@ -439,8 +439,8 @@ def test_mnist_sized_data_builds_and_trains(tmp_path):
 
 
 def test_shapes_images_plug_in_as_data():
-    from arenas.engine.app import build_agents, build_arena
-    from craftdata import load_shapes_classes
+    from paddlecraft.arenas.engine.app import build_agents, build_arena
+    from paddlecraft.craftdata import load_shapes_classes
 
     d = load_shapes_classes(n_train=64, n_test=16, image_size=16, label="relation")
     assert d.train.x.shape == (64, 3, 16, 16) and d.train.x.dtype == np.float32
@@ -471,7 +471,7 @@ def test_dcgan_arch_is_the_dcgan_discriminator_body_and_twice_differentiable(sco
     import paddle
     import paddle.nn.functional as F
 
-    from encoders import ImageCNNEncoder
+    from paddlecraft.encoders import ImageCNNEncoder
 
     enc = ImageCNNEncoder(scope, in_channels=1, image_size=8, channels=[8, 16], embedding_dim=12,
                           num_classes=None, arch="dcgan", norm="none", slope=0.2).build()  # fmt: skip
@@ -539,8 +539,8 @@ def test_settings_are_one_dataclass_each(release):
     """GanArena/Generator/Discriminator settings: a mistyped key fails naming it; the record is the dataclass."""
     from dataclasses import asdict
 
-    from agents import ConfigError
-    from arenas.gan import GanConfig
+    from paddlecraft.agents import ConfigError
+    from paddlecraft.arenas.gan import GanConfig
 
     agents = _agents()
     try:

@@ -10,15 +10,15 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from agents import Discriminator, Generator
-from arenas import GanArena, check_arena, run_arena
-from arenas.engine.app import run_from_config
-from arenas.engine.callbacks import standard_callbacks
-from arenas.engine.checkpoint import list_checkpoints
-from arenas.engine.rng import seed_everything
-from arenas.gan.data import GanData, SampledSplit, eval_sample
-from craftdata import Dataset, load_image_folder
-from craftdata.image_folder import SPLIT_FILE, ImageFolderSplit
+from paddlecraft.agents import Discriminator, Generator
+from paddlecraft.arenas import GanArena, check_arena, run_arena
+from paddlecraft.arenas.engine.app import run_from_config
+from paddlecraft.arenas.engine.callbacks import standard_callbacks
+from paddlecraft.arenas.engine.checkpoint import list_checkpoints
+from paddlecraft.arenas.engine.rng import seed_everything
+from paddlecraft.arenas.gan.data import GanData, SampledSplit, eval_sample
+from paddlecraft.craftdata import Dataset, load_image_folder
+from paddlecraft.craftdata.image_folder import SPLIT_FILE, ImageFolderSplit
 from tests.data_files import damage_png_pixels, image_folder
 
 #: a feature net small enough for a few seconds of evaluation
@@ -36,13 +36,13 @@ def _agents() -> dict:
     """A tiny conditional generator and discriminator for 8x8 RGB images of 3 classes."""
     g = Generator(
         "generator",
-        encoder={"_target_": "encoders.ImageDecoder", "latent_dim": 8, "image_size": 8,
+        encoder={"_target_": "paddlecraft.encoders.ImageDecoder", "latent_dim": 8, "image_size": 8,
                  "out_channels": 3, "base_channels": 8, "num_classes": 3},
         seed=0, lr=1e-3,
     )  # fmt: skip
     d = Discriminator(
         "discriminator",
-        encoder={"_target_": "encoders.ImageCNNEncoder", "arch": "dcgan", "norm": "none", "in_channels": 3,
+        encoder={"_target_": "paddlecraft.encoders.ImageCNNEncoder", "arch": "dcgan", "norm": "none", "in_channels": 3,
                  "image_size": 8, "channels": [8, 16], "embedding_dim": 16},
         num_classes=3, seed=0, lr=1e-3,
     )  # fmt: skip
@@ -51,7 +51,7 @@ def _agents() -> dict:
 
 def _arena(folder: Path, in_memory=False, workers=2, hflip=True, bad="stop", **kw) -> GanArena:
     """A tiny conditional GAN on ``folder``; its agents are released if the set-up fails."""
-    data = {"_target_": "craftdata.load_image_folder", "path": str(folder), "image_size": 8,
+    data = {"_target_": "paddlecraft.craftdata.load_image_folder", "path": str(folder), "image_size": 8,
             "workers": workers, "hflip": hflip, "in_memory": in_memory,
             "on_bad_file": bad}  # fmt: skip
     kw = {"epochs": 2, "batch_size": 4, "eval_samples": 60, "ref_samples": 30,

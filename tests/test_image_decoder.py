@@ -9,8 +9,8 @@ import paddle
 import paddle.nn.functional as F
 import pytest
 
-from encoders import EncoderInputError, release_scope
-from encoders.image_decoder import ImageDecoder, start_size
+from paddlecraft.encoders import EncoderInputError, release_scope
+from paddlecraft.encoders.image_decoder import ImageDecoder, start_size
 
 
 @pytest.mark.parametrize(

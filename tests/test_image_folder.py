@@ -9,8 +9,14 @@ import cv2
 import numpy as np
 import pytest
 
-from craftdata import BadDataError, BatchLoader, Split, iterate_minibatches, load_image_folder
-from craftdata.image_folder import SPLIT_FILE
+from paddlecraft.craftdata import (
+    BadDataError,
+    BatchLoader,
+    Split,
+    iterate_minibatches,
+    load_image_folder,
+)
+from paddlecraft.craftdata.image_folder import SPLIT_FILE
 from tests.data_files import class_image, damage_png_pixels, image_folder, truncate, write_image
 
 

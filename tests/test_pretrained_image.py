@@ -15,9 +15,9 @@ import transformers
 from safetensors.numpy import save_file as save_numpy
 from safetensors.torch import save_file as save_torch
 
-from encoders import PretrainedLoadError, read_weights
-from encoders.resnet import ResNetEncoder
-from encoders.vit import ViTEncoder
+from paddlecraft.encoders import PretrainedLoadError, read_weights
+from paddlecraft.encoders.resnet import ResNetEncoder
+from paddlecraft.encoders.vit import ViTEncoder
 
 ATOL = 1e-4
 
@@ -369,7 +369,7 @@ def test_vit_size_contradiction_is_a_clear_error(scope):
 
 
 def test_encoder_config_pretrained_key_loads_the_file(scope, tmp_path, compose_config):
-    from arenas.engine.app import build_agents
+    from paddlecraft.arenas.engine.app import build_agents
 
     src = ResNetEncoder(scope, depth=18, num_classes=10, in_channels=1, small_input=True, width=8)
     src.build()

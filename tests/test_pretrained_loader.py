@@ -1,4 +1,4 @@
-"""encoders.pretrained: safe .pdparams reading, generic key handling, strict/non-strict reports."""
+"""paddlecraft.encoders.pretrained: safe .pdparams reading, generic key handling, strict/non-strict reports."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ import pytest
 from paddle import nn
 from safetensors.numpy import save_file
 
-from encoders import (
+from paddlecraft.encoders import (
     Encoder,
     InputSpec,
     LayerSpec,
@@ -21,7 +21,7 @@ from encoders import (
     load_pretrained,
     read_weights,
 )
-from encoders.pretrained import rename_prefix
+from paddlecraft.encoders.pretrained import rename_prefix
 
 
 class TinyNet(nn.Layer):

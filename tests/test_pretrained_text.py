@@ -16,10 +16,10 @@ import transformers
 from paddle import nn
 from safetensors.torch import save_file
 
-from encoders import PretrainedLoadError
-from encoders.tokenizer import SubwordTokenizer
-from encoders.transformer_text import TransformerTextEncoder
-from encoders.whisper import WhisperStyleEncoder, whisper_log_mel
+from paddlecraft.encoders import PretrainedLoadError
+from paddlecraft.encoders.tokenizer import SubwordTokenizer
+from paddlecraft.encoders.transformer_text import TransformerTextEncoder
+from paddlecraft.encoders.whisper import WhisperStyleEncoder, whisper_log_mel
 
 ATOL = 1e-4
 BERT = dict(vocab_size=100, dim=32, depth=2, heads=2, mlp_dim=64, max_len=40)

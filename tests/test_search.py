@@ -6,8 +6,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from arenas.games import ConnectFour, TicTacToe, random_legal
-from arenas.games.search import (
+from paddlecraft.arenas.games import ConnectFour, TicTacToe, random_legal
+from paddlecraft.arenas.games.search import (
     PUCTSearch,
     SearchResult,
     choose_moves,

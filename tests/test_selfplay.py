@@ -14,21 +14,21 @@ import numpy as np
 import pytest
 from hydra import compose, initialize_config_dir
 
-from agents import Agent, Policy
-from arenas import SelfPlayArena, check_arena, register_configs, run_arena
-from arenas.engine.app import build_agents, build_arena
-from arenas.engine.callbacks import standard_callbacks
-from arenas.engine.checkpoint import list_checkpoints
-from arenas.engine.rng import seed_everything
-from arenas.games import MinimaxPlayer, TicTacToe, random_legal
-from arenas.selfplay import tictactoe_losing_lines
-from arenas.selfplay.league import LeagueTable, OpponentPool
-from arenas.selfplay.ppo import mirror_samples
-from encoders.tensorio import CheckpointError
+from paddlecraft.agents import Agent, Policy
+from paddlecraft.arenas import SelfPlayArena, check_arena, register_configs, run_arena
+from paddlecraft.arenas.engine.app import build_agents, build_arena
+from paddlecraft.arenas.engine.callbacks import standard_callbacks
+from paddlecraft.arenas.engine.checkpoint import list_checkpoints
+from paddlecraft.arenas.engine.rng import seed_everything
+from paddlecraft.arenas.games import MinimaxPlayer, TicTacToe, random_legal
+from paddlecraft.arenas.selfplay import tictactoe_losing_lines
+from paddlecraft.arenas.selfplay.league import LeagueTable, OpponentPool
+from paddlecraft.arenas.selfplay.ppo import mirror_samples
+from paddlecraft.encoders.tensorio import CheckpointError
 
 ROOT = Path(__file__).resolve().parents[1]
 TTT_MLP = {
-    "_target_": "encoders.ImageMLPEncoder",
+    "_target_": "paddlecraft.encoders.ImageMLPEncoder",
     "input_size": 18,
     "hidden_size": 32,
     "num_classes": 32,
@@ -90,7 +90,7 @@ def test_masked_log_probs_are_a_distribution_over_legal_moves(make_scope):
 
 def test_policy_with_cnn_encoder(make_scope):
     enc = {
-        "_target_": "encoders.ImageCNNEncoder",
+        "_target_": "paddlecraft.encoders.ImageCNNEncoder",
         "in_channels": 2,
         "image_size": [6, 7],
         "channels": [8],
@@ -99,7 +99,7 @@ def test_policy_with_cnn_encoder(make_scope):
         "min_spatial": 8,
     }
     policy = Policy(make_scope("cnn"), encoder=enc, obs_shape=[6, 7, 2], num_actions=7, seed=0)
-    from arenas.games import ConnectFour
+    from paddlecraft.arenas.games import ConnectFour
 
     obs, masks = _boards(8, np.random.default_rng(0), ConnectFour)
     a = policy.act(obs, masks, greedy=False)
@@ -265,7 +265,7 @@ def test_resume_in_a_fresh_arena_restores_pool_and_ratings(tmp_path):
 
 @pytest.mark.parametrize("game", ["tictactoe", "connect_four"])
 def test_mirror_augmentation_matches_mirrored_play(game, make_scope):
-    from arenas.games import GAMES
+    from paddlecraft.arenas.games import GAMES
 
     cls = GAMES[game]
     shape = list(cls.obs_shape())

@@ -6,13 +6,13 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from agents import Policy
-from arenas import SelfPlayArena, check_arena, search_player
-from arenas.engine.rng import seed_everything
-from arenas.games import ConnectFour, TicTacToe, random_legal
+from paddlecraft.agents import Policy
+from paddlecraft.arenas import SelfPlayArena, check_arena, search_player
+from paddlecraft.arenas.engine.rng import seed_everything
+from paddlecraft.arenas.games import ConnectFour, TicTacToe, random_legal
 
 TTT_MLP = {
-    "_target_": "encoders.ImageMLPEncoder",
+    "_target_": "paddlecraft.encoders.ImageMLPEncoder",
     "input_size": 18,
     "hidden_size": 32,
     "num_classes": 32,
@@ -54,7 +54,7 @@ def test_alphazero_targets_are_visit_distributions_and_outcomes(make_scope):
     assert (pi[np.arange(len(pi)), actions] > 0).all()  # moves come from the visits
     # 8 simulations: visit fractions are multiples of 1/8
     assert np.allclose(pi * 8, np.round(pi * 8), atol=1e-5)
-    from arenas.selfplay.alphazero import outcome_samples
+    from paddlecraft.arenas.selfplay.alphazero import outcome_samples
 
     data = outcome_samples(recs, rollout["winner"])
     ply = np.concatenate([r["ply"] for r in recs])
@@ -70,8 +70,8 @@ def test_alphazero_targets_are_visit_distributions_and_outcomes(make_scope):
 def test_completed_q_targets_are_the_search_improved_policy(make_scope):
     """policy_target=completed_q: each recorded target is completed_q_policy of the search
     that chose the move (re-run here from the same generator state), not its visits."""
-    from arenas.games.search import PUCTSearch, completed_q_policy
-    from arenas.selfplay.alphazero import search_controller
+    from paddlecraft.arenas.games.search import PUCTSearch, completed_q_policy
+    from paddlecraft.arenas.selfplay.alphazero import search_controller
 
     seed_everything(0)
     policy = Policy(make_scope("cq"), encoder=TTT_MLP, obs_shape=[3, 3, 2], num_actions=9)
@@ -156,7 +156,7 @@ def test_search_player_plays_legal_full_games_in_pettingzoo(game, make_scope, tm
 
 
 def test_bradley_terry_fit_recovers_known_ratings():
-    from arenas.selfplay.tournament import fit_ratings
+    from paddlecraft.arenas.selfplay.tournament import fit_ratings
 
     true = np.array([0.0, 200.0, 400.0])  # Elo
     rng = np.random.default_rng(0)
@@ -176,7 +176,7 @@ def test_bradley_terry_fit_recovers_known_ratings():
 
 
 def test_tournament_command_writes_table_and_plot(make_scope, tmp_path):
-    from arenas.selfplay.tournament import main
+    from paddlecraft.arenas.selfplay.tournament import main
 
     policy = Policy(make_scope("tp"), encoder=TTT_MLP, obs_shape=[3, 3, 2], num_actions=9, seed=0)
     policy.save(tmp_path / "run" / "policy")
@@ -310,7 +310,7 @@ def test_ppo_then_search_resumes_bit_identically_across_the_switch():
     ],
 )
 def test_search_phase_settings_are_checked(make_scope, setting, value, words):
-    from agents.settings import ConfigError  # run.py prints it as one error: line
+    from paddlecraft.agents.settings import ConfigError  # run.py prints it as one error: line
 
     policy = Policy(make_scope("bad"), encoder=TTT_MLP, obs_shape=[3, 3, 2], num_actions=9)
     with pytest.raises(ConfigError) as e:

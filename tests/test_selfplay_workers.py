@@ -13,17 +13,17 @@ import numpy as np
 import pytest
 from hydra import compose, initialize_config_dir
 
-from agents import Policy
-from arenas import SelfPlayArena, register_configs
-from arenas.engine.app import run_from_config
-from arenas.engine.rng import seed_everything
-from arenas.games import TicTacToe, make_baseline
-from arenas.selfplay.league import weights_of
-from arenas.selfplay.workers import CollectorPool
+from paddlecraft.agents import Policy
+from paddlecraft.arenas import SelfPlayArena, register_configs
+from paddlecraft.arenas.engine.app import run_from_config
+from paddlecraft.arenas.engine.rng import seed_everything
+from paddlecraft.arenas.games import TicTacToe, make_baseline
+from paddlecraft.arenas.selfplay.league import weights_of
+from paddlecraft.arenas.selfplay.workers import CollectorPool
 
 ROOT = Path(__file__).resolve().parents[1]
 TTT_MLP = {
-    "_target_": "encoders.ImageMLPEncoder",
+    "_target_": "paddlecraft.encoders.ImageMLPEncoder",
     "input_size": 18,
     "hidden_size": 32,
     "num_classes": 32,

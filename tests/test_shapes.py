@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from craftdata.shapes import (
+from paddlecraft.craftdata.shapes import (
     COLOURS,
     RELATIONS,
     SHAPES,

@@ -10,8 +10,8 @@ import paddle.nn.functional as F
 import pytest
 from paddle.audio.features import LogMelSpectrogram
 
-from encoders import EncoderInputError, release_scope
-from encoders.speech import SpeechEncoder
+from paddlecraft.encoders import EncoderInputError, release_scope
+from paddlecraft.encoders.speech import SpeechEncoder
 
 SR = 8000
 

@@ -7,8 +7,8 @@ import wave
 import numpy as np
 import pytest
 
-from craftdata import speech
-from craftdata.speech import (
+from paddlecraft.craftdata import speech
+from paddlecraft.craftdata.speech import (
     ESPEAK_RATE,
     Utterance,
     espeak_voices,
@@ -16,7 +16,7 @@ from craftdata.speech import (
     split_voices,
     synthesize,
 )
-from craftdata.wav import load_wav_folder, read_wav, split_by_speaker, write_wav
+from paddlecraft.craftdata.wav import load_wav_folder, read_wav, split_by_speaker, write_wav
 
 pytest.importorskip("espeakng_loader")
 

@@ -11,16 +11,16 @@ import pytest
 import yaml
 from hydra import compose, initialize_config_dir
 
-from arenas import register_configs
-from arenas.engine.sweeps import headline_direction
+from paddlecraft.arenas import register_configs
+from paddlecraft.arenas.engine.sweeps import headline_direction
 
 ROOT = Path(__file__).resolve().parents[1]
 SMOKE = ["trainer.progress=false", "trainer.max_steps=4", "hydra.sweeper.n_trials=3"]
 
 
 def test_direction_follows_the_arena():
-    assert headline_direction("arenas.ClassifyArena") == "maximize"  # test accuracy
-    assert headline_direction("arenas.GanArena") == "minimize"  # classifier-FID
+    assert headline_direction("paddlecraft.arenas.ClassifyArena") == "maximize"  # test accuracy
+    assert headline_direction("paddlecraft.arenas.GanArena") == "minimize"  # classifier-FID
 
 
 @pytest.mark.parametrize(

@@ -12,8 +12,8 @@ import paddle
 import paddle.nn.functional as F
 import pytest
 
-from encoders import EncoderInputError, TextDecoder, TextEncoder, Vocab, release_scope
-from encoders.vocab import BOS, EOS, PAD, UNK
+from paddlecraft.encoders import EncoderInputError, TextDecoder, TextEncoder, Vocab, release_scope
+from paddlecraft.encoders.vocab import BOS, EOS, PAD, UNK
 
 SENTENCES = [
     "a red circle",

@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 from tokenizers import Tokenizer, decoders, models, pre_tokenizers, processors, trainers
 
-from encoders.tokenizer import SubwordTokenizer
+from paddlecraft.encoders.tokenizer import SubwordTokenizer
 
 WORDPIECE = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", "a", "red", "blue", "circle",
              "square", "left", "of", "the", "is", "##s", "big", "##ger"]  # fmt: skip

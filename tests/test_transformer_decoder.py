@@ -12,9 +12,9 @@ import numpy as np
 import paddle
 import pytest
 
-from encoders import EncoderInputError
-from encoders.decoding import BOS, EOS, PAD
-from encoders.transformer_decoder import TransformerTextDecoder
+from paddlecraft.encoders import EncoderInputError
+from paddlecraft.encoders.decoding import BOS, EOS, PAD
+from paddlecraft.encoders.transformer_decoder import TransformerTextDecoder
 
 SYMBOLS = 5  # ids 3..7
 VOCAB = 3 + SYMBOLS
@@ -167,7 +167,7 @@ def static_mode():
 @pytest.mark.filterwarnings("ignore:Tensor do not have 'place'")  # paddle's own minimize
 def test_static_train_step_bert_encoder_and_decoder(make_scope, static_mode) -> None:
     """Both Transformer text models build into one static program and train a step."""
-    from encoders.transformer_text import TransformerTextEncoder
+    from paddlecraft.encoders.transformer_text import TransformerTextEncoder
 
     main, startup = paddle.static.Program(), paddle.static.Program()
     with paddle.static.program_guard(main, startup):

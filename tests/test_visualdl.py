@@ -14,9 +14,9 @@ import numpy as np
 import pytest
 from toy_arenas import Regressor, ToyArena
 
-from arenas import run_arena, standard_callbacks
-from arenas.engine import Audio, Image, Text
-from arenas.engine.visualdl import hparams_from_overrides
+from paddlecraft.arenas import run_arena, standard_callbacks
+from paddlecraft.arenas.engine import Audio, Image, Text
+from paddlecraft.arenas.engine.visualdl import hparams_from_overrides
 
 pytest.importorskip("visualdl")  # an optional extra; the test extra installs it
 
@@ -141,9 +141,9 @@ def test_visualdl_server_reads_back_what_the_run_wrote(tmp_path):
 def test_caption_chain_media_has_sheet_texts_and_a_spoken_hop(make_scope, monkeypatch, tmp_path):
     from test_caption import TINY_CNN, TINY_DATA, TINY_DEC, TINY_SPEECH, TINY_SPEECH_DATA, TINY_TEXT
 
-    from agents import Captioner, Listener, Recognizer, Speaker
-    from arenas import CaptionArena
-    from arenas.engine.media import arena_media
+    from paddlecraft.agents import Captioner, Listener, Recognizer, Speaker
+    from paddlecraft.arenas import CaptionArena
+    from paddlecraft.arenas.engine.media import arena_media
 
     monkeypatch.setenv("PADDLECRAFT_CACHE", str(tmp_path / "speech-cache"))
     cap = Captioner(make_scope("cap"), encoder=TINY_CNN, decoder=TINY_DEC, seed=0)

@@ -5,9 +5,9 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from agents import Agent
-from agents.zoo import zoo_entries, zoo_path
-from agents.zoo.quality import ENTRIES, measure
+from paddlecraft.agents import Agent
+from paddlecraft.agents.zoo import zoo_entries, zoo_path
+from paddlecraft.agents.zoo.quality import ENTRIES, measure
 
 SHIPPED = sorted(zoo_entries())
 

@@ -11,8 +11,8 @@ import math
 import numpy as np
 import paddle
 
-from agents import Agent
-from arenas import Arena
+from paddlecraft.agents import Agent
+from paddlecraft.arenas import Arena
 
 
 class Regressor(Agent):

@@ -46,17 +46,17 @@ SEED = 0  # every entry is trained and measured on the seed-0 splits
 
 
 def _captioner_exact_match(agent: Any) -> float:
-    from arenas.caption.data import CaptionDataConfig, build_world
-    from arenas.caption.metrics import exact_match
+    from paddlecraft.arenas.caption.data import CaptionDataConfig, build_world
+    from paddlecraft.arenas.caption.metrics import exact_match
 
     world = build_world("shapes", SEED, k=4, data=CaptionDataConfig())  # the arena's test split
     return exact_match(agent.caption(world.test.images, beam_size=1), world.test.texts)
 
 
 def _recognizer_exact_match(agent: Any) -> float:
-    from arenas.caption.metrics import exact_match
-    from craftdata import load_digits
-    from craftdata.speech import DIGIT_WORDS, split_voices, spoken_split
+    from paddlecraft.arenas.caption.metrics import exact_match
+    from paddlecraft.craftdata import load_digits
+    from paddlecraft.craftdata.speech import DIGIT_WORDS, split_voices, spoken_split
 
     # the digits chain's test clips: the first 360 test digits' words, held-out voices,
     # synthesised with the arena's stream ([seed, 0x52]; see arenas.caption.data)
@@ -68,10 +68,10 @@ def _recognizer_exact_match(agent: Any) -> float:
 
 def measure(name: str) -> float:
     """Measure zoo entry ``name`` the way its ``quality.json`` says (deterministic data)."""
-    from agents import Agent
+    from paddlecraft.agents import Agent
 
     if name == "digits-mlp":
-        from craftdata import load_digits
+        from paddlecraft.craftdata import load_digits
 
         agent = Agent.pretrained(name)
         try:
@@ -82,9 +82,9 @@ def measure(name: str) -> float:
     if name == "tictactoe-policy":
         import numpy as np
 
-        from arenas.games import MinimaxPlayer
-        from arenas.selfplay.player import PolicyPlayer
-        from arenas.selfplay.tournament import play_pair
+        from paddlecraft.arenas.games import MinimaxPlayer
+        from paddlecraft.arenas.selfplay.player import PolicyPlayer
+        from paddlecraft.arenas.selfplay.tournament import play_pair
 
         agent = Agent.pretrained(name)
         try:

@@ -6,7 +6,7 @@ follow which; running inputs through hops), ``data.py`` (splits, candidates, spo
 sheet), ``files.py`` (the arena on your own files: ``data=captions``, ``data=speech``). The agents live in :mod:`agents` (Captioner, Listener, Recognizer, Speaker).
 """
 
-from agents import Captioner, Listener, Recognizer, Speaker
+from paddlecraft.agents import Captioner, Listener, Recognizer, Speaker
 
 from .arena import CaptionArena, CaptionConfig, CaptionHopConfig
 from .chain import HOP_IO, Chain

@@ -35,11 +35,11 @@ from typing import Any, Optional  # noqa: UP035 (OmegaConf needs typing forms)
 
 import numpy as np
 
-from agents import Agent, Captioner, Listener, Recognizer
-from agents.settings import ConfigError
-from arenas.engine import Arena, ArenaConfig
-from arenas.engine.media import Audio, Image, Text
-from encoders.tensorio import atomic_write_json
+from paddlecraft.agents import Agent, Captioner, Listener, Recognizer
+from paddlecraft.agents.settings import ConfigError
+from paddlecraft.arenas.engine import Arena, ArenaConfig
+from paddlecraft.arenas.engine.media import Audio, Image, Text
+from paddlecraft.encoders.tensorio import atomic_write_json
 
 from .chain import Chain
 from .data import (
@@ -69,7 +69,7 @@ class CaptionHopConfig:
 
 @dataclass
 class CaptionConfig(ArenaConfig):
-    """arenas.CaptionArena settings."""
+    """paddlecraft.arenas.CaptionArena settings."""
 
     chain: list[str] = field(default_factory=lambda: ["captioner", "listener"])  #: hops, by agent
     task: str = "shapes"  #: shapes (captioned shapes) | digits (sklearn digits named by word)

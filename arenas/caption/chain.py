@@ -18,8 +18,8 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from agents import Agent, Captioner, Listener, Recognizer, Speaker
-from agents.settings import ConfigError
+from paddlecraft.agents import Agent, Captioner, Listener, Recognizer, Speaker
+from paddlecraft.agents.settings import ConfigError
 
 #: modality each kind of hop takes and gives
 HOP_IO: dict[type, tuple[str, str]] = {

@@ -1,6 +1,6 @@
 """What a caption chain learns and is tested on: image/text pairs, spoken clips, candidates.
 
-``task="shapes"``: the captioned shapes (:func:`craftdata.load_shapes`) with a
+``task="shapes"``: the captioned shapes (:func:`paddlecraft.craftdata.load_shapes`) with a
 compositional split; ``task="digits"``: sklearn digit images named by their spoken word
 ("seven"). Spoken data (only when a chain has a recognizer) comes from eSpeak NG voices
 split into training and held-out ones, or from a folder of WAV recordings (digits).
@@ -15,7 +15,7 @@ from typing import Any, Optional  # noqa: UP035 (OmegaConf needs typing forms)
 
 import numpy as np
 
-from agents.settings import ConfigError
+from paddlecraft.agents.settings import ConfigError
 
 log = logging.getLogger("paddlecraft")
 
@@ -119,7 +119,7 @@ def build_world(
     if task not in TASKS:
         raise ConfigError(f"arena.task must be one of {TASKS}, got {task!r}")
     if task == "shapes":
-        from craftdata.shapes import load_shapes
+        from paddlecraft.craftdata.shapes import load_shapes
 
         d = load_shapes(
             seed, n_train=data.n_train, n_test=data.n_test, n_compositional=data.n_compositional
@@ -129,8 +129,8 @@ def build_world(
         comp: Pairs | None = Pairs(d.compositional.images, d.compositional.captions)
         holdout = [" ".join(t) for t in d.holdout]
     else:
-        from craftdata import load_digits
-        from craftdata.speech import DIGIT_WORDS
+        from paddlecraft.craftdata import load_digits
+        from paddlecraft.craftdata.speech import DIGIT_WORDS
 
         digits = load_digits(seed)
 
@@ -153,7 +153,7 @@ def build_world(
 
 
 def _add_espeak_speech(world: CaptionWorld, seed: int, s: CaptionSpeechConfig) -> None:
-    from craftdata.speech import cache_root, split_voices, spoken_split
+    from paddlecraft.craftdata.speech import cache_root, split_voices, spoken_split
 
     rate = s.sample_rate
     train_voices, test_voices = split_voices(s.voice_seed, s.test_fraction)
@@ -182,7 +182,7 @@ def _add_espeak_speech(world: CaptionWorld, seed: int, s: CaptionSpeechConfig) -
 
 
 def _add_wav_speech(world: CaptionWorld, task: str, seed: int, s: CaptionSpeechConfig) -> None:
-    from craftdata.wav import load_wav_folder, split_by_speaker
+    from paddlecraft.craftdata.wav import load_wav_folder, split_by_speaker
 
     if task != "digits":
         raise ConfigError("arena.speech.wav_dir holds spoken digits: use it with arena.task=digits")

@@ -2,8 +2,8 @@
 transcripts (``data=speech``).
 
 :class:`FileCaptionArena` is the :class:`~.arena.CaptionArena` with its splits read from
-files (``arena.files``, the data config's loader: :func:`craftdata.load_captions` or
-:func:`craftdata.load_transcripts`, which check every file before training starts).
+files (``arena.files``, the data config's loader: :func:`paddlecraft.craftdata.load_captions` or
+:func:`paddlecraft.craftdata.load_transcripts`, which check every file before training starts).
 Training batches are decoded lazily by ``data.workers`` processes (:class:`BatchLoader`);
 only file names and texts live in memory. Each learned hop reads the training split in
 its own seeded order, ``hops.<name>.steps`` batches per epoch (continuing through passes),
@@ -32,16 +32,16 @@ from typing import Any
 
 import numpy as np
 
-from agents import Captioner, Listener, Recognizer
-from agents.instantiate import safe_instantiate
-from agents.settings import ConfigError
-from craftdata import BatchLoader
-from craftdata.badfiles import check_audio_file, check_image_file
-from craftdata.captions import CaptionFileData, CaptionFileSplit
-from craftdata.images import decode_image
-from craftdata.loader import LazySplit
-from craftdata.transcripts import TranscriptData, TranscriptSplit, read_audio
-from encoders.tensorio import atomic_write_json
+from paddlecraft.agents import Captioner, Listener, Recognizer
+from paddlecraft.agents.instantiate import safe_instantiate
+from paddlecraft.agents.settings import ConfigError
+from paddlecraft.craftdata import BatchLoader
+from paddlecraft.craftdata.badfiles import check_audio_file, check_image_file
+from paddlecraft.craftdata.captions import CaptionFileData, CaptionFileSplit
+from paddlecraft.craftdata.images import decode_image
+from paddlecraft.craftdata.loader import LazySplit
+from paddlecraft.craftdata.transcripts import TranscriptData, TranscriptSplit, read_audio
+from paddlecraft.encoders.tensorio import atomic_write_json
 
 from .arena import CaptionArena
 from .data import Candidates

@@ -1,6 +1,6 @@
 """Classification: one agent learns labels from a dataset (the seed's case 1 as an arena)."""
 
-from agents import Classifier
+from paddlecraft.agents import Classifier
 
 from .arena import ClassifyArena, ClassifyConfig
 from .plot import render_confusion

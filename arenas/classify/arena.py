@@ -12,18 +12,18 @@ import numpy as np
 import paddle
 import paddle.nn.functional as F
 
-from agents import Agent
-from agents.distributed import shard
-from agents.instantiate import safe_instantiate
-from arenas.engine import Arena, ArenaConfig
-from craftdata import BatchLoader
+from paddlecraft.agents import Agent
+from paddlecraft.agents.distributed import shard
+from paddlecraft.agents.instantiate import safe_instantiate
+from paddlecraft.arenas.engine import Arena, ArenaConfig
+from paddlecraft.craftdata import BatchLoader
 
 from .plot import render_confusion
 
 
 @dataclass
 class ClassifyConfig(ArenaConfig):
-    """arenas.ClassifyArena settings."""
+    """paddlecraft.arenas.ClassifyArena settings."""
 
     epochs: int = 20  #: passes over the training split
     batch_size: int = 64  #: training minibatch
@@ -34,9 +34,9 @@ class ClassifyArena(Arena):
     """Trains the ``classifier`` agent with cross-entropy on a dataset; headline: test accuracy.
 
     Args:
-        agents: must contain ``classifier`` (an :class:`agents.Classifier`).
-        data: loader config, e.g. ``{"_target_": "craftdata.load_digits", "seed": 0}``: arrays
-            in memory, or files read lazily (``craftdata.load_image_folder``: decoded by
+        agents: must contain ``classifier`` (an :class:`paddlecraft.agents.Classifier`).
+        data: loader config, e.g. ``{"_target_": "paddlecraft.craftdata.load_digits", "seed": 0}``: arrays
+            in memory, or files read lazily (``paddlecraft.craftdata.load_image_folder``: decoded by
             ``data.workers`` processes, the split recorded in the run folder).
         seed: run seed (data order).
         **settings: :class:`ClassifyConfig` fields.

@@ -5,7 +5,7 @@ It knows no arena family. A family (built in, or a user's own package) subclasse
 :func:`register_schemas`; ``run.py`` and :func:`run_from_config` do the rest.
 """
 
-from agents.settings import ConfigError
+from paddlecraft.agents.settings import ConfigError
 
 from .app import build_agents, build_arena, run_arena, run_from_config, validate
 from .base import Arena, ArenaConfig

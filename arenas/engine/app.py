@@ -20,16 +20,21 @@ from hydra.utils import get_object
 from omegaconf import DictConfig, OmegaConf
 from omegaconf.errors import InterpolationResolutionError
 
-from agents import Agent
-from agents.amp import AmpError, check_amp
-from agents.device import DeviceError, resolve_device
-from agents.distributed import describe, init_if_launched, is_main_process
-from agents.instantiate import UnsafeConfigError, check_targets, safe_instantiate
-from agents.settings import ConfigError, make_settings
-from craftdata.badfiles import BadDataError
-from encoders.base import EncoderInputError
-from encoders.naming import ScopeError
-from encoders.tensorio import CheckpointError, atomic_write_bytes
+from paddlecraft.agents import Agent
+from paddlecraft.agents.amp import AmpError, check_amp
+from paddlecraft.agents.device import DeviceError, resolve_device
+from paddlecraft.agents.distributed import describe, init_if_launched, is_main_process
+from paddlecraft.agents.instantiate import (
+    UnsafeConfigError,
+    check_targets,
+    safe_instantiate,
+    upgrade_targets,
+)
+from paddlecraft.agents.settings import ConfigError, make_settings
+from paddlecraft.craftdata.badfiles import BadDataError
+from paddlecraft.encoders.base import EncoderInputError
+from paddlecraft.encoders.naming import ScopeError
+from paddlecraft.encoders.tensorio import CheckpointError, atomic_write_bytes
 
 from .base import Arena
 from .callbacks import TrainerConfig, standard_callbacks
@@ -231,7 +236,7 @@ def _config_for_resume(cfg: DictConfig, run_dir: Path) -> DictConfig:
         raise ConfigError(
             f"resume={str(run_dir)!r}: no config.yaml there; is it a PaddleCraft run directory?"
         )
-    saved = OmegaConf.load(saved_path)
+    saved = OmegaConf.create(upgrade_targets(OmegaConf.load(saved_path)))  # pre-0.2 names
     for key in ("arena", "agents", "data"):
         if key in cfg and OmegaConf.to_container(cfg[key], resolve=True) != OmegaConf.to_container(
             saved[key]

@@ -8,8 +8,8 @@ from typing import Any, ClassVar
 
 import numpy as np
 
-from agents import Agent
-from agents.settings import make_settings
+from paddlecraft.agents import Agent
+from paddlecraft.agents.settings import make_settings
 
 
 @dataclass
@@ -31,8 +31,8 @@ class Arena:
 
     Settings are declared once, as a dataclass extending :class:`ArenaConfig` assigned
     to ``Config``: it is the constructor's keywords (checked and typed into ``self.cfg``),
-    the Hydra schema (:func:`arenas.engine.register_schemas`) and what ``config.yaml``
-    records (see :mod:`agents.settings`).
+    the Hydra schema (:func:`paddlecraft.arenas.engine.register_schemas`) and what ``config.yaml``
+    records (see :mod:`paddlecraft.agents.settings`).
 
     Args:
         agents: the agents by name (each owns its optimizer and device).
@@ -115,7 +115,7 @@ class Arena:
         """What to show at each evaluation besides metrics: ``{tag: Image | Audio | Text}``.
 
         Loggers (``trainer.visualdl=true``) write each item as its kind; a bare numpy
-        array is an image. See :mod:`arenas.engine.media`.
+        array is an image. See :mod:`paddlecraft.arenas.engine.media`.
         """
         return {}
 

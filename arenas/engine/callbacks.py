@@ -15,8 +15,8 @@ from typing import (
     Optional,  # noqa: UP035 (OmegaConf needs typing forms)
 )
 
-from agents.settings import make_settings
-from encoders.tensorio import atomic_write_json
+from paddlecraft.agents.settings import make_settings
+from paddlecraft.encoders.tensorio import atomic_write_json
 
 from .checkpoint import save_checkpoint
 from .loop import Callback, Loop

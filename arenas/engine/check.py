@@ -11,7 +11,7 @@ from typing import Any
 
 import numpy as np
 
-from agents import Agent
+from paddlecraft.agents import Agent
 
 from .base import Arena
 from .checkpoint import latest_good_checkpoint, restore_checkpoint

@@ -24,7 +24,7 @@ import tempfile
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from encoders.tensorio import CheckpointError, atomic_write_json, sha256_file
+from paddlecraft.encoders.tensorio import CheckpointError, atomic_write_json, sha256_file
 
 from .rng import capture_rng, restore_rng
 

@@ -2,7 +2,7 @@
 
 Takes the agent from the run's newest checkpoint that verifies (or from a folder that
 ``Agent.save`` wrote, such as ``runs/selfplay/<time>/policy``) and writes it with
-:func:`agents.export.export_layer` into ``<run dir>/export/<agent>[.<part>]/``.
+:func:`paddlecraft.agents.export.export_layer` into ``<run dir>/export/<agent>[.<part>]/``.
 
 Settings (``key=value``, like Hydra overrides; this command composes no config):
 
@@ -25,9 +25,9 @@ from typing import Any
 
 from paddle import nn
 
-from agents import Agent
-from agents.export import ExportError, export_layer
-from encoders.tensorio import CheckpointError
+from paddlecraft.agents import Agent
+from paddlecraft.agents.export import ExportError, export_layer
+from paddlecraft.encoders.tensorio import CheckpointError
 
 from .checkpoint import latest_good_checkpoint
 

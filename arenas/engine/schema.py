@@ -18,7 +18,7 @@ from typing import Any, Optional  # noqa: UP035 (OmegaConf needs typing forms)
 from hydra.core.config_store import ConfigStore
 from omegaconf import MISSING
 
-from agents.settings import schema_node, signature_schema
+from paddlecraft.agents.settings import schema_node, signature_schema
 
 from .callbacks import TrainerConfig
 
@@ -29,7 +29,7 @@ from .callbacks import TrainerConfig
 class DataConfig:
     """A dataset: its loader and the shape facts encoder configs interpolate."""
 
-    loader: Any = MISSING  #: {_target_: craftdata.load_digits, ...}
+    loader: Any = MISSING  #: {_target_: paddlecraft.craftdata.load_digits, ...}
     channels: int = 1  #: image planes
     image_size: int = 8  #: image side
     flat_size: int = 64  #: channels * image_size**2

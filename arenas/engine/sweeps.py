@@ -14,7 +14,7 @@ from collections.abc import Iterable
 from hydra.utils import get_object
 from omegaconf import OmegaConf
 
-from agents.instantiate import check_targets
+from paddlecraft.agents.instantiate import check_targets
 
 DIRECTIONS = {"max": "maximize", "min": "minimize"}
 

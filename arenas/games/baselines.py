@@ -1,6 +1,6 @@
 """Fixed players for the league's anchors: random, perfect minimax (tic-tac-toe), MCTS.
 
-Every player takes batches the way :meth:`agents.Policy.act` does::
+Every player takes batches the way :meth:`paddlecraft.agents.Policy.act` does::
 
     actions = player.act(observations, action_masks, rng=rng)   # int64 [n], always legal
 

@@ -7,7 +7,7 @@ what keeps a Python search fast: the network runs once per simulation, not once 
 
 The evaluator is any callable ``(planes int8 [n, rows, cols, 2], masks bool [n, A]) ->
 (priors [n, A], values [n])`` (priors over legal moves, values in [-1, 1] for the player
-to move), e.g. ``agents.Policy.priors_and_values`` or :func:`uniform_evaluator`. Terminal
+to move), e.g. ``paddlecraft.agents.Policy.priors_and_values`` or :func:`uniform_evaluator`. Terminal
 positions are scored by the rules (a win is worth 1 to the player who made it), so even
 a uniform evaluator finds immediate wins and forced blocks.
 
@@ -17,7 +17,7 @@ Dirichlet noise to the root priors (``noise=True``) and sample moves from the vi
 counts (:func:`choose_moves` with a temperature); evaluation uses neither.
 :func:`completed_q_policy` turns a search result into Gumbel AlphaZero's policy target.
 
-This module knows only the rules (:mod:`arenas.games`), no agents, so any network or
+This module knows only the rules (:mod:`paddlecraft.arenas.games`), no agents, so any network or
 heuristic can guide it. :func:`search_one` is the same search written plainly for one
 position (reference for tests and the benchmark).
 """

@@ -4,12 +4,12 @@ Modules: :mod:`.arena` (the step schedule, evaluation, files), :mod:`.losses` (D
 losses side by side), :mod:`.metrics` (FID, PRDC, class histogram), :mod:`.featnet` (the
 metrics' feature net and its cache), :mod:`.render` (sample grids), :mod:`.checks`
 (set-up errors), :mod:`.data` (training batches and the metrics' real images). Data: any
-loader of labelled images (``craftdata.load_digits``, ``craftdata.load_shapes_classes``...),
-or an image folder read lazily (``craftdata.load_image_folder``).
+loader of labelled images (``paddlecraft.craftdata.load_digits``, ``paddlecraft.craftdata.load_shapes_classes``...),
+or an image folder read lazily (``paddlecraft.craftdata.load_image_folder``).
 """
 
-from agents import Discriminator, Generator
-from encoders import ImageDecoder
+from paddlecraft.agents import Discriminator, Generator
+from paddlecraft.encoders import ImageDecoder
 
 from .arena import GanArena, GanConfig
 from .featnet import FeatureNet, FeatureNetCache, FeatureNetConfig, load_feature_net

@@ -47,12 +47,18 @@ from typing import Any, Optional  # noqa: UP035 (OmegaConf needs typing forms)
 import numpy as np
 import paddle
 
-from agents import Agent
-from agents.distributed import rank, shard, world_size
-from agents.gan import Discriminator, Generator, keep_running_stats, no_param_grads, running_stats
-from agents.instantiate import safe_instantiate
-from agents.settings import ConfigError
-from arenas.engine import Arena, ArenaConfig
+from paddlecraft.agents import Agent
+from paddlecraft.agents.distributed import rank, shard, world_size
+from paddlecraft.agents.gan import (
+    Discriminator,
+    Generator,
+    keep_running_stats,
+    no_param_grads,
+    running_stats,
+)
+from paddlecraft.agents.instantiate import safe_instantiate
+from paddlecraft.agents.settings import ConfigError
+from paddlecraft.arenas.engine import Arena, ArenaConfig
 
 from . import metrics as gm
 from .checks import check_agents, check_classes, check_data
@@ -70,7 +76,7 @@ Metrics = dict[str, paddle.Tensor]
 
 @dataclass
 class GanConfig(ArenaConfig):
-    """arenas.GanArena settings."""
+    """paddlecraft.arenas.GanArena settings."""
 
     epochs: int = 30  #: passes over the training split (each real image feeds D once per epoch)
     batch_size: int = 32  #: images per discriminator update and per generator update
@@ -98,7 +104,7 @@ class GanArena(Arena):
         agents: ``generator`` and ``discriminator``.
         data: loader config of a dataset whose splits hold images float32
             [N, C, H, W] in [0, 1] and integer labels (digits, MNIST, shapes...), or
-            image files read lazily (``craftdata.load_image_folder``).
+            image files read lazily (``paddlecraft.craftdata.load_image_folder``).
         seed: run seed (data order, fixed noise).
         **settings: :class:`GanConfig` fields.
     """

@@ -7,8 +7,8 @@ from typing import Any
 import numpy as np
 from paddle import nn
 
-from agents.gan import Discriminator, Generator
-from agents.settings import ConfigError
+from paddlecraft.agents.gan import Discriminator, Generator
+from paddlecraft.agents.settings import ConfigError
 
 from .losses import GanLoss
 
@@ -20,7 +20,7 @@ def check_agents(g: Any, d: Any, conditional: bool, loss: GanLoss) -> None:
     if not isinstance(g, Generator) or not isinstance(d, Discriminator):
         raise ConfigError(
             "GanArena needs agents.generator: agents.Generator and agents.discriminator: "
-            f"agents.Discriminator, got {type(g).__name__} and {type(d).__name__}"
+            f"paddlecraft.agents.Discriminator, got {type(g).__name__} and {type(d).__name__}"
         )
     want = "conditional" if conditional else "unconditional"
     for agent, where in (

@@ -2,7 +2,7 @@
 
 Any dataset whose splits are labelled images works: in-memory arrays (``.x`` float32
 [N, C, H, W] in [0, 1], ``.y``: digits, MNIST, shapes, ``data.loader.in_memory=true``) or
-:class:`~craftdata.LazySplit` files (``craftdata.load_image_folder``), decoded by
+:class:`~craftdata.LazySplit` files (``paddlecraft.craftdata.load_image_folder``), decoded by
 ``data.workers`` processes only when a batch asks for them.
 
 Training: one step takes ``n_critic * batch_size`` images from
@@ -28,8 +28,8 @@ from typing import Any
 
 import numpy as np
 
-from agents.settings import ConfigError
-from craftdata.loader import BatchLoader, LazySplit
+from paddlecraft.agents.settings import ConfigError
+from paddlecraft.craftdata.loader import BatchLoader, LazySplit
 
 log = logging.getLogger("paddlecraft")
 

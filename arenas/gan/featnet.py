@@ -27,9 +27,9 @@ import numpy as np
 import paddle
 import paddle.nn.functional as F
 
-from arenas.engine.rng import capture_rng, restore_rng
-from encoders.naming import ScopeError, release_scope
-from encoders.tensorio import (
+from paddlecraft.arenas.engine.rng import capture_rng, restore_rng
+from paddlecraft.encoders.naming import ScopeError, release_scope
+from paddlecraft.encoders.tensorio import (
     CheckpointError,
     assign_by_name,
     atomic_write_json,
@@ -170,7 +170,7 @@ def _identity(train_x, train_y, test_x, test_y, num_classes: int, cfg: FeatureNe
 
 def _new_encoder(key: str, arch: dict) -> Any:
     """An untrained feature-net encoder in the first free scope ``featnet_<key>[_n]``."""
-    from encoders import ImageCNNEncoder
+    from paddlecraft.encoders import ImageCNNEncoder
 
     for n in range(1, 100):
         scope = f"featnet_{key}" if n == 1 else f"featnet_{key}_{n}"

@@ -8,7 +8,7 @@ from pathlib import Path
 import cv2
 import numpy as np
 
-from encoders.tensorio import atomic_write_bytes
+from paddlecraft.encoders.tensorio import atomic_write_bytes
 
 __all__ = ["render_grid", "save_npy", "write_png"]
 

@@ -4,10 +4,10 @@ Modules: :mod:`.arena` (SelfPlayArena and its settings), :mod:`.ppo` and
 :mod:`.alphazero` (the two kinds of update), :mod:`.workers` (collection processes),
 :mod:`.league` (opponent pool, ratings), :mod:`.player` (trained policies as players, with
 or without search), :mod:`.tournament` (round robin with fitted ratings), :mod:`.plots`.
-The search itself is :mod:`arenas.games.search` (it needs only the rules).
+The search itself is :mod:`paddlecraft.arenas.games.search` (it needs only the rules).
 """
 
-from agents import Policy
+from paddlecraft.agents import Policy
 
 from .analysis import tictactoe_losing_lines
 from .arena import SelfPlayArena, SelfPlayConfig

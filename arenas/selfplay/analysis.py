@@ -6,7 +6,7 @@ from typing import Any
 
 import numpy as np
 
-from agents.instantiate import safe_instantiate, to_plain
+from paddlecraft.agents.instantiate import safe_instantiate, to_plain
 
 from ..games import GameSpec, TicTacToe
 

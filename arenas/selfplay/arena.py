@@ -25,9 +25,9 @@ from typing import Any  # noqa: UP035 (OmegaConf needs typing forms)
 import cv2
 import numpy as np
 
-from agents import Agent, Policy
-from agents.settings import ConfigError
-from encoders.tensorio import atomic_write_json
+from paddlecraft.agents import Agent, Policy
+from paddlecraft.agents.settings import ConfigError
+from paddlecraft.encoders.tensorio import atomic_write_json
 
 from ..engine import Arena
 from ..games import Player, TicTacToe, make_baseline
@@ -55,7 +55,7 @@ class SelfPlayArena(Collection, Arena):
     """Self-play with an opponent pool, PPO/A2C/AlphaZero updates, a rated league and anchors.
 
     Args:
-        agents: must contain ``policy`` (an :class:`agents.Policy` sized for the game).
+        agents: must contain ``policy`` (an :class:`paddlecraft.agents.Policy` sized for the game).
         data: the game: a :class:`~arenas.games.GameSpec` config (``{_target_:
             arenas.games.GameSpec, name: connect_four}``) or a name.
         seed: run seed; every random draw of a step comes from a stream of

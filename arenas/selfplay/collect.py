@@ -8,7 +8,7 @@ from typing import Any
 
 import numpy as np
 
-from agents import Policy
+from paddlecraft.agents import Policy
 
 from .alphazero import search_controller
 from .analysis import outcomes

@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Optional  # noqa: UP035 (OmegaConf needs typing forms)
 
-from agents.settings import ConfigError
+from paddlecraft.agents.settings import ConfigError
 
 from ..engine import ArenaConfig
 
@@ -15,7 +15,7 @@ POLICY_TARGETS = ("visits", "completed_q")
 
 @dataclass
 class SelfPlayConfig(ArenaConfig):
-    """arenas.SelfPlayArena settings."""
+    """paddlecraft.arenas.SelfPlayArena settings."""
 
     epochs: int = 10  #: evaluation after each epoch
     steps_per_epoch: int = 20  #: updates per epoch

@@ -17,7 +17,7 @@ import numpy as np
 from safetensors.numpy import load as st_load
 from safetensors.numpy import save as st_save
 
-from encoders.tensorio import CheckpointError
+from paddlecraft.encoders.tensorio import CheckpointError
 
 # ---------------------------------------------------------------------- opponent pool
 

@@ -17,7 +17,7 @@ from typing import Any
 
 import numpy as np
 
-from agents import Agent, Policy
+from paddlecraft.agents import Agent, Policy
 
 from ..games import GAMES, Player
 from ..games.core import BoardGame
@@ -108,7 +108,7 @@ def search_player(
     """``player(observation, action_mask) -> action`` for one PettingZoo classic board.
 
     Args:
-        source: a self-play run folder, a saved policy folder or an ``agents.Policy``.
+        source: a self-play run folder, a saved policy folder or an ``paddlecraft.agents.Policy``.
         game: ``connect_four`` or ``tictactoe`` (``connect_four_v3`` works too).
         simulations: PUCT simulations per move (0: the network's greedy move).
         c_puct: exploration constant.

@@ -33,7 +33,7 @@ from typing import Any
 
 import numpy as np
 
-from agents import Policy
+from paddlecraft.agents import Policy
 
 from ..games import GameSpec, Player
 from .alphazero import search_controller
@@ -98,7 +98,7 @@ def play_games(
 
 
 def frozen_policy(name: str, config: Mapping[str, Any]) -> Policy:
-    """An opponent network: ``agents.Policy`` with ``config``, in eval mode, never trained.
+    """An opponent network: ``paddlecraft.agents.Policy`` with ``config``, in eval mode, never trained.
 
     Built seeded, so building one never draws from a global stream (resume-safe); its
     initial weights are overwritten by whatever it is loaded with.
@@ -113,7 +113,7 @@ class CollectorPool:
 
     Args:
         workers: processes to start (>= 1).
-        policy_config: ``agents.Policy`` constructor arguments (``policy.config``).
+        policy_config: ``paddlecraft.agents.Policy`` constructor arguments (``policy.config``).
         game: the game's name (``GameSpec.name``).
         baselines: the scripted players anchors may name (sent once, at start).
         name: scope prefix of the workers' networks.

@@ -16,10 +16,10 @@ import numpy as np
 import paddle
 import paddle.nn.functional as F
 
-from agents import Agent
-from agents.instantiate import safe_instantiate
-from arenas.engine import Arena, ArenaConfig
-from craftdata import iterate_minibatches
+from paddlecraft.agents import Agent
+from paddlecraft.agents.instantiate import safe_instantiate
+from paddlecraft.arenas.engine import Arena, ArenaConfig
+from paddlecraft.craftdata import iterate_minibatches
 
 
 @dataclass

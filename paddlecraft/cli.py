@@ -1,0 +1,121 @@
+"""The ``paddlecraft`` command (``python run.py`` in a checkout is the same command).
+
+``paddlecraft arena=<name> [key=value ...]`` composes the built-in configs (shipped inside
+the package as :mod:`paddlecraft.conf`) with Hydra, validates, runs and returns the
+headline metric so sweepers can optimise it. The same entry point also takes:
+
+- ``paddlecraft export=<run dir> export.agent=<name>``: export a trained agent
+  (:mod:`paddlecraft.arenas.engine.export`; no config is composed);
+- ``paddlecraft tournament --game connect_four --players ...``: rate players
+  (:mod:`paddlecraft.arenas.selfplay.tournament`);
+- ``paddlecraft --help`` (the arenas and config groups), ``--hydra-help`` (Hydra's own
+  help), ``--version``; ``--config-dir DIR`` adds a user's config folder, ``-m`` sweeps.
+
+Runs land in ``./runs/<arena>/<time>`` of the directory the command is run from.
+"""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Sequence
+from importlib import resources
+
+from paddlecraft.encoders.cpu_tuning import apply_cpu_tuning
+
+apply_cpu_tuning()  # first: before anything imports paddle
+
+import hydra  # noqa: E402
+from hydra.core.hydra_config import HydraConfig  # noqa: E402
+from omegaconf import DictConfig  # noqa: E402
+
+from paddlecraft import __version__  # noqa: E402
+from paddlecraft.arenas import register_configs  # noqa: E402
+from paddlecraft.arenas.engine.app import main_entry  # noqa: E402
+
+#: the built-in configs, wherever the package lives (a checkout or site-packages)
+CONFIG_PATH = "pkg://paddlecraft.conf"
+#: config groups shown by --help, in the order a user meets them
+HELP_GROUPS = ("arena", "game", "chain", "data", "agent", "encoder", "decoder", "critic",
+               "experiment", "sweep")  # fmt: skip
+
+
+@hydra.main(config_path=CONFIG_PATH, config_name="config", version_base="1.3")
+def _hydra_main(cfg: DictConfig) -> float:
+    """Run the configured arena; return its headline metric."""
+    hc = HydraConfig.get()
+    return main_entry(cfg, run_dir=hc.runtime.output_dir, overrides=list(hc.overrides.task))
+
+
+def _summary(text: str) -> str:
+    """The first comment line of a config file that says something (not ``@package``)."""
+    for line in text.splitlines():
+        s = line.strip()
+        if not s.startswith("#"):
+            break
+        s = s.lstrip("#").strip()
+        if s and not s.startswith("@package"):
+            return s
+    return ""
+
+
+def help_text() -> str:
+    """``paddlecraft --help``: usage, then every option of every config group, one line each."""
+    conf = resources.files("paddlecraft.conf")
+    lines = [
+        f"PaddleCraft {__version__}: multi-agent, multimodal deep learning on PaddlePaddle.",
+        "",
+        "usage: paddlecraft arena=<name> [group=option ...] [key=value ...]",
+        "       paddlecraft -m <key>=<a>,<b> ...          (sweep: Hydra multirun)",
+        "       paddlecraft --config-dir DIR arena=<your arena>   (your own configs)",
+        "       paddlecraft export=<run dir> export.agent=<name> [export.onnx=true]",
+        "       paddlecraft tournament --game connect_four --players <player> ...",
+        "       paddlecraft resume=<run dir>",
+        "       paddlecraft --version | --help | --hydra-help | --cfg job (print the config)",
+        "",
+        "Swap an agent's encoder: encoder@agents.<agent>.<slot>=<encoder>. Runs land in",
+        "./runs/<arena>/<time>. Config groups (group=option):",
+    ]
+    for group in HELP_GROUPS:
+        folder = conf / group
+        if not folder.is_dir():
+            continue
+        options = sorted(
+            (p for p in folder.iterdir() if p.name.endswith(".yaml")), key=lambda p: p.name
+        )
+        lines.append("")
+        lines.append(f"{group}:")
+        for p in options:
+            lines.append(f"  {p.name[:-5]:<24} {_summary(p.read_text())}")
+    return "\n".join(lines) + "\n"
+
+
+def main(argv: Sequence[str] | None = None) -> int | None:
+    """Console-script entry point (``paddlecraft``); ``argv`` defaults to ``sys.argv[1:]``."""
+    args = list(sys.argv[1:] if argv is None else argv)
+    if args[:1] in (["--version"], ["-V"]):
+        sys.stdout.write(f"paddlecraft {__version__}\n")
+        return 0
+    if args[:1] in (["--help"], ["-h"]):
+        sys.stdout.write(help_text())
+        return 0
+    if args[:1] == ["tournament"]:
+        from paddlecraft.arenas.selfplay.tournament import main as tournament_main
+
+        tournament_main(args[1:])
+        return 0
+    from paddlecraft.arenas.engine.export import is_export_command
+    from paddlecraft.arenas.engine.export import main as export_main
+
+    if is_export_command(args):  # paddlecraft export=<run dir> export.agent=<name>
+        return export_main(args)
+    if args[:1] == ["--hydra-help"]:
+        args[0] = "--help"
+    register_configs()
+    sys.argv = [sys.argv[0], *args]  # Hydra reads its overrides from sys.argv
+    _hydra_main()
+    return 0
+
+
+def run() -> None:
+    """``[project.scripts] paddlecraft``: :func:`main`, its return value as the exit code."""
+    sys.exit(main())
