@@ -20,17 +20,14 @@ import sys
 from collections.abc import Sequence
 from importlib import resources
 
+import hydra
+from hydra.core.hydra_config import HydraConfig
+from omegaconf import DictConfig
+
+from paddlecraft import __version__
 from paddlecraft.encoders.cpu_tuning import apply_cpu_tuning
 
-apply_cpu_tuning()  # first: before anything imports paddle
-
-import hydra  # noqa: E402
-from hydra.core.hydra_config import HydraConfig  # noqa: E402
-from omegaconf import DictConfig  # noqa: E402
-
-from paddlecraft import __version__  # noqa: E402
-from paddlecraft.arenas import register_configs  # noqa: E402
-from paddlecraft.arenas.engine.app import main_entry  # noqa: E402
+# Paddle is imported only past --help/--version (both answer at once), after the CPU tuning.
 
 #: the built-in configs, wherever the package lives (a checkout or site-packages)
 CONFIG_PATH = "pkg://paddlecraft.conf"
@@ -42,6 +39,8 @@ HELP_GROUPS = ("arena", "game", "chain", "data", "agent", "encoder", "decoder", 
 @hydra.main(config_path=CONFIG_PATH, config_name="config", version_base="1.3")
 def _hydra_main(cfg: DictConfig) -> float:
     """Run the configured arena; return its headline metric."""
+    from paddlecraft.arenas.engine.app import main_entry
+
     hc = HydraConfig.get()
     return main_entry(cfg, run_dir=hc.runtime.output_dir, overrides=list(hc.overrides.task))
 
@@ -98,6 +97,7 @@ def main(argv: Sequence[str] | None = None) -> int | None:
     if args[:1] in (["--help"], ["-h"]):
         sys.stdout.write(help_text())
         return 0
+    apply_cpu_tuning()  # before anything imports paddle
     if args[:1] == ["tournament"]:
         from paddlecraft.arenas.selfplay.tournament import main as tournament_main
 
@@ -110,6 +110,8 @@ def main(argv: Sequence[str] | None = None) -> int | None:
         return export_main(args)
     if args[:1] == ["--hydra-help"]:
         args[0] = "--help"
+    from paddlecraft.arenas import register_configs
+
     register_configs()
     sys.argv = [sys.argv[0], *args]  # Hydra reads its overrides from sys.argv
     _hydra_main()
