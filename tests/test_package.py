@@ -5,8 +5,9 @@ from __future__ import annotations
 
 import re
 import subprocess
-import tomllib
 from pathlib import Path
+
+import tomllib
 
 import paddlecraft
 from paddlecraft import agents, arenas, conf, craftdata, encoders
