@@ -54,7 +54,7 @@ def test_every_arena_config_composes_and_instantiates(arena, compose_config):
 @pytest.mark.parametrize("encoder", IMAGE_ENCODERS)
 def test_every_encoder_config_instantiates_in_the_classifier(encoder, compose_config):
     cfg = compose_config("arena=classify", f"encoder@agents.classifier.encoder={encoder}")
-    assert OmegaConf.select(cfg, "agents.classifier.encoder._target_").startswith("encoders.")
+    assert OmegaConf.select(cfg, "agents.classifier.encoder._target_").startswith("paddlecraft.encoders.")
     agents = build_agents(cfg)
     x = np.zeros((2, 1, 8, 8), np.float32)
     assert agents["classifier"].predict(x).shape == (2,)
@@ -72,7 +72,7 @@ def test_every_text_and_speech_encoder_config_instantiates(encoder, compose_conf
 @pytest.mark.parametrize("agent", AGENTS)
 def test_every_agent_config_composes(agent, compose_config):
     cfg = compose_config("arena=classify", f"agent@agents.classifier={agent}")
-    assert cfg.agents.classifier._target_.startswith("agents.")
+    assert cfg.agents.classifier._target_.startswith("paddlecraft.agents.")
 
 
 def _write_idx(path: Path, arr: np.ndarray) -> None:
