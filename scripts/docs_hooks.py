@@ -11,8 +11,9 @@ Nothing is imported, so building the docs runs no package code.
 from __future__ import annotations
 
 import os
-import tomllib
 from pathlib import Path
+
+import tomllib
 
 ROOT = Path(__file__).resolve().parent.parent
 SRC = ROOT / "build" / "docs_src"

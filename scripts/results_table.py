@@ -142,9 +142,7 @@ def _bench_table(res: dict, selfplay: dict | None) -> list[str]:
         r = s["peak_rss"]
         add(
             "peak RSS of each default arena, 200 steps (MiB)",
-            ", ".join(
-                f"{k} {v['peak_rss_mib']:.0f}" for k, v in r.items() if isinstance(v, dict)
-            ),
+            ", ".join(f"{k} {v['peak_rss_mib']:.0f}" for k, v in r.items() if isinstance(v, dict)),
             "python bench/run.py --only peak_rss",
         )
     if selfplay:
@@ -186,7 +184,9 @@ def _zoo_table(zoo_dir: Path) -> list[str]:
                 z.get("date", "?"),
             ]
         )
-    return _table(["entry", "quality (re-measured by tests/test_zoo.py)", "trained by", "CPU", "date"], rows)
+    return _table(
+        ["entry", "quality (re-measured by tests/test_zoo.py)", "trained by", "CPU", "date"], rows
+    )
 
 
 def render(root: Path = ROOT) -> str:
@@ -195,7 +195,9 @@ def render(root: Path = ROOT) -> str:
     by_section: dict[str, list[dict]] = {}
     for e in data["entries"]:
         if e["section"] not in SECTIONS:
-            raise ValueError(f"docs/results.json: unknown section {e['section']!r}; add it to SECTIONS")
+            raise ValueError(
+                f"docs/results.json: unknown section {e['section']!r}; add it to SECTIONS"
+            )
         missing = {"metric", "value", "command", "cpu", "date"} - set(e)
         if missing:
             raise ValueError(f"docs/results.json entry {e.get('metric')!r} lacks {sorted(missing)}")
@@ -243,7 +245,10 @@ def main(argv: list[str] | None = None) -> int:
     text = render()
     if args.check:
         if not OUT.is_file() or OUT.read_text() != text:
-            print("docs/results.md is out of date: run python scripts/results_table.py", file=sys.stderr)
+            print(
+                "docs/results.md is out of date: run python scripts/results_table.py",
+                file=sys.stderr,
+            )
             return 1
         return 0
     OUT.write_text(text)
