@@ -39,6 +39,37 @@ def test_readme_is_a_landing_page_with_the_two_commands_and_working_links():
     assert missing == []
 
 
+def test_site_home_page_keeps_the_readme_arena_table():
+    """docs/index.md is the README with links relative to docs/: their arena tables agree."""
+
+    def arena_rows(text: str) -> list[str]:
+        part = text.split("## Arenas", 1)[1].split("\n## ", 1)[0]
+        return [line for line in part.splitlines() if line.startswith("|")]
+
+    readme = (ROOT / "README.md").read_text().replace("](docs/", "](")
+    assert arena_rows((ROOT / "docs" / "index.md").read_text()) == arena_rows(readme)
+
+
+def test_readme_python_example_runs():
+    """The landing page's Python block runs as written (in-process; nothing downloaded)."""
+    from paddlecraft.encoders import release_scope
+
+    text = (ROOT / "README.md").read_text()
+    blocks = re.findall(r"```python\n(.*?)```", text, re.S)
+    assert len(blocks) == 1
+    ns: dict = {}
+    try:
+        exec(compile(blocks[0], "README.md", "exec"), ns)
+        assert [p.name for p in ns["params"]["hidden_layer_1"]] == [
+            "model1.hidden_layer_1.w_0",
+            "model1.hidden_layer_1.b_0",
+        ]
+        assert type(ns["clf"]).__name__ == "Classifier"
+    finally:
+        ns.clear()
+        release_scope("model1")
+
+
 def test_results_page_is_generated_from_its_sources():
     """docs/results.md is what scripts/results_table.py renders now (rerun it after measuring)."""
     assert (ROOT / "docs" / "results.md").read_text() == _results_table().render(ROOT)
