@@ -72,7 +72,8 @@ def test_readme_python_example_runs():
 
 def test_results_page_is_generated_from_its_sources():
     """docs/results.md is what scripts/results_table.py renders now (rerun it after measuring)."""
-    assert (ROOT / "docs" / "results.md").read_text() == _results_table().render(ROOT)
+    stale = (ROOT / "docs" / "results.md").read_text() != _results_table().render(ROOT)
+    assert not stale, "docs/results.md is out of date: run python scripts/results_table.py"
 
 
 def test_every_results_entry_names_its_command_cpu_and_date():
