@@ -1,4 +1,4 @@
-"""Why the GAN arena trails PyTorch: the measurements behind the README's GAN paragraph.
+"""Why the GAN arena trails PyTorch: the measurements behind the GAN note in docs/benchmarks.md.
 
     python bench/gan_probe.py      # ~2 minutes; needs torch (the 'bench' extra)
 

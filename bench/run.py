@@ -42,6 +42,7 @@ def machine() -> dict:
 
     return {
         "cpu": cpu or platform.processor(),
+        "date": time.strftime("%Y-%m-%d"),
         "cores": len(os.sched_getaffinity(0))
         if hasattr(os, "sched_getaffinity")
         else os.cpu_count(),

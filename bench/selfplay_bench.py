@@ -231,12 +231,25 @@ def bench_workers(seconds: float, games: int = 1024, workers: tuple[int, ...] = 
     return out
 
 
+def _cpu_model() -> str:
+    """The CPU's model name (``/proc/cpuinfo``), recorded with every figure."""
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or platform.machine()
+
+
 def bench_selfplay(quick: bool = False) -> dict:
     """Every figure of this benchmark as a dict (``bench/run.py`` calls this)."""
     sec = 1.0 if quick else 3.0
     n = 1024
     res: dict = {
         "machine": {
+            "cpu": _cpu_model(),
+            "date": time.strftime("%Y-%m-%d"),
             "cpus": os.cpu_count(),
             "load_avg_1min_before": os.getloadavg()[0],
             "python": platform.python_version(),

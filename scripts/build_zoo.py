@@ -17,6 +17,7 @@ import shutil
 import subprocess
 import sys
 import tempfile
+import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -65,6 +66,7 @@ def build(name: str) -> dict:
         f'print(measure("{name}"))\'',
         "trained_by": "python run.py " + " ".join(spec["overrides"]),
         "cpu": cpu_model(),
+        "date": time.strftime("%Y-%m-%d"),
         "about": spec["about"],
     }
     (dest / "quality.json").write_text(json.dumps(record, indent=1) + "\n")

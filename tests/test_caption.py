@@ -398,7 +398,7 @@ def test_resume_from_the_command_line_matches_an_uninterrupted_run(tmp_path):
 
 # ----------------------------------------------------------------------------- acceptance
 def _acceptance_run(tmp_path, *overrides):
-    """Run the full chain (wall times are the README's, measured, not asserted here)."""
+    """Run the full chain (wall times are in docs/results.md, measured, not asserted here)."""
     r = _run(tmp_path / "run", "arena=caption", "trainer.progress=false", *overrides)
     assert r.returncode == 0, r.stderr[-3000:]
     return json.loads((tmp_path / "run" / "results.json").read_text())["metrics"]

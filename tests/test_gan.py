@@ -381,7 +381,7 @@ def test_default_run_reaches_the_targets(tmp_path):
     """The issue's targets for ``python run.py arena=gan`` (default feature net and cache)."""
     os.environ.pop("PADDLECRAFT_CACHE", None)  # the user cache: as the command would use
     cfg = _compose("arena=gan", "trainer.progress=false")
-    run_from_config(cfg, tmp_path / "run")  # wall time: the README's, not asserted
+    run_from_config(cfg, tmp_path / "run")  # wall time: in docs/results.md, not asserted
     m = json.loads((tmp_path / "run" / "results.json").read_text())["metrics"]
     assert m["classes_generated"] == 10 and m["class_entropy"] >= 0.9
     assert m["recall"] >= 0.6

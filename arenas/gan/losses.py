@@ -1,7 +1,7 @@
 """The adversarial losses, discriminator and generator side by side.
 
 ``lsgan`` (least squares, Mao et al. 2017; the default: on digits it left its early mode
-collapse about twice as fast as the BCE loss and reached higher recall, see the README),
+collapse about twice as fast as the BCE loss and reached higher recall, see docs/guide/gan.md),
 ``vanilla`` (DCGAN: BCE with logits, non-saturating generator loss) and ``wgan_gp``
 (Wasserstein loss plus a gradient penalty on random interpolates, Gulrajani et al. 2017,
 via ``paddle.grad(create_graph=True)``).

@@ -1,0 +1,260 @@
+"""Collect PaddleCraft's measured figures into one Markdown page, ``docs/results.md``.
+
+Sources, each written by the command that measures its figures:
+
+- ``docs/results.json``: arena, data and benchmark figures first reported in the README, one
+  entry each ``{section, metric, value, command, cpu, date[, note]}``;
+- ``bench/results.json`` (``python bench/run.py``) and ``bench/results_selfplay.json``
+  (``python bench/selfplay_bench.py``): the latest benchmark run, with its machine;
+- ``agents/zoo/*/quality.json`` (``python scripts/build_zoo.py``): each zoo entry's quality.
+
+Each section of the page is wrapped in snippet markers (``<!-- --8<-- [start:gan] -->``), so a
+guide page shows its own table with ``--8<-- "results.md:gan"`` and the figures live in one
+place. Usage::
+
+    python scripts/results_table.py            # rewrite docs/results.md
+    python scripts/results_table.py --check    # exit 1 if docs/results.md is out of date
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+OUT = ROOT / "docs" / "results.md"
+
+#: section key -> (title, one line on where the figures come from)
+SECTIONS: dict[str, tuple[str, str]] = {
+    "classify": ("Classify", "Image classification on digits and MNIST, fine-tuning, own arenas."),
+    "gan": ("GAN", "Final evaluation of `arena=gan` / `arena=gan_conditional` (seed 0)."),
+    "caption": ("Caption chains", "Test split of the captioned shapes, seed 0."),
+    "selfplay": ("Self-play", "Final evaluation, seats alternating, greedy policy unless noted."),
+    "connect_four_targets": (
+        "Connect Four targets, 3 seeds",
+        "`python scripts/selfplay_targets.py` trains `arena=selfplay game=connect_four seed=S`, "
+        "S = 0, 1, 2, and prints each seed's final evaluation.",
+    ),
+    "connect_four_variants": (
+        "Connect Four: search-phase variants",
+        "One seed, all from the same PPO checkpoint (update 1,100); a standard error of about "
+        "0.05 per figure, so these rank the variants only roughly.",
+    ),
+    "data": ("Your own data", "Loaders over files against the bundled loaders and a peer."),
+    "benchmarks": (
+        "Benchmarks",
+        "Speed figures are ratios against a peer measured in the same run.",
+    ),
+    "gan_probe": ("Why the GAN arena trails PyTorch", "`python bench/gan_probe.py` (~30 s)."),
+    "export": ("Export", "Exported models checked against the eager forward."),
+    "names": ("Names API", "The seed's five cases as assertions."),
+}
+
+
+def _cell(value: object) -> str:
+    """One table cell: no pipes or newlines."""
+    text = f"{value:g}" if isinstance(value, float) else str(value)
+    return text.replace("|", "\\|").replace("\n", " ")
+
+
+def _table(header: list[str], rows: list[list[object]]) -> list[str]:
+    lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
+    lines += ["| " + " | ".join(_cell(c) for c in row) + " |" for row in rows]
+    return lines
+
+
+def _section(key: str, title: str, about: str, body: list[str]) -> list[str]:
+    return [
+        f"## {title}",
+        "",
+        about,
+        "",
+        f"<!-- --8<-- [start:{key}] -->",
+        *body,
+        f"<!-- --8<-- [end:{key}] -->",
+        "",
+    ]
+
+
+def _entries_table(entries: list[dict]) -> list[str]:
+    rows = [
+        [e["metric"], e["value"], e.get("note", ""), f"`{e['command']}`", e["cpu"], e["date"]]
+        for e in entries
+    ]
+    return _table(["what", "value", "conditions", "command", "CPU", "date"], rows)
+
+
+def _bench_table(res: dict, selfplay: dict | None) -> list[str]:
+    """The latest ``bench/results.json`` (and the self-play bench) as rows."""
+    m = res.get("machine", {})
+    cpu, date = m.get("cpu", "?"), m.get("date", "?")
+    s = res.get("sections", {})
+    rows: list[list[object]] = []
+
+    def add(what: str, value: str, cmd: str, c: str = cpu, d: str = date) -> None:
+        rows.append([what, value, f"`{cmd}`", c, d])
+
+    if "overhead" in s:
+        o = s["overhead"]
+        add(
+            "toolkit overhead: engine vs hand-written Paddle loop (time ratio, target <= 1.05)",
+            f"{o['ratio']:.3f}x",
+            "python bench/run.py --only overhead",
+        )
+    if "flops" in s:
+        f = s["flops"]
+        add(
+            "MLP training GFLOP/s with / without the CPU tuning (gain)",
+            f"{f['tuned']['train_gflops']:.0f} / {f['paddle_default']['train_gflops']:.0f} "
+            f"({f['tuning_gain']:.2f}x)",
+            "python bench/run.py --only flops",
+        )
+    if "gan_vs_torch" in s:
+        g = s["gan_vs_torch"]
+        add(
+            "GAN arena steps/s vs PyTorch DCGAN (target >= 1.0); vs plain Paddle",
+            f"{g['ratio']:.2f}x; {g['toolkit_vs_hand_written_paddle']:.2f}x",
+            "python bench/run.py --only gan_vs_torch",
+        )
+    if "decode" in s:
+        add(
+            "caption decoding, batched beam-4 vs one sentence at a time",
+            f"{s['decode']['speedup']:.1f}x",
+            "python bench/run.py --only decode",
+        )
+    if "selfplay_policy" in s:
+        p = s["selfplay_policy"]
+        add(
+            "self-play collection vs PettingZoo loop (target >= 20x); training mix",
+            f"{p['ratio']:.1f}x; {p['training_mix_ratio']:.1f}x",
+            "python bench/run.py --only selfplay_policy",
+        )
+    if "selfplay_workers" in s:
+        w = s["selfplay_workers"]["speedup"]
+        add(
+            "collection in 1 / 2 worker processes vs in-process (1024 games)",
+            " / ".join(f"{w[k]:.2f}x" for k in sorted(w)),
+            "python bench/run.py --only selfplay_workers",
+        )
+    if "peak_rss" in s:
+        r = s["peak_rss"]
+        add(
+            "peak RSS of each default arena, 200 steps (MiB)",
+            ", ".join(f"{k} {v['peak_rss_mib']:.0f}" for k, v in r.items() if isinstance(v, dict)),
+            "python bench/run.py --only peak_rss",
+        )
+    if selfplay:
+        sm = selfplay.get("machine", {})
+        r = selfplay["random_moves_per_s"]
+        a = selfplay["arena_connect_four"]
+        c, d = sm.get("cpu", "?"), sm.get("date", "?")
+        add(
+            "random legal moves/s, 1,024 Connect Four games: vector env / bare arrays "
+            "(vs PettingZoo one game at a time)",
+            f"{r['vector_env_1024'] / 1e6:.1f} M / {r['core_arrays_1024'] / 1e6:.1f} M "
+            f"({r['vector_env_vs_pettingzoo_x']:.0f}x)",
+            "python bench/selfplay_bench.py",
+            c,
+            d,
+        )
+        add(
+            "arena collection: learner positions/s; PPO update positions/s; s per update",
+            f"{a['collect_positions_per_s'] / 1e3:.0f} k; "
+            f"{a['update_positions_per_s'] / 1e3:.0f} k; {a['seconds_per_update']:.2f} s",
+            "python bench/selfplay_bench.py",
+            c,
+            d,
+        )
+    return _table(["what", "value", "command", "CPU", "date"], rows)
+
+
+def _zoo_table(zoo_dir: Path) -> list[str]:
+    rows = []
+    for q in sorted(zoo_dir.glob("*/quality.json")):
+        z = json.loads(q.read_text())
+        value = z["value"]
+        rows.append(
+            [
+                f"`{q.parent.name}`",
+                f"{z['metric']} {value:.4g}" if isinstance(value, float) else value,
+                f"`{z['trained_by']}`",
+                z.get("cpu", "?"),
+                z.get("date", "?"),
+            ]
+        )
+    return _table(
+        ["entry", "quality (re-measured by tests/test_zoo.py)", "trained by", "CPU", "date"], rows
+    )
+
+
+def render(root: Path = ROOT) -> str:
+    """The whole ``docs/results.md`` page as text."""
+    data = json.loads((root / "docs" / "results.json").read_text())
+    by_section: dict[str, list[dict]] = {}
+    for e in data["entries"]:
+        if e["section"] not in SECTIONS:
+            raise ValueError(
+                f"docs/results.json: unknown section {e['section']!r}; add it to SECTIONS"
+            )
+        missing = {"metric", "value", "command", "cpu", "date"} - set(e)
+        if missing:
+            raise ValueError(f"docs/results.json entry {e.get('metric')!r} lacks {sorted(missing)}")
+        by_section.setdefault(e["section"], []).append(e)
+    lines = [
+        "# Results",
+        "",
+        "<!-- generated by `python scripts/results_table.py`; edit docs/results.json or rerun "
+        "the measuring command, not this file -->",
+        "",
+        "Every figure PaddleCraft reports, with the command that measures it, the CPU it ran on and",
+        "the date. All runs used 2 CPU cores. Figures from another CPU or another thread count differ",
+        "in the last digits (float summation order), and a GAN's or a self-play run's trajectory",
+        "follows them. Regenerate this page with `python scripts/results_table.py`.",
+        "",
+    ]
+    for key, (title, about) in SECTIONS.items():
+        if key in by_section:
+            lines += _section(key, title, about, _entries_table(by_section[key]))
+    bench = root / "bench" / "results.json"
+    if bench.is_file():
+        sp = root / "bench" / "results_selfplay.json"
+        lines += _section(
+            "bench_latest",
+            "Latest benchmark run",
+            "`bench/results.json` and `bench/results_selfplay.json` as the last full run wrote them.",
+            _bench_table(
+                json.loads(bench.read_text()), json.loads(sp.read_text()) if sp.is_file() else None
+            ),
+        )
+    lines += _section(
+        "zoo",
+        "Zoo",
+        "Trained agents shipped in the package (`Agent.pretrained(name)`), from each "
+        "entry's `quality.json`.",
+        _zoo_table(root / "agents" / "zoo"),
+    )
+    return "\n".join(lines).rstrip("\n") + "\n"
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--check", action="store_true", help="exit 1 if docs/results.md is stale")
+    args = ap.parse_args(argv)
+    text = render()
+    if args.check:
+        if not OUT.is_file() or OUT.read_text() != text:
+            print(
+                "docs/results.md is out of date: run python scripts/results_table.py",
+                file=sys.stderr,
+            )
+            return 1
+        return 0
+    OUT.write_text(text)
+    print(f"wrote {OUT.relative_to(ROOT)}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
