@@ -20,6 +20,7 @@ from paddlecraft.encoders.tensorio import atomic_write_json
 
 from .checkpoint import save_checkpoint
 from .loop import Callback, Loop
+from .mlflow_logger import MLflowLogger
 from .visualdl import VisualDLLogger
 
 log = logging.getLogger("paddlecraft")
@@ -331,6 +332,9 @@ class TrainerConfig:
     )
     visualdl: bool = False  #: log to VisualDL (pip install visualdl)
     visualdl_histograms: bool = False  #: also log parameter histograms at each evaluation
+    mlflow: bool = False  #: log to MLflow (pip install 'paddlecraft[mlflow]'; docs/tracking.md)
+    mlflow_uri: Optional[str] = None  #: MLflow server or store; default <run>/mlflow  # noqa: UP045
+    mlflow_experiment: str = "paddlecraft"  #: MLflow experiment the run is logged under
     nan_guard: bool = True  #: stop on NaN/inf metrics, keep the last good checkpoint
     max_steps: Optional[int] = None  #: stop after N steps (smoke runs)  # noqa: UP045
 
@@ -352,6 +356,8 @@ def standard_callbacks(
     """
     t = trainer if trainer is not None else make_settings(TrainerConfig, settings, "trainer")
     cbs: list[Callback] = []
+    if writer and t.mlflow:  # outermost: at run end it logs what ResultsWriter just wrote
+        cbs.append(MLflowLogger(t.log_every, t.mlflow_uri, t.mlflow_experiment, overrides))
     if writer:
         cbs += [
             ResultsWriter(overrides),
