@@ -210,9 +210,10 @@ def test_multirun_from_an_empty_folder(installed):
     work = installed.work / "sweep"
     work.mkdir()
     r = installed.run(
-        "paddlecraft", "-m", "arena=classify", "arena.epochs=1", "seed=0,1",
+        "paddlecraft", "-m", "arena.epochs=1", "seed=0,1",
         "trainer.progress=false", cwd=work,
     )  # fmt: skip
     assert r.returncode == 0, r.stderr[-3000:]
     jobs = sorted(p.parent.name for p in (work / "multirun" / "classify").glob("*/*/results.json"))
-    assert jobs == ["0_seed=0", "1_seed=1"]
+    # the default sweep folder: multirun/<arena>/<time>/<job>_<overrides>
+    assert jobs == ["0_arena.epochs=1,seed=0", "1_arena.epochs=1,seed=1"]
