@@ -78,7 +78,13 @@ def _check_run(run, history, artifacts: set[str], results: dict) -> None:
     assert [s for s, _ in history["eval/neg_mse"]] == [8, 16]
     assert math.isclose(history["eval/neg_mse"][-1][1], results["headline_value"], rel_tol=1e-6)
     assert [s for s, _ in history["train/loss"]] == [2, 4, 6, 8, 10, 12, 14, 16]
-    assert {"results.json", "config.yaml", "metrics.jsonl", "samples.png"} <= artifacts
+    assert {
+        "results.json",
+        "config.yaml",
+        "metrics.jsonl",
+        "curves.png",
+        "samples.png",
+    } <= artifacts
     assert (
         "media/caption/step_000008.md" in artifacts and "media/caption/step_000016.md" in artifacts
     )

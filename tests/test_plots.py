@@ -9,6 +9,7 @@ from matplotlib.colors import to_rgb
 from paddlecraft.arenas.classify.plot import render_confusion, save_confusion
 from paddlecraft.arenas.engine.plots import (
     confusion_chart,
+    curves_chart,
     interval_chart,
     line_chart,
     save,
@@ -91,3 +92,24 @@ def test_ratings_chart_puts_each_player_on_its_row(tmp_path):
     assert_chart(save(fig, tmp_path / "tournament.png"), (900, 200))
     bare = interval_chart([{"label": "a", "value": 1, "lo": 0, "hi": 2}])
     assert to_bgr(bare).shape == (140, 900, 3)
+
+
+def test_every_run_draws_its_curves_from_metrics_jsonl(tmp_path):
+    import json
+
+    from toy_arenas import Regressor, ToyArena
+
+    from paddlecraft.arenas import run_arena, standard_callbacks
+
+    arena = ToyArena({"reg": Regressor("reg", seed=0)}, epochs=2)
+    run_arena(arena, tmp_path, standard_callbacks(progress=False, log_every=2))
+    records = [json.loads(line) for line in (tmp_path / "metrics.jsonl").read_text().splitlines()]
+    assert_chart(tmp_path / "curves.png", (1100, 420))
+    fig = curves_chart(records, "neg_mse")
+    left, right = fig.axes
+    (loss,) = left.lines
+    train = [r for r in records if r["kind"] == "train"]
+    assert list(loss.get_xdata()) == [r["step"] for r in train] == [2, 4, 6, 8, 10, 12, 14, 16]
+    assert list(loss.get_ydata()) == [r["loss"] for r in train]
+    (head,) = right.lines
+    assert list(head.get_xdata()) == [8, 16] and right.get_title() == "evaluation: neg_mse"

@@ -211,7 +211,9 @@ def test_multirun_from_an_empty_folder(installed):
     work = installed.work / "sweep"
     work.mkdir()
     r = installed.run(
-        "paddlecraft", "-m", "arena.epochs=1", "seed=0,1",
+        # the basic launcher: both jobs in one process (the joblib default, verified the same
+        # way once, spends a minute more on two fresh processes importing Paddle)
+        "paddlecraft", "-m", "hydra/launcher=basic", "arena.epochs=1", "seed=0,1",
         "trainer.progress=false", cwd=work,
     )  # fmt: skip
     assert r.returncode == 0, r.stderr[-3000:]

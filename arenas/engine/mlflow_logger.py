@@ -8,8 +8,8 @@
   each evaluation, and the headline metric under its own name (``test_accuracy``) when the
   run ends, so runs of a sweep compare on one column;
 - artifacts: the arena's media at each evaluation (images as MLflow images with their step,
-  text, audio as WAV), then ``results.json``, ``config.yaml``, ``metrics.jsonl`` and every
-  end-of-run picture the arena writes (sample grids, sheets, plots);
+  text, audio as WAV), then ``results.json``, ``config.yaml``, ``metrics.jsonl``,
+  ``curves.png`` and every end-of-run picture the arena writes (sample grids, sheets, plots);
 - tags: ``paddlecraft.headline``, ``paddlecraft.status``, the command's overrides, the run
   folder.
 
@@ -39,7 +39,7 @@ from .visualdl import hparams_from_overrides
 #: MLflow's limit on a parameter value (characters)
 MAX_PARAM_CHARS = 6000
 #: files of a run folder that are logged as artifacts when it ends (when present)
-RUN_FILES = ("results.json", "config.yaml", "metrics.jsonl")
+RUN_FILES = ("results.json", "config.yaml", "metrics.jsonl", "curves.png")
 #: loop status -> MLflow run status
 RUN_STATUS = {"finished": "FINISHED", "stopped": "FINISHED", "interrupted": "KILLED"}
 

@@ -1,5 +1,5 @@
-"""Charts with matplotlib: line charts (rating, fine-tuning and loss curves), confusion
-matrices, ratings with intervals. One style for every chart a run writes.
+"""Charts with matplotlib: line charts (rating, fine-tuning and loss curves), a run's
+training curves, confusion matrices, ratings with intervals. One style for every chart a run writes.
 
 Figures are built on :class:`matplotlib.figure.Figure` with the Agg canvas, never through
 ``pyplot``: no display, no global figure registry, no backend switch in the user's process.
@@ -141,3 +141,32 @@ def interval_chart(
     ax.set(title=title, xlabel=xlabel)
     ax.grid(True, axis="x", alpha=0.3)
     return fig
+
+
+def curves_chart(records: Sequence[Mapping[str, Any]], headline: str) -> Figure:
+    """A run's curves from its ``metrics.jsonl`` records: the training losses (every key of a
+    ``train`` record with ``loss`` in its name) beside the headline metric at each evaluation."""
+    train = [r for r in records if r.get("kind") == "train"]
+    evals = [r for r in records if r.get("kind") == "eval" and headline in r]
+    fig = new_figure((1100, 420))
+    left, right = fig.subplots(1, 2)
+    keys = sorted({k for r in train for k in r if "loss" in k and _number(r[k])})
+    for k in keys:
+        pts = [(r["step"], r[k]) for r in train if _number(r.get(k))]
+        left.plot(*zip(*pts), linewidth=1.5, label=k)
+    left.set(title="training losses", xlabel="step")
+    if keys:
+        left.legend(fontsize=8)
+    pts = [(r["step"], r[headline]) for r in evals if _number(r[headline])]
+    if pts:
+        right.plot(*zip(*pts), marker="o", markersize=4, linewidth=2, color="tab:green")
+    right.set(title=f"evaluation: {headline}", xlabel="step")
+    for ax, empty in ((left, not keys), (right, not pts)):
+        ax.grid(True, alpha=0.3)
+        if empty:
+            ax.text(0.5, 0.5, "no data", transform=ax.transAxes, ha="center", va="center")
+    return fig
+
+
+def _number(v: Any) -> bool:
+    return isinstance(v, (int, float)) and not isinstance(v, bool) and np.isfinite(v)
