@@ -8,13 +8,15 @@ PY=${PYTHON:-python3}
 if [ ! -x .venv/bin/python ]; then
   "$PY" -m venv .venv
 fi
-if ! .venv/bin/python -c "import paddlecraft" 2>/dev/null; then
+# (re)install when never done or when pyproject.toml changed since (new dependencies)
+if [ ! -f .venv/.paddlecraft-installed ] || [ pyproject.toml -nt .venv/.paddlecraft-installed ]; then
   .venv/bin/python -m pip install --quiet --upgrade pip
   # the CPU build of Paddle only where no build (CPU or GPU) is installed yet
-  if .venv/bin/python -c "import importlib.util as u, sys; sys.exit(u.find_spec('paddle') is not None)"; then
+  if .venv/bin/python -I -c "import importlib.util as u, sys; sys.exit(u.find_spec('paddle') is not None)"; then
     .venv/bin/python -m pip install --quiet -e ".[cpu]"
   else
     .venv/bin/python -m pip install --quiet -e .
   fi
+  touch .venv/.paddlecraft-installed
 fi
 exec .venv/bin/python run.py "$@"

@@ -11,7 +11,7 @@ fi
 .venv/bin/python -m pip install --quiet --upgrade pip
 # the CPU build of Paddle only where no build (CPU or GPU) is installed yet
 EXTRAS=test
-if .venv/bin/python -c "import importlib.util as u, sys; sys.exit(u.find_spec('paddle') is not None)"; then
+if .venv/bin/python -I -c "import importlib.util as u, sys; sys.exit(u.find_spec('paddle') is not None)"; then
   EXTRAS=cpu,test
 fi
 .venv/bin/python -m pip install --quiet -e ".[$EXTRAS]"

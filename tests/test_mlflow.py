@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import json
 import math
+import os
+import signal
 import socket
 import subprocess
 import sys
@@ -169,6 +171,7 @@ def test_tracking_server_reads_back_through_its_rest_api(tmp_path):
          "--backend-store-uri", f"sqlite:///{tmp_path / 'server.db'}",
          "--artifacts-destination", str(tmp_path / "server_artifacts"), "--workers", "1"],
         stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+        start_new_session=True,  # the server and the workers it spawns: one process group
     )  # fmt: skip
     try:
         deadline = time.time() + 180
@@ -213,8 +216,21 @@ def test_tracking_server_reads_back_through_its_rest_api(tmp_path):
             results,
         )
     finally:
-        server.terminate()
+        _stop(server)
+
+
+def _stop(server: subprocess.Popen) -> None:
+    """End the server's whole process group (uvicorn and job-queue workers included)."""
+    try:
+        os.killpg(server.pid, signal.SIGTERM)
         server.wait(timeout=30)
+    except (ProcessLookupError, subprocess.TimeoutExpired):
+        pass
+    try:  # workers that outlived the server
+        os.killpg(server.pid, signal.SIGKILL)
+    except ProcessLookupError:
+        pass
+    server.wait(timeout=30)
 
 
 class _File:
