@@ -4,7 +4,8 @@ path), used from an empty folder outside the repository.
 
 Dependencies come from the package index (or pip's cache, warm after ``scripts/test.sh``):
 first without any Paddle build (PaddlePaddle is not a declared dependency; the command says so
-in one line), then with the ``[cpu]`` extra. The whole module takes about two minutes.
+in one line), then with the ``[cpu]`` extra. The module took 6 min on a shared 2-core
+machine at load average 12; most of it is installing Paddle and starting it in each command.
 """
 
 from __future__ import annotations
