@@ -1,5 +1,7 @@
 """Agents: named scopes that own encoders, heads, an optimizer, a device and a seed."""
 
+import paddlecraft._needs_paddle  # noqa: F401  (no Paddle: one line naming both installs)
+
 from .base import Agent, AgentConfig, load_agent, update_together
 from .captioner import Captioner
 from .classifier import Classifier, ClassifierConfig

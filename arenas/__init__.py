@@ -7,6 +7,7 @@ same way a user's arena package does. :func:`register_configs` registers the bui
 
 from types import ModuleType
 
+import paddlecraft._needs_paddle  # noqa: F401  (no Paddle: one line naming both installs)
 from paddlecraft.craftdata.resolvers import register_resolvers as register_data_resolvers
 from paddlecraft.encoders import SCHEMAS as ENCODER_SCHEMAS
 

@@ -9,6 +9,8 @@ from __future__ import annotations
 import importlib
 from typing import Any
 
+from paddlecraft import require_paddle
+
 #: public name -> submodule that defines it
 _EXPORTS: dict[str, str] = {
     "CheckpointError": "tensorio",
@@ -65,6 +67,7 @@ def __getattr__(name: str) -> Any:
     module = _EXPORTS.get(name)
     if module is None:
         raise AttributeError(f"module 'encoders' has no attribute {name!r}")
+    require_paddle()  # one line naming the CPU and GPU installs
     value = getattr(importlib.import_module(f".{module}", __name__), name)
     globals()[name] = value
     return value

@@ -23,10 +23,10 @@ from paddlecraft.encoders.cpu_tuning import apply_cpu_tuning  # noqa: E402
 
 apply_cpu_tuning()
 
-import cv2  # noqa: E402
 import numpy as np  # noqa: E402
 
 from paddlecraft.agents import Classifier  # noqa: E402
+from paddlecraft.arenas.engine.plots import line_chart, save  # noqa: E402
 from paddlecraft.craftdata import iterate_minibatches, load_digits  # noqa: E402
 
 
@@ -75,32 +75,18 @@ def steps_to(curve: list[tuple[int, float]], target: float) -> int | None:
 
 
 def plot(curves: dict[str, list[tuple[int, float]]], target: float, path: Path) -> None:
-    """Both accuracy curves (BGR PNG), the target as a dashed line."""
-    w, h, m = 640, 400, 50
-    img = np.full((h, w, 3), 255, np.uint8)
-    last = max(s for c in curves.values() for s, _ in c)
-
-    def xy(s: float, a: float) -> tuple[int, int]:
-        return int(m + s / last * (w - 2 * m)), int(h - m - a * (h - 2 * m))
-
-    cv2.rectangle(img, xy(0, 0), xy(last, 1), (0, 0, 0), 1)
-    for x in range(0, w - 2 * m, 12):
-        cv2.line(img, (m + x, xy(0, target)[1]), (m + x + 6, xy(0, target)[1]), (120, 120, 120), 1)
-    for a in (0.0, 0.5, 1.0):
-        cv2.putText(img, f"{a:.1f}", (m - 32, xy(0, a)[1] + 4), 0, 0.4, (0, 0, 0), 1)
-    cv2.putText(
-        img, f"target {target:.2f}", (w - m - 90, xy(0, target)[1] - 6), 0, 0.4, (0, 0, 0), 1
-    )
-    colors = [(200, 80, 0), (0, 0, 200)]
+    """Both accuracy curves (a matplotlib chart), the target as a dashed line."""
     labels = {"finetuned": "fine-tuned (task A backbone)", "scratch": "from scratch"}
-    for (name, curve), color, row in zip(curves.items(), colors, (0, 1)):
-        pts = np.array([xy(s, a) for s, a in curve], np.int32)
-        cv2.polylines(img, [pts], False, color, 2)
-        label = labels.get(name, name)
-        cv2.putText(img, label, (m + 10, h - m - 40 + 20 * row), 0, 0.5, color, 1)
-    cv2.putText(img, "test accuracy, digits 5-9", (m, m - 15), 0, 0.5, (0, 0, 0), 1)
-    cv2.putText(img, f"steps (0..{last})", (w // 2 - 40, h - 15), 0, 0.5, (0, 0, 0), 1)
-    cv2.imwrite(str(path), img)
+    chart = line_chart(
+        {labels.get(name, name): curve for name, curve in curves.items()},
+        title="test accuracy, digits 5-9",
+        xlabel="step",
+        ylabel="test accuracy",
+        hlines={f"target {target:.2f}": target},
+        ylim=(0.0, 1.0),
+        size=(800, 450),
+    )
+    save(chart, path)
 
 
 def main() -> None:

@@ -16,7 +16,9 @@ installed at the top level of site-packages.
 
 from __future__ import annotations
 
+import sys as _sys
 from importlib import metadata as _metadata
+from importlib import util as _util
 from pathlib import Path as _Path
 
 _here = _Path(__file__).resolve().parent
@@ -28,4 +30,26 @@ try:
 except _metadata.PackageNotFoundError:  # a checkout that was never installed
     __version__ = "0.0.0+checkout"
 
-__all__ = ["__version__"]
+#: what to do when no build of PaddlePaddle is installed (docs/install.md has the details)
+PADDLE_MISSING = (
+    "PaddlePaddle is not installed. CPU: pip install paddlepaddle  |  GPU (CUDA 12.6): "
+    "pip install paddlepaddle-gpu==3.3.1 -i https://www.paddlepaddle.org.cn/packages/stable/cu126/"
+    "  (other CUDA versions: docs/install.md)"
+)
+
+
+class PaddleMissingError(ImportError):
+    """No build of PaddlePaddle (``paddlepaddle`` or ``paddlepaddle-gpu``) is installed."""
+
+
+def require_paddle() -> None:
+    """Raise :class:`PaddleMissingError` (one line naming both installs) if ``paddle`` is absent.
+
+    PaddlePaddle is not a declared dependency (a GPU user's ``paddlepaddle-gpu`` must never be
+    replaced by the CPU distribution), so its absence is checked here, without importing it.
+    """
+    if "paddle" not in _sys.modules and _util.find_spec("paddle") is None:
+        raise PaddleMissingError(PADDLE_MISSING)
+
+
+__all__ = ["PADDLE_MISSING", "PaddleMissingError", "__version__", "require_paddle"]

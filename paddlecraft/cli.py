@@ -16,6 +16,7 @@ Runs land in ``./runs/<arena>/<time>`` of the directory the command is run from.
 
 from __future__ import annotations
 
+import importlib.util
 import sys
 from collections.abc import Sequence
 from importlib import resources
@@ -24,7 +25,7 @@ import hydra
 from hydra.core.hydra_config import HydraConfig
 from omegaconf import DictConfig
 
-from paddlecraft import __version__
+from paddlecraft import PADDLE_MISSING, __version__
 from paddlecraft.encoders.cpu_tuning import apply_cpu_tuning
 
 # Paddle is imported only past --help/--version (both answer at once), after the CPU tuning.
@@ -97,6 +98,9 @@ def main(argv: Sequence[str] | None = None) -> int | None:
     if args[:1] in (["--help"], ["-h"]):
         sys.stdout.write(help_text())
         return 0
+    if importlib.util.find_spec("paddle") is None:  # no dependency declares it (docs/install.md)
+        sys.stderr.write(f"error: {PADDLE_MISSING}\n")
+        return 2
     apply_cpu_tuning()  # before anything imports paddle
     if args[:1] == ["tournament"]:
         from paddlecraft.arenas.selfplay.tournament import main as tournament_main

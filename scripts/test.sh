@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # The README's test command: set up a venv with everything the tests need, then run pytest.
 # Usage: bash scripts/test.sh [pytest args]   (default: everything but the `slow` marker)
+# GPU: install paddlepaddle-gpu into .venv first (docs/install.md); it is kept.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 PY=${PYTHON:-python3}
@@ -8,7 +9,12 @@ if [ ! -x .venv/bin/python ]; then
   "$PY" -m venv .venv
 fi
 .venv/bin/python -m pip install --quiet --upgrade pip
-.venv/bin/python -m pip install --quiet -e ".[test]"
+# the CPU build of Paddle only where no build (CPU or GPU) is installed yet
+EXTRAS=test
+if .venv/bin/python -I -c "import importlib.util as u, sys; sys.exit(u.find_spec('paddle') is not None)"; then
+  EXTRAS=cpu,test
+fi
+.venv/bin/python -m pip install --quiet -e ".[$EXTRAS]"
 # the Ray launcher plugin alone (15 kB), so a fast test composes conf/hydra/launcher/ray.yaml
 # against its real schema; --no-deps: ray itself is only imported when jobs launch
 .venv/bin/python -m pip install --quiet --no-deps "hydra-ray-launcher==1.2.2"

@@ -12,6 +12,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from charts import assert_chart
 from hydra import compose, initialize_config_dir
 
 from paddlecraft.agents import Agent, Policy
@@ -252,7 +253,7 @@ def test_resume_in_a_fresh_arena_restores_pool_and_ratings(tmp_path):
         got = json.loads(json.dumps(resumed.arena_state()))
         assert got["pool"] == ref_state["pool"] and got["league"] == ref_state["league"]
         assert len(resumed.pool) >= 2
-        assert (tmp_path / "part" / "ratings.png").stat().st_size > 1000
+        assert_chart(tmp_path / "part" / "ratings.png", (900, 520))
         league = json.loads((tmp_path / "part" / "league.json").read_text())
         assert league["matchups"]["random"] and league["table"]
         loaded = Agent.load(tmp_path / "part" / "policy", name="policy_loaded")
@@ -352,7 +353,8 @@ def _run(tmp_path, game):
     )  # fmt: skip
     assert r.returncode == 0, r.stderr[-3000:]
     results = json.loads((run_dir / "results.json").read_text())
-    assert (run_dir / "ratings.png").exists() and (run_dir / "league.json").exists()
+    assert_chart(run_dir / "ratings.png", (900, 520))
+    assert (run_dir / "league.json").exists()
     return results["metrics"]
 
 

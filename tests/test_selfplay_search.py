@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from charts import assert_chart
 
 from paddlecraft.agents import Policy
 from paddlecraft.arenas import SelfPlayArena, check_arena, search_player
@@ -192,8 +193,9 @@ def test_tournament_command_writes_table_and_plot(make_scope, tmp_path):
     assert (mm["wins"] if mm["a"] == "random" else mm["losses"]) == 0  # perfect play never loses
     rating = {r["player"]: r["rating"] for r in report["table"]}
     assert rating["random"] == 0 and rating["minimax"] > 0
-    for f in ("tournament.json", "tournament.md", "tournament.png"):
+    for f in ("tournament.json", "tournament.md"):
         assert (tmp_path / "out" / f).stat().st_size > 100
+    assert_chart(tmp_path / "out" / "tournament.png", (900, 200))  # 3 rows
     policy.release_scopes()
 
 

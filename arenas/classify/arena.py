@@ -7,7 +7,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import cv2
 import numpy as np
 import paddle
 import paddle.nn.functional as F
@@ -18,7 +17,7 @@ from paddlecraft.agents.instantiate import safe_instantiate
 from paddlecraft.arenas.engine import Arena, ArenaConfig
 from paddlecraft.craftdata import BatchLoader
 
-from .plot import render_confusion
+from .plot import save_confusion
 
 
 @dataclass
@@ -133,5 +132,5 @@ class ClassifyArena(Arena):
         cm = np.zeros((k, k), np.int64)
         np.add.at(cm, (y, logits.argmax(-1)), 1)
         path = Path(run_dir) / "confusion_matrix.png"
-        cv2.imwrite(str(path), render_confusion(cm))
+        save_confusion(cm, path)
         return {"confusion_matrix": str(path)}

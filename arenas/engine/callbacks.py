@@ -20,11 +20,15 @@ from paddlecraft.encoders.tensorio import atomic_write_json
 
 from .checkpoint import save_checkpoint
 from .loop import Callback, Loop
+from .mlflow_logger import MLflowLogger
+from .plots import curves_chart, save
 from .visualdl import VisualDLLogger
 
 log = logging.getLogger("paddlecraft")
 
 OK_TO_SAVE = ("running", "finished", "interrupted", "stopped")
+#: the run's training curves, drawn from metrics.jsonl when a run ends
+CURVES = "curves.png"
 
 
 def _fmt(metrics: dict[str, Any]) -> str:
@@ -146,7 +150,8 @@ class Checkpointer(Callback):
 
 
 class JsonlLogger(Callback):
-    """Appends one JSON object per logged step and per evaluation to ``metrics.jsonl``."""
+    """Appends one JSON object per logged step and per evaluation to ``metrics.jsonl``; when
+    the run ends, draws them as ``curves.png`` (training losses, the headline metric)."""
 
     def __init__(self, every: int = 10, filename: str = "metrics.jsonl") -> None:
         self.every, self.filename = max(1, every), filename
@@ -186,9 +191,13 @@ class JsonlLogger(Callback):
         )
 
     def on_run_end(self, loop: Loop) -> None:
-        if self._file is not None:
-            self._file.close()
-            self._file = None
+        if self._file is None:
+            return
+        self._file.close()
+        self._file = None
+        path = loop.run_dir / self.filename
+        records = [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+        save(curves_chart(records, loop.arena.headline), loop.run_dir / CURVES)
 
 
 class Progress(Callback):
@@ -331,6 +340,9 @@ class TrainerConfig:
     )
     visualdl: bool = False  #: log to VisualDL (pip install visualdl)
     visualdl_histograms: bool = False  #: also log parameter histograms at each evaluation
+    mlflow: bool = False  #: log to MLflow (pip install 'paddlecraft[mlflow]'; docs/tracking.md)
+    mlflow_uri: Optional[str] = None  #: MLflow server or store; default <run>/mlflow  # noqa: UP045
+    mlflow_experiment: str = "paddlecraft"  #: MLflow experiment the run is logged under
     nan_guard: bool = True  #: stop on NaN/inf metrics, keep the last good checkpoint
     max_steps: Optional[int] = None  #: stop after N steps (smoke runs)  # noqa: UP045
 
@@ -352,6 +364,8 @@ def standard_callbacks(
     """
     t = trainer if trainer is not None else make_settings(TrainerConfig, settings, "trainer")
     cbs: list[Callback] = []
+    if writer and t.mlflow:  # outermost: at run end it logs what ResultsWriter just wrote
+        cbs.append(MLflowLogger(t.log_every, t.mlflow_uri, t.mlflow_experiment, overrides))
     if writer:
         cbs += [
             ResultsWriter(overrides),

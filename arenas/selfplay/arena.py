@@ -22,7 +22,6 @@ from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any  # noqa: UP035 (OmegaConf needs typing forms)
 
-import cv2
 import numpy as np
 
 from paddlecraft.agents import Agent, Policy
@@ -44,7 +43,7 @@ from .league import (
     weights_of,
 )
 from .player import SearchPlayer
-from .plots import render_rating_history
+from .plots import rating_history_chart, save
 from .ppo import average, gae_samples, minibatches, mirror_samples, ppo_step
 from .workers import CollectorPool, Controller, play_games
 
@@ -307,7 +306,7 @@ class SelfPlayArena(Collection, Arena):
         }
         atomic_write_json(d / "league.json", league)
         plot = d / "ratings.png"
-        cv2.imwrite(str(plot), render_rating_history(self.league.history))
+        save(rating_history_chart(self.league.history), plot)
         log.info("league table:\n%s", self.league.format())
         return {"policy": str(d / "policy"), "league": str(d / "league.json"), "ratings": str(plot)}
 

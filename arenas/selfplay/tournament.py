@@ -31,10 +31,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import cv2
 import numpy as np
+from matplotlib.figure import Figure
 from scipy.optimize import minimize
 
+from ..engine.plots import interval_chart, save, to_bgr
 from ..games import GAMES, GameSpec, Player, make_baseline
 from .analysis import outcomes
 from .player import PolicyPlayer, SearchPlayer, load_policy
@@ -208,31 +209,21 @@ def format_report(report: dict[str, Any]) -> str:
     return "\n".join(lines) + "\n"
 
 
-def render_ratings(table: list[dict[str, Any]], size: tuple[int, int] = (900, 60)) -> np.ndarray:
-    """A BGR picture: one row per player, its rating as a dot with the 95% interval."""
-    w = size[0]
-    row, left, right, top = 28, 200, 40, 40
-    h = top + row * len(table) + 40
-    img = np.full((h, w, 3), 255, np.uint8)
-    lo = min(r["ci95"][0] for r in table)
-    hi = max(r["ci95"][1] for r in table)
-    hi = hi if hi > lo else lo + 1
+def ratings_chart(table: list[dict[str, Any]]) -> Figure:
+    """One row per player: its rating (Elo, random = 0) as a dot with the 95% interval."""
+    rows = [
+        {"label": r["player"], "value": r["rating"], "lo": r["ci95"][0], "hi": r["ci95"][1]}
+        for r in table
+    ]
+    return interval_chart(
+        rows, title="tournament ratings", xlabel="rating (Elo, random = 0), 95% interval",
+        reference=0.0,
+    )  # fmt: skip
 
-    def x(v: float) -> int:
-        return int(round(left + (v - lo) / (hi - lo) * (w - left - right)))
 
-    font = cv2.FONT_HERSHEY_SIMPLEX
-    cv2.putText(img, "rating (Elo, random = 0), 95% interval", (left, 22), font, 0.5, (0, 0, 0), 1)
-    cv2.line(img, (x(0), top - 8), (x(0), h - 40), (200, 200, 200), 1)
-    for k, r in enumerate(table):
-        y = top + row * k + row // 2
-        cv2.putText(img, r["player"][:26], (8, y + 5), font, 0.45, (0, 0, 0), 1)
-        cv2.line(img, (x(r["ci95"][0]), y), (x(r["ci95"][1]), y), (200, 60, 30), 2)
-        cv2.circle(img, (x(r["rating"]), y), 5, (30, 30, 200), -1)
-    for i in range(5):
-        v = lo + (hi - lo) * i / 4
-        cv2.putText(img, f"{v:.0f}", (x(v) - 15, h - 15), font, 0.4, (0, 0, 0), 1)
-    return img
+def render_ratings(table: list[dict[str, Any]]) -> np.ndarray:
+    """:func:`ratings_chart` as a BGR picture."""
+    return to_bgr(ratings_chart(table))
 
 
 def main(argv: list[str] | None = None) -> dict[str, Any]:
@@ -254,7 +245,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         out.mkdir(parents=True, exist_ok=True)
         (out / "tournament.json").write_text(json.dumps(report, indent=2))
         (out / "tournament.md").write_text(text)
-        cv2.imwrite(str(out / "tournament.png"), render_ratings(report["table"]))
+        save(ratings_chart(report["table"]), out / "tournament.png")
     return report
 
 

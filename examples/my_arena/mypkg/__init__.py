@@ -3,7 +3,8 @@ learns from the teacher (knowledge distillation). Nothing here edits the toolkit
 
 Run it from this folder (docs/write-arena.md walks through it)::
 
-    PYTHONPATH=. python /path/to/PaddleCraft/run.py --config-dir my_conf arena=distill
+    PYTHONPATH=. paddlecraft --config-dir my_conf arena=distill
+    PYTHONPATH=. python /path/to/PaddleCraft/run.py --config-dir my_conf arena=distill  # checkout
 """
 
 from __future__ import annotations
