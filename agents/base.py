@@ -80,6 +80,7 @@ def _as_size(value: Any) -> Any:
         return t[0] if len(t) == 2 and t[0] == t[1] else t
     return value
 
+
 DEFAULT_OPTIMIZER = {"_target_": "paddle.optimizer.Adam", "_partial_": True}
 
 

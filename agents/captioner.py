@@ -74,7 +74,8 @@ class Captioner(TextAgent):
             }
             self.decoder = self.make_encoder(dec, "text", slot="decoder")
         self.fit_decoder(self.decoder)
-        self.channels = input_channels(self.encoder)
+        # images arrive as [N, H, W, C]: their planes come from image_shape when given
+        self.channels = int(c.image_shape[0]) if c.image_shape else input_channels(self.encoder)
         self.finish()
 
     def embed(self, images: Any) -> paddle.Tensor:

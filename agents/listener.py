@@ -85,15 +85,16 @@ class Listener(TextAgent):
             dim = c.dim
             self.text_proj = self.make_head("text_proj", lambda: nn.Linear(t_dim, dim))
             self.image_proj = self.make_head("image_proj", lambda: nn.Linear(i_dim, dim))
-        self.channels = input_channels(self.image_encoder)
+        # images arrive as [N, H, W, C]: their planes come from image_shape when given
+        self.channels = (
+            int(c.image_shape[0]) if c.image_shape else input_channels(self.image_encoder)
+        )
         self.finish()
 
     def embed_texts(self, texts: Sequence[str]) -> paddle.Tensor:
         """Unit-norm text embeddings [N, dim]."""
         tokens = self.to_tensor(self.encode_texts(texts, add_eos=False))
-        return F.normalize(
-            self.text_proj(self.text_encoder.forward_all(tokens)["pooled"]), axis=-1
-        )
+        return F.normalize(self.text_proj(self.text_encoder.forward_all(tokens)["pooled"]), axis=-1)
 
     def embed_images(self, images: Any) -> paddle.Tensor:
         """Unit-norm image embeddings [N, dim] from uint8 [N, H, W, C] (or float [N, C, H, W])."""

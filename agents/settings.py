@@ -99,8 +99,15 @@ def schema_node(cls: type) -> type:
 
 _SCHEMA_TYPES = (int, float, bool, str)
 #: encoder keywords an agent fills in from its data (paddlecraft.encoders.base.INPUT_KEYS)
-#: and its role (num_classes): unset (None, any type) in an encoder's schema
-FILLED_BY_AGENT = ("in_channels", "image_size", "input_size", "vocab_size", "num_classes")
+#: and its role (num_classes; a decoder's cond_dim): unset (None, any type) in an encoder's schema
+FILLED_BY_AGENT = (
+    "in_channels",
+    "image_size",
+    "input_size",
+    "vocab_size",
+    "num_classes",
+    "cond_dim",
+)
 
 
 def _schema_type(annotation: Any) -> Any:

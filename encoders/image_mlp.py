@@ -46,7 +46,9 @@ class ImageMLPEncoder(Encoder):
         if num_classes is not None:
             self.declare("prediction", dense(hidden_size, num_classes))
         self.declare_input("input", InputSpec((input_size,), flatten=True))
-        self.declare_outputs(*(("prediction", "pooled") if num_classes is not None else ("pooled",)))
+        self.declare_outputs(
+            *(("prediction", "pooled") if num_classes is not None else ("pooled",))
+        )
 
     def _input_fix(self, name: str, spec: InputSpec) -> str:
         return f"Flatten images to {self.input_size} float32 values, or use input_size=<n>."
