@@ -1,6 +1,6 @@
 """Agents: named scopes that own encoders, heads, an optimizer, a device and a seed."""
 
-from .base import Agent, AgentConfig, load_agent, update_together
+from .base import Agent, AgentConfig, image_inputs, load_agent, update_together
 from .captioner import Captioner
 from .classifier import Classifier, ClassifierConfig
 from .device import DeviceError, resolve_device
@@ -28,6 +28,7 @@ __all__ = [
     "Policy",
     "UnsafeConfigError",
     "check_targets",
+    "image_inputs",
     "load_agent",
     "resolve_device",
     "safe_instantiate",

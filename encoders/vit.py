@@ -135,7 +135,7 @@ class ViTEncoder(Encoder):
         self,
         scope: str,
         image_size: int | Sequence[int] = 224,
-        patch_size: int | None = 16,
+        patch_size: int | None = None,
         in_channels: int = 3,
         dim: int | None = None,
         depth: int | None = None,

@@ -170,7 +170,7 @@ SWEEPS = sorted(p.stem for p in (CONF / "sweep").glob("*.yaml"))
 
 
 @pytest.mark.parametrize("sweep", SWEEPS)
-def test_every_sweep_file_composes_with_its_arena(sweep):
+def test_every_sweep_file_composes_with_its_arena(sweep, compose_config):  # registers schemas
     text = (CONF / "sweep" / f"{sweep}.yaml").read_text()
     arena = next((a for a in ARENAS if f"arena={a}" in text), "classify")
     with initialize_config_dir(config_dir=str(CONF), version_base="1.3"):

@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+import types
 from pathlib import Path
 
 import numpy as np
@@ -367,3 +368,34 @@ def test_pairs_run_from_the_command_line_with_the_one_override_form(overrides, t
     results = json.loads((tmp_path / "results.json").read_text())
     assert results["status"] == "finished" and results["step"] == 2
     assert np.isfinite(results["headline_value"])
+
+
+# ----------------------------------------------------------------------------- docs
+def test_write_agent_doc_example_runs():
+    """docs/write-agent.md's worked example, executed as written (its asserts included)."""
+    text = (ROOT / "docs" / "write-agent.md").read_text()
+    block = text.split("```python\n", 1)[1].split("```", 1)[0]
+    module = types.ModuleType("write_agent_doc")  # dataclasses look their module up
+    sys.modules[module.__name__] = module
+    try:
+        exec(compile(block, "docs/write-agent.md", "exec"), module.__dict__)
+    finally:
+        del sys.modules[module.__name__]
+
+
+def test_write_encoder_doc_example_is_the_tested_class():
+    """docs/write-encoder.md's encoder is PatchMeanEncoder above, line for line in its logic."""
+    text = (ROOT / "docs" / "write-encoder.md").read_text()
+    block = text.split("```python\n", 1)[1].split("```", 1)[0]
+    scope: dict = {"__name__": "write_encoder_doc"}
+    exec(compile(block, "docs/write-encoder.md", "exec"), scope)
+    paddle.seed(0)
+    doc = scope["PatchMeanEncoder"]("doc_enc", in_channels=2, width=4, num_classes=3).build()
+    paddle.seed(0)
+    ours = PatchMeanEncoder("our_enc", in_channels=2, width=4, num_classes=3).build()
+    x = paddle.rand([2, 2, 3, 3])
+    a, b = doc.forward_all(x), ours.forward_all(x)
+    assert doc.output_names == ours.output_names == ("prediction", "pooled", "hidden")
+    for k in a:
+        np.testing.assert_array_equal(a[k].numpy(), b[k].numpy())
+    assert a["hidden"].shape == [2, 9, 4] and doc.feature_dim == 4
