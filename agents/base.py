@@ -218,7 +218,7 @@ class Agent(nn.Layer):
             enc = safe_instantiate(cfg, scope=scope, allow=self.allow_targets)
         except InstantiationException as e:
             cause = e.__cause__
-            if isinstance(cause, (ValueError, TypeError)) and not isinstance(cause, ConfigError):
+            if type(cause) in (ValueError, TypeError):  # the encoder's own check, said plainly
                 raise ConfigError(f"{setting}: {cause}") from cause
             raise
         enc = enc.build()

@@ -19,6 +19,7 @@ from .base import AgentConfig, image_inputs
 from .text_agent import (
     TextAgent,
     batch_slices,
+    check_image_encoder,
     images_to_array,
     input_channels,
 )
@@ -74,6 +75,7 @@ class Captioner(TextAgent):
             }
             self.decoder = self.make_encoder(dec, "text", slot="decoder")
         self.fit_decoder(self.decoder)
+        check_image_encoder(self.encoder, f"agents.{name}.encoder")
         # images arrive as [N, H, W, C]: their planes come from image_shape when given
         self.channels = int(c.image_shape[0]) if c.image_shape else input_channels(self.encoder)
         self.finish()

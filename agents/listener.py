@@ -23,6 +23,7 @@ from .base import AgentConfig, image_inputs
 from .text_agent import (
     TextAgent,
     batch_slices,
+    check_image_encoder,
     images_to_array,
     input_channels,
 )
@@ -85,6 +86,7 @@ class Listener(TextAgent):
             dim = c.dim
             self.text_proj = self.make_head("text_proj", lambda: nn.Linear(t_dim, dim))
             self.image_proj = self.make_head("image_proj", lambda: nn.Linear(i_dim, dim))
+        check_image_encoder(self.image_encoder, f"agents.{name}.encoder")
         # images arrive as [N, H, W, C]: their planes come from image_shape when given
         self.channels = (
             int(c.image_shape[0]) if c.image_shape else input_channels(self.image_encoder)

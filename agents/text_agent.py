@@ -20,11 +20,13 @@ from paddlecraft.encoders.tokenizer import SubwordTokenizer
 from paddlecraft.encoders.vocab import PAD
 
 from .base import Agent
+from .settings import ConfigError
 
 __all__ = [
     "TextAgent",
     "batch_slices",
     "images_to_array",
+    "check_image_encoder",
     "input_channels",
 ]
 
@@ -57,6 +59,16 @@ def input_channels(encoder: Any) -> int:
     """The planes an image encoder reads: the first axis of its first input (contract)."""
     spec = next(iter(encoder.input_specs.values()))
     return int(spec.shape[0])
+
+
+def check_image_encoder(encoder: Any, setting: str) -> None:
+    """Refuse an encoder whose first input is not float pixels (e.g. a text encoder)."""
+    name, spec = next(iter(encoder.input_specs.items()))
+    if "float32" not in spec.dtypes:
+        raise ConfigError(
+            f"{setting}: {type(encoder).__name__} reads {name!r} as {'/'.join(spec.dtypes)}, "
+            "not images; use an image encoder (conf/encoder/: mlp, cnn, resnet18, vit_tiny...)"
+        )
 
 
 def batch_slices(n: int, size: int) -> Iterator[slice]:
