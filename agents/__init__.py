@@ -2,7 +2,7 @@
 
 import paddlecraft._needs_paddle  # noqa: F401  (no Paddle: one line naming both installs)
 
-from .base import Agent, AgentConfig, load_agent, update_together
+from .base import Agent, AgentConfig, image_inputs, load_agent, update_together
 from .captioner import Captioner
 from .classifier import Classifier, ClassifierConfig
 from .device import DeviceError, resolve_device
@@ -30,6 +30,7 @@ __all__ = [
     "Policy",
     "UnsafeConfigError",
     "check_targets",
+    "image_inputs",
     "load_agent",
     "resolve_device",
     "safe_instantiate",

@@ -9,10 +9,11 @@ plumbing, mixed precision and settings live in ``optim``, ``device``, ``distribu
 from __future__ import annotations
 
 import importlib
+import inspect
 import json
 import os
 import zlib
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -20,6 +21,8 @@ from typing import Any, ClassVar, Optional, TypeVar  # noqa: UP035
 
 import numpy as np
 import paddle
+from hydra.errors import InstantiationException
+from hydra.utils import get_object
 from paddle import nn
 
 from paddlecraft.encoders.base import Encoder
@@ -40,6 +43,43 @@ from .optim import load_optimizer_state, optimizer_state
 from .settings import ConfigError, make_settings, settings_record
 
 A = TypeVar("A", bound="Agent")
+
+
+def _constructor_params(target: Any) -> set[str]:
+    """Keyword names the ``_target_``'s constructor takes (empty when it cannot be read)."""
+    if not isinstance(target, str):
+        return set()
+    try:
+        obj = get_object(upgrade_target(target))
+        init = obj.__init__ if isinstance(obj, type) else obj
+        return set(inspect.signature(init).parameters)
+    except (ImportError, AttributeError, ValueError, TypeError):
+        return set()
+
+
+def image_inputs(shape: Any, channels_last: bool = False) -> dict[str, Any]:
+    """Encoder input sizes of images (or board planes) of one ``shape``; {} for None.
+
+    ``shape`` is [C, H, W] ([H, W, C] with ``channels_last``, as board planes are): gives
+    ``in_channels``, ``image_size`` (an int when square, else [H, W]) and ``input_size``
+    (the flat length), the keywords :meth:`Agent.make_encoder` fills in.
+    """
+    if shape is None:
+        return {}
+    dims = [int(d) for d in shape]
+    if len(dims) != 3:
+        raise ConfigError(f"an image shape is [channels, height, width], got {dims}")
+    c, h, w = (dims[2], dims[0], dims[1]) if channels_last else dims
+    return {"in_channels": c, "image_size": h if h == w else [h, w], "input_size": c * h * w}
+
+
+def _as_size(value: Any) -> Any:
+    """Sizes compared by value: ``8`` and ``[8, 8]`` are one image side, lists are tuples."""
+    if isinstance(value, (list, tuple)):
+        t = tuple(value)
+        return t[0] if len(t) == 2 and t[0] == t[1] else t
+    return value
+
 
 DEFAULT_OPTIMIZER = {"_target_": "paddle.optimizer.Adam", "_partial_": True}
 
@@ -85,10 +125,19 @@ class Agent(nn.Layer):
     #: the settings dataclass: constructor keywords, Hydra schema and saved record
     Config: ClassVar[type] = AgentConfig
 
-    def __init__(self, name: str, *, config: dict | None = None, **settings: Any) -> None:
+    def __init__(
+        self,
+        name: str,
+        *,
+        config: dict | None = None,
+        allow_targets: Iterable[str] = (),
+        **settings: Any,
+    ) -> None:
         super().__init__()
         check_scope_syntax(name)
         self.name = name
+        #: extra ``_target_`` names this agent's encoder configs may build (a user's classes)
+        self.allow_targets = tuple(allow_targets)
         self.cfg = make_settings(self.Config, settings, who=f"agents.{name}")
         c = self.cfg
         self.device = resolve_device(c.device, setting=f"agents.{name}.device")
@@ -122,13 +171,67 @@ class Agent(nn.Layer):
         finally:
             paddle.set_rng_state(saved)
 
-    def make_encoder(self, cfg: Any, role: str | None = None) -> Any:
-        """Build an encoder from a config (``_target_`` + kwargs) in scope ``<name>[.<role>]``."""
+    def make_encoder(
+        self,
+        cfg: Any,
+        role: str | None = None,
+        *,
+        slot: str = "encoder",
+        inputs: Mapping[str, Any] | None = None,
+        headless: bool = False,
+        features: bool = False,
+        forced: Mapping[str, Any] | None = None,
+    ) -> Any:
+        """Build an encoder from a config (``_target_`` + kwargs) in scope ``<name>[.<role>]``.
+
+        ``inputs`` are the sizes this agent knows from its data, game or chain (keywords of
+        :data:`paddlecraft.encoders.base.INPUT_KEYS`, plus ``num_classes`` for a
+        classifier): each one the encoder's constructor takes is filled in when the config
+        leaves it unset, and a config value that contradicts it fails naming the setting.
+        ``headless`` builds it without a class head (``num_classes=None``); ``features``
+        checks that it gives the feature contract (a ``pooled`` output and ``feature_dim``);
+        ``forced`` keywords are set whatever the config says (when the constructor takes them).
+        Errors the encoder raises while being built come back as one :class:`ConfigError`
+        naming ``agents.<name>.<slot>``.
+        """
         scope = self.name if role is None else f"{self.name}.{role}"
+        setting = f"agents.{self.name}.{slot}"
         cfg = dict(to_plain(cfg))
         cfg.pop("_partial_", None)
-        enc = safe_instantiate(cfg, scope=scope)
-        return enc.build()
+        check_targets(cfg, self.allow_targets)
+        params = _constructor_params(cfg.get("_target_"))
+        for key, value in (inputs or {}).items():
+            if key not in params or value is None:
+                continue
+            given = cfg.get(key)
+            if given is None or given == "???":
+                cfg[key] = value
+            elif _as_size(given) != _as_size(value):
+                raise ConfigError(
+                    f"{setting}.{key}={given!r} but this agent's input gives {value!r}; leave "
+                    f"{key} out of the encoder config (it is filled in from the data)"
+                )
+        for key, value in {**(forced or {}), **({"num_classes": None} if headless else {})}.items():
+            if key in params:
+                cfg[key] = value
+        try:
+            enc = safe_instantiate(cfg, scope=scope, allow=self.allow_targets)
+        except InstantiationException as e:
+            cause = e.__cause__
+            if type(cause) in (ValueError, TypeError):  # the encoder's own check, said plainly
+                raise ConfigError(f"{setting}: {cause}") from cause
+            raise
+        enc = enc.build()
+        if features and (
+            "pooled" not in getattr(enc, "output_names", ())
+            or not isinstance(getattr(enc, "feature_dim", None), int)
+        ):
+            raise ConfigError(
+                f"{setting}: {type(enc).__name__} does not follow the encoder contract (a "
+                "'pooled' output [B, feature_dim] and an int feature_dim); see "
+                "docs/write-encoder.md"
+            )
+        return enc
 
     def make_head(self, role: str, factory: Any) -> nn.Layer:
         """Build a layer whose parameters are named ``<name>.<role>.w_0`` ..."""
@@ -423,7 +526,7 @@ class Agent(nn.Layer):
         config = dict(meta["config"])
         if device is not None:
             config["device"] = device
-        agent = klass(name or meta["name"], **config)
+        agent = klass(name or meta["name"], allow_targets=allow, **config)
         agent.load_state(d, old_name=meta["name"])
         agent.eval()
         return agent

@@ -10,17 +10,18 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Optional  # noqa: UP035 (OmegaConf needs typing forms)
 
 import paddle
 from omegaconf import MISSING
 
-from .base import AgentConfig
+from .base import AgentConfig, image_inputs
 from .text_agent import (
-    ImageVector,
     TextAgent,
     batch_slices,
+    check_image_encoder,
     images_to_array,
+    input_channels,
 )
 
 __all__ = ["Captioner", "CaptionerConfig"]
@@ -31,9 +32,11 @@ class CaptionerConfig(AgentConfig):
     """paddlecraft.agents.Captioner settings."""
 
     encoder: Any = MISSING
-    #: ^ image encoder config (ImageCNNEncoder, ResNetEncoder, ViTEncoder); num_classes -> None
+    #: ^ image encoder config (conf/encoder/*); built headless, sized from image_shape
     decoder: Any = MISSING
-    #: ^ text decoder config (TextDecoder); vocab_size and cond_dim are filled in
+    #: ^ text decoder config (conf/decoder/*); vocab_size and cond_dim are filled in
+    image_shape: Optional[list[int]] = None  # noqa: UP045
+    #: ^ [channels, height, width] of the images (from the data); fills the encoder's sizes
     words: Any = "shapes"  #: vocabulary: shapes | digits | a list of words | a tokenizer file
     beam_size: int = 1  #: default decoding: 1 = greedy, > 1 = beam search
 
@@ -58,22 +61,29 @@ class Captioner(TextAgent):
         c = self.cfg
         self.beam_size = int(c.beam_size)
         with self.seeded():
-            self.encoder = self.make_encoder({**dict(c.encoder), "num_classes": None}, "image")
-            self.image = ImageVector(self.encoder, f"agents.{name}.encoder")
+            self.encoder = self.make_encoder(
+                c.encoder,
+                "image",
+                inputs=image_inputs(c.image_shape),
+                headless=True,
+                features=True,
+            )
             dec = {
                 **dict(c.decoder),
                 "vocab_size": len(self.vocab),
-                "cond_dim": self.image.size,
+                "cond_dim": self.encoder.feature_dim,
             }
-            self.decoder = self.make_encoder(dec, "text")
+            self.decoder = self.make_encoder(dec, "text", slot="decoder")
         self.fit_decoder(self.decoder)
-        self.channels = self.image.channels
+        check_image_encoder(self.encoder, f"agents.{name}.encoder")
+        # images arrive as [N, H, W, C]: their planes come from image_shape when given
+        self.channels = int(c.image_shape[0]) if c.image_shape else input_channels(self.encoder)
         self.finish()
 
     def embed(self, images: Any) -> paddle.Tensor:
         """Image embeddings [N, D] (the decoder's condition)."""
         x = images if isinstance(images, paddle.Tensor) else images_to_array(images, self.channels)
-        return self.image(self.to_tensor(x))
+        return self.encoder.forward_all(self.to_tensor(x))["pooled"]  # [N, feature_dim]
 
     def loss(self, images: Any, captions: Sequence[str]) -> paddle.Tensor:
         """Teacher-forced cross-entropy of ``captions`` given ``images``."""

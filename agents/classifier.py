@@ -3,14 +3,15 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Optional  # noqa: UP035 (OmegaConf needs typing forms)
 
 import numpy as np
 import paddle
 import paddle.nn.functional as F
 from omegaconf import MISSING
 
-from .base import Agent, AgentConfig
+from .base import Agent, AgentConfig, image_inputs
+from .settings import ConfigError
 
 
 @dataclass
@@ -19,10 +20,13 @@ class ClassifierConfig(AgentConfig):
 
     encoder: Any = MISSING  #: an encoder config (conf/encoder/*): ``_target_`` + kwargs, no scope
     label_smoothing: float = 0.0  #: cross-entropy label smoothing
+    num_classes: Optional[int] = None  #: label count (from the data); fills the encoder's head  # noqa: UP045
+    input_shape: Optional[list[int]] = None  # noqa: UP045
+    #: ^ [channels, height, width] of the inputs (from the data); fills the encoder's sizes
 
 
 class Classifier(Agent):
-    """An agent that labels inputs: any encoder whose primary output is class logits.
+    """An agent that labels inputs: any encoder, with a class head of ``num_classes``.
 
     The encoder's parameters are named ``<name>.<logical>.w_0`` ... Settings: see
     :class:`ClassifierConfig`, e.g. ``Classifier("clf", encoder={"_target_":
@@ -34,12 +38,14 @@ class Classifier(Agent):
     def __init__(self, name: str, **settings: Any) -> None:
         super().__init__(name, **settings)
         self.label_smoothing = self.cfg.label_smoothing
+        inputs = image_inputs(self.cfg.input_shape)
+        inputs["num_classes"] = self.cfg.num_classes
         with self.seeded():
-            self.encoder = self.make_encoder(self.cfg.encoder)
+            self.encoder = self.make_encoder(self.cfg.encoder, inputs=inputs)
         if "prediction" not in self.encoder.output_names:
-            raise ValueError(
+            raise ConfigError(
                 f"agents.{name}.encoder: {type(self.encoder).__name__} has no 'prediction' output; "
-                "give it num_classes (a classifier needs class logits)"
+                f"set agents.{name}.num_classes (a classifier needs class logits)"
             )
         self.finish()
 

@@ -6,10 +6,10 @@ GAN arena (``paddlecraft.arenas.gan``) pits them against each other.
 Decisions:
 
 - The discriminator's default body is ``paddlecraft.encoders.ImageCNNEncoder(arch="dcgan",
-  norm="none")`` (``conf/critic/dcgan.yaml``): conv k4 s2 + LeakyReLU, twice
+  norm="none")`` (``conf/encoder/dcgan.yaml``): conv k4 s2 + LeakyReLU, twice
   differentiable (WGAN-GP) and free of running statistics, so running it inside the
-  generator's step changes nothing of it. ``critic@agents.discriminator.encoder=cnn``
-  uses the classifier CNN (batch norm: not for WGAN-GP).
+  generator's step changes nothing of it. ``encoder@agents.discriminator.encoder=cnn``
+  uses the classifier CNN (batch norm: not for WGAN-GP); any encoder of the contract fits.
 - Conditional discriminator: a projection discriminator (Miyato & Koyama 2018),
   ``logit = critic(h) + <label_projection(y), h>`` with ``h`` the encoder's embedding.
   Conditional generator: the ImageDecoder's own label embedding concatenated to ``z``.
@@ -34,7 +34,7 @@ from paddle import nn
 
 from paddlecraft.encoders.base import Tensor
 
-from .base import Agent, AgentConfig
+from .base import Agent, AgentConfig, image_inputs
 
 __all__ = [
     "Discriminator",
@@ -110,8 +110,10 @@ class GeneratorConfig(AgentConfig):
 class DiscriminatorConfig(AgentConfig):
     """paddlecraft.agents.Discriminator settings."""
 
-    encoder: Any = MISSING  #: an image encoder config with an ``embedding`` output (conf/critic/*)
+    encoder: Any = MISSING  #: an image encoder config (conf/encoder/*); built headless
     num_classes: Optional[int] = None  #: set for a projection discriminator  # noqa: UP045
+    input_shape: Optional[list[int]] = None  # noqa: UP045
+    #: ^ [channels, height, width] of the images (from the data); fills the encoder's sizes
 
 
 # ----------------------------------------------------------------------------- agents
@@ -209,7 +211,7 @@ class Discriminator(Agent):
     Args:
         name: scope.
         **settings: :class:`DiscriminatorConfig` fields: ``encoder``, an image encoder
-            config whose ``embedding`` output gives features ``h`` [B, F] (e.g.
+            config, built headless, whose ``pooled`` output gives features ``h`` [B, F] (e.g.
             ``paddlecraft.encoders.ImageCNNEncoder`` with ``arch: dcgan``), and ``num_classes`` for a
             conditional (projection) discriminator: ``logit = critic(h) + <label_projection(y), h>``.
     """
@@ -220,13 +222,13 @@ class Discriminator(Agent):
         super().__init__(name, **settings)
         num_classes = self.num_classes = self.cfg.num_classes
         with self.seeded():
-            self.encoder = self.make_encoder(self.cfg.encoder)
-            dim = getattr(self.encoder, "embedding_dim", None)
-            if dim is None:
-                raise ValueError(
-                    f"agents.{name}.encoder: {type(self.encoder).__name__} has no embedding_dim; "
-                    "use an image encoder with an 'embedding' output"
-                )
+            self.encoder = self.make_encoder(
+                self.cfg.encoder,
+                inputs=image_inputs(self.cfg.input_shape),
+                headless=True,
+                features=True,
+            )
+            dim = self.encoder.feature_dim
             self.critic = self.make_head("critic", lambda: nn.Linear(dim, 1))
             if num_classes is not None:
                 self.label_projection = self.make_head(
@@ -240,9 +242,8 @@ class Discriminator(Agent):
         return self.num_classes is not None
 
     def features(self, x: Tensor) -> Tensor:
-        """The encoder's embedding [B, F]."""
-        outs = self.encoder.forward_all(x)
-        return outs["embedding"] if "embedding" in outs else outs[self.encoder.primary_output]
+        """The encoder's pooled features [B, F]."""
+        return self.encoder.forward_all(x)["pooled"]
 
     def forward(self, x: Tensor, labels: Tensor | None = None) -> Tensor:
         """Logits [B] (real: high) for images [B, C, H, W] (and labels [B] when conditional)."""

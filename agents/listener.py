@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Optional  # noqa: UP035 (OmegaConf needs typing forms)
 
 import numpy as np
 import paddle
@@ -19,12 +19,13 @@ from paddle import nn
 
 from paddlecraft.encoders import Vocab
 
-from .base import AgentConfig
+from .base import AgentConfig, image_inputs
 from .text_agent import (
-    ImageVector,
     TextAgent,
     batch_slices,
+    check_image_encoder,
     images_to_array,
+    input_channels,
 )
 
 __all__ = ["Listener", "ListenerConfig"]
@@ -35,9 +36,11 @@ class ListenerConfig(AgentConfig):
     """paddlecraft.agents.Listener settings."""
 
     text_encoder: Any = MISSING
-    #: ^ text side (TextEncoder); vocab_size is filled in, num_classes forced to None
+    #: ^ text side (conf/encoder/*: gru_text, bert_mini...); vocab_size filled in, headless
     encoder: Any = MISSING
-    #: ^ image side (ImageCNNEncoder, ResNetEncoder, ViTEncoder); num_classes -> None
+    #: ^ image side (conf/encoder/*); built headless, sized from image_shape
+    image_shape: Optional[list[int]] = None  # noqa: UP045
+    #: ^ [channels, height, width] of the images (from the data); fills the encoder's sizes
     words: Any = "shapes"  #: vocabulary: shapes | digits | a list of words | a tokenizer file
     dim: int = 64  #: joint embedding size
     temperature: float = 0.1  #: softmax temperature of the cosine scores
@@ -64,29 +67,41 @@ class Listener(TextAgent):
         c = self.cfg
         self.temperature = float(c.temperature)
         with self.seeded():
-            tcfg = {**dict(c.text_encoder), "vocab_size": len(self.vocab), "num_classes": None}
-            self.text_encoder = self.make_encoder(tcfg, "text")
-            self.image_encoder = self.make_encoder(
-                {**dict(c.encoder), "num_classes": None}, "image"
+            self.text_encoder = self.make_encoder(
+                c.text_encoder,
+                "text",
+                slot="text_encoder",
+                inputs={"vocab_size": len(self.vocab)},
+                headless=True,
+                features=True,
             )
-            self.image = ImageVector(self.image_encoder, f"agents.{name}.encoder")
-            t_dim, i_dim, dim = self.text_encoder.hidden_size, self.image.size, c.dim
+            self.image_encoder = self.make_encoder(
+                c.encoder,
+                "image",
+                inputs=image_inputs(c.image_shape),
+                headless=True,
+                features=True,
+            )
+            t_dim, i_dim = self.text_encoder.feature_dim, self.image_encoder.feature_dim
+            dim = c.dim
             self.text_proj = self.make_head("text_proj", lambda: nn.Linear(t_dim, dim))
             self.image_proj = self.make_head("image_proj", lambda: nn.Linear(i_dim, dim))
-        self.channels = self.image.channels
+        check_image_encoder(self.image_encoder, f"agents.{name}.encoder")
+        # images arrive as [N, H, W, C]: their planes come from image_shape when given
+        self.channels = (
+            int(c.image_shape[0]) if c.image_shape else input_channels(self.image_encoder)
+        )
         self.finish()
 
     def embed_texts(self, texts: Sequence[str]) -> paddle.Tensor:
         """Unit-norm text embeddings [N, dim]."""
         tokens = self.to_tensor(self.encode_texts(texts, add_eos=False))
-        return F.normalize(
-            self.text_proj(self.text_encoder.forward_all(tokens)["embedding"]), axis=-1
-        )
+        return F.normalize(self.text_proj(self.text_encoder.forward_all(tokens)["pooled"]), axis=-1)
 
     def embed_images(self, images: Any) -> paddle.Tensor:
         """Unit-norm image embeddings [N, dim] from uint8 [N, H, W, C] (or float [N, C, H, W])."""
         x = images if isinstance(images, paddle.Tensor) else images_to_array(images, self.channels)
-        emb = self.image(self.to_tensor(x))
+        emb = self.image_encoder.forward_all(self.to_tensor(x))["pooled"]  # [N, feature_dim]
         return F.normalize(self.image_proj(emb), axis=-1)
 
     def loss(self, texts: Sequence[str], images: Any) -> paddle.Tensor:

@@ -11,7 +11,7 @@ import paddle.nn.functional as F
 from omegaconf import MISSING
 from paddle import nn
 
-from .base import Agent, AgentConfig
+from .base import Agent, AgentConfig, image_inputs
 
 #: added to the logits of illegal actions (finite, so masked terms never produce NaN)
 MASK_PENALTY = 1e9
@@ -21,7 +21,7 @@ MASK_PENALTY = 1e9
 class PolicyConfig(AgentConfig):
     """paddlecraft.agents.Policy settings."""
 
-    encoder: Any = MISSING  #: encoder config (``_target_`` + kwargs, no scope; set by conf/game/*)
+    encoder: Any = MISSING  #: encoder config (conf/encoder/*); sized from obs_shape, headless
     obs_shape: list[int] = field(default_factory=lambda: [3, 3, 2])  #: [rows, cols, planes]
     num_actions: int = 9  #: size of the action space
 
@@ -29,11 +29,10 @@ class PolicyConfig(AgentConfig):
 class Policy(Agent):
     """Plays turn-based board games from PettingZoo-style planes with an action mask.
 
-    The encoder reads the board planes ``[B, rows, cols, 2]`` (mover's stones, opponent's
-    stones): an :class:`~encoders.ImageCNNEncoder` gets them channels-first
-    ``[B, 2, rows, cols]`` and its ``embedding`` output; an
-    :class:`~encoders.ImageMLPEncoder` gets them flattened and its ``prediction`` output
-    (after a ReLU) is the feature vector. Two linear heads follow: ``policy_head``
+    The encoder (any encoder of the feature contract, built headless and sized from
+    ``obs_shape``) reads the board planes ``[B, rows, cols, 2]`` (mover's stones,
+    opponent's stones): channels-first ``[B, 2, rows, cols]`` when its input is an image,
+    flattened otherwise; its ``pooled`` output is the feature vector. Two linear heads follow: ``policy_head``
     (action logits) and ``value_head`` (tanh, the expected outcome in [-1, 1] for the
     mover). Illegal actions get ``logit - 1e9``; log-probabilities come from
     ``log_softmax`` of the masked logits, never from ``paddle.distribution.Categorical``
@@ -60,15 +59,16 @@ class Policy(Agent):
             )
         self.obs_shape, self.num_actions = obs_shape, int(num_actions)
         with self.seeded():
-            self.encoder = self.make_encoder(encoder)
-            outs = self.encoder.output_names
-            self._use_embedding = "embedding" in outs
-            feat = (
-                int(self.encoder.embedding_dim)
-                if self._use_embedding
-                else int(self.encoder.num_classes)
+            self.encoder = self.make_encoder(
+                encoder,
+                inputs=image_inputs(obs_shape, channels_last=True),
+                headless=True,
+                features=True,
             )
-            self._channels_first = len(self.encoder.input_specs["input"].shape) == 3
+            feat = self.encoder.feature_dim
+            first = next(iter(self.encoder.input_specs.values()))
+            # image encoders read [B, planes, rows, cols]; flat ones [B, rows * cols * planes]
+            self._channels_first = len(first.shape) == 3
             self.policy_head = self.make_head("policy_head", lambda: nn.Linear(feat, num_actions))
             self.value_head = self.make_head("value_head", lambda: nn.Linear(feat, 1))
             with paddle.no_grad():  # near-uniform first policy: small policy-head weights
@@ -99,10 +99,7 @@ class Policy(Agent):
     def forward(self, obs: Any) -> tuple[paddle.Tensor, paddle.Tensor]:
         """``(logits [B, A], value [B])`` for planes ``[B, rows, cols, 2]``."""
         x = self._prepare(obs)
-        if self._use_embedding:
-            h = self.encoder.forward_all(x)["embedding"]
-        else:
-            h = F.relu(self.encoder(x))
+        h = self.encoder.forward_all(x)["pooled"]  # [B, feature_dim]
         return self.policy_head(h), paddle.tanh(self.value_head(h)).squeeze(-1)
 
     def masked_log_probs(self, logits: paddle.Tensor, mask: Any) -> paddle.Tensor:

@@ -20,6 +20,7 @@ from paddle import nn
 from paddlecraft.encoders.vocab import EOS, PAD, Vocab
 
 from .base import AgentConfig
+from .settings import ConfigError
 from .text_agent import TextAgent, batch_slices
 
 __all__ = ["Recognizer", "RecognizerConfig", "ctc_greedy"]
@@ -49,9 +50,9 @@ class RecognizerConfig(AgentConfig):
     """paddlecraft.agents.Recognizer settings."""
 
     encoder: Any = MISSING
-    #: ^ speech encoder config (SpeechEncoder); num_classes is forced to None
+    #: ^ speech encoder config (conf/encoder/speech, whisper_tiny...); built headless
     decoder: Any = None
-    #: ^ text decoder config for head=seq2seq (ignored by ctc)
+    #: ^ text decoder config (conf/decoder/*) for head=seq2seq (ignored by ctc)
     head: str = "ctc"  #: ctc (word-level CTC, <pad> is the blank) | seq2seq
     words: Any = "shapes"  #: vocabulary: shapes | digits | a list of words (of characters: chars)
     units: str = "words"  #: words (a token per word) | chars (a token per character; data=speech)
@@ -93,17 +94,25 @@ class Recognizer(TextAgent):
             self.vocab = Vocab([SPACE if w == " " else w for w in self.cfg.words])
         self.head = c.head
         with self.seeded():
-            self.encoder = self.make_encoder({**dict(c.encoder), "num_classes": None}, "speech")
+            self.encoder = self.make_encoder(
+                c.encoder,
+                "speech",
+                forced={"waveform_input": True},  # the recognizer reads waveforms
+                headless=True,
+                features=True,
+            )
+            size = self.encoder.feature_dim
             if self.head == "ctc":
-                size, n = self.encoder.frame_size, len(self.vocab)
+                if "hidden" not in self.encoder.output_names:
+                    raise ConfigError(
+                        f"agents.{name}.encoder: {type(self.encoder).__name__} has no per-frame "
+                        "'hidden' output for the CTC head; use a speech encoder, or head=seq2seq"
+                    )
+                n = len(self.vocab)
                 self.ctc = self.make_head("ctc", lambda: nn.Linear(size, n))
             else:
-                dec = {
-                    **dict(c.decoder),
-                    "vocab_size": len(self.vocab),
-                    "cond_dim": self.encoder.embedding_dim,
-                }
-                self.decoder = self.make_encoder(dec, "text")
+                dec = {**dict(c.decoder), "vocab_size": len(self.vocab), "cond_dim": size}
+                self.decoder = self.make_encoder(dec, "text", slot="decoder")
         self.sample_rate = int(self.encoder.sample_rate)
         self.finish()
 
@@ -115,7 +124,7 @@ class Recognizer(TextAgent):
         if isinstance(waveforms, np.ndarray) and waveforms.ndim == 2:
             waveforms = list(waveforms)
         clips = [to_float(resample(np.asarray(w), rate, self.sample_rate)) for w in waveforms]
-        width = max([self.encoder.min_samples, *(len(c) for c in clips)])
+        width = max([getattr(self.encoder, "min_samples", 1), *(len(c) for c in clips)])
         out = np.zeros((len(clips), width), np.float32)
         for i, c in enumerate(clips):
             out[i, : len(c)] = c
@@ -134,14 +143,18 @@ class Recognizer(TextAgent):
         return decoded.replace(" ", "").replace(SPACE, " ") if self.chars else decoded
 
     def _ctc_logits(self, x: paddle.Tensor) -> tuple[paddle.Tensor, paddle.Tensor]:
-        frames = self.encoder.frames(x)  # [B, T, H]
-        return self.ctc(frames), self.encoder.frame_lengths(x)  # [B, T, V], [B]
+        outs = self.encoder.forward_all(x)
+        frames = outs["hidden"]  # [B, T, F]
+        lengths = outs.get("lengths")  # [B]; absent: every frame counts
+        if lengths is None:
+            lengths = paddle.full([frames.shape[0]], frames.shape[1], dtype="int64")
+        return self.ctc(frames), lengths  # [B, T, V], [B]
 
     def loss(self, waveforms: np.ndarray, texts: Sequence[str]) -> paddle.Tensor:
         """Training loss for a padded batch (:meth:`prepare`) and its transcripts."""
         x = self.to_tensor(waveforms)
         if self.head == "seq2seq":
-            cond = self.encoder.forward_all(x)["embedding"]
+            cond = self.encoder.forward_all(x)["pooled"]
             return self.decoder.loss(cond, self.to_tensor(self.encode_texts(texts)))
         logits, lengths = self._ctc_logits(x)
         labels = self.encode_texts(texts, add_eos=False)
@@ -177,7 +190,7 @@ class Recognizer(TextAgent):
                     ids = ctc_greedy(logits.numpy(), lengths.numpy())
                     texts = [self.vocab.decode(r + [EOS]) for r in ids]
                 else:
-                    cond = self.encoder.forward_all(x)["embedding"]
+                    cond = self.encoder.forward_all(x)["pooled"]
                     texts = self.vocab.decode_batch(self.decoder.greedy(cond))
                 for i, t in zip(idx, texts):
                     out[int(i)] = self._text(t)

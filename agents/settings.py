@@ -98,6 +98,16 @@ def schema_node(cls: type) -> type:
 
 
 _SCHEMA_TYPES = (int, float, bool, str)
+#: encoder keywords an agent fills in from its data (paddlecraft.encoders.base.INPUT_KEYS)
+#: and its role (num_classes; a decoder's cond_dim): unset (None, any type) in an encoder's schema
+FILLED_BY_AGENT = (
+    "in_channels",
+    "image_size",
+    "input_size",
+    "vocab_size",
+    "num_classes",
+    "cond_dim",
+)
 
 
 def _schema_type(annotation: Any) -> Any:
@@ -117,7 +127,8 @@ def signature_schema(cls: type, skip: tuple[str, ...] = ("self", "scope")) -> ty
     """A Hydra schema dataclass from a class's constructor signature (encoders use this).
 
     Parameters without a default become required (``MISSING``); annotations OmegaConf
-    cannot check become ``Any``.
+    cannot check become ``Any``; the sizes an agent fills in (:data:`FILLED_BY_AGENT`)
+    default to None (unset), so a config names the architecture only.
     """
     sig = inspect.signature(cls.__init__)
     try:
@@ -129,6 +140,9 @@ def signature_schema(cls: type, skip: tuple[str, ...] = ("self", "scope")) -> ty
     ]
     for name, p in sig.parameters.items():
         if name in skip or p.kind in (p.VAR_POSITIONAL, p.VAR_KEYWORD):
+            continue
+        if name in FILLED_BY_AGENT:
+            fields.append((name, Any, dataclasses.field(default=None)))
             continue
         default = MISSING if p.default is inspect.Parameter.empty else p.default
         typ = _schema_type(hints.get(name, Any))

@@ -20,12 +20,14 @@ from paddlecraft.encoders.tokenizer import SubwordTokenizer
 from paddlecraft.encoders.vocab import PAD
 
 from .base import Agent
+from .settings import ConfigError
 
 __all__ = [
-    "ImageVector",
     "TextAgent",
     "batch_slices",
     "images_to_array",
+    "check_image_encoder",
+    "input_channels",
 ]
 
 
@@ -53,34 +55,20 @@ def images_to_array(images: Any, channels: int) -> np.ndarray:
     return np.ascontiguousarray(x, dtype=np.float32)
 
 
-class ImageVector:
-    """One vector per image from any image encoder: ``embedding`` (ImageCNNEncoder) or
-    ``pooled`` (ResNetEncoder, ViTEncoder), and its size.
+def input_channels(encoder: Any) -> int:
+    """The planes an image encoder reads: the first axis of its first input (contract)."""
+    spec = next(iter(encoder.input_specs.values()))
+    return int(spec.shape[0])
 
-    Args:
-        encoder: a built image encoder.
-        setting: the config key named in errors (``agents.captioner.encoder``).
-    """
 
-    OUTPUTS = ("embedding", "pooled")  # first found wins
-    SIZES = ("embedding_dim", "feature_dim", "dim")
-
-    def __init__(self, encoder: Any, setting: str) -> None:
-        names = getattr(encoder, "output_names", ())
-        self.output = next((n for n in self.OUTPUTS if n in names), None)
-        size = next((getattr(encoder, a) for a in self.SIZES if getattr(encoder, a, None)), None)
-        if self.output is None or size is None or not hasattr(encoder, "in_channels"):
-            raise ValueError(
-                f"{setting}: {type(encoder).__name__} gives no image vector (outputs "
-                f"{list(names)}); use an image encoder with an 'embedding' or 'pooled' output "
-                "(ImageCNNEncoder, ResNetEncoder, ViTEncoder)"
-            )
-        self.encoder, self.size = encoder, int(size)
-        self.channels = int(encoder.in_channels)
-
-    def __call__(self, x: Any) -> Any:
-        """Image vectors [N, size] of float images [N, C, H, W] (a tensor on the agent's place)."""
-        return self.encoder.forward_all(x)[self.output]
+def check_image_encoder(encoder: Any, setting: str) -> None:
+    """Refuse an encoder whose first input is not float pixels (e.g. a text encoder)."""
+    name, spec = next(iter(encoder.input_specs.items()))
+    if "float32" not in spec.dtypes:
+        raise ConfigError(
+            f"{setting}: {type(encoder).__name__} reads {name!r} as {'/'.join(spec.dtypes)}, "
+            "not images; use an image encoder (conf/encoder/: mlp, cnn, resnet18, vit_tiny...)"
+        )
 
 
 def batch_slices(n: int, size: int) -> Iterator[slice]:

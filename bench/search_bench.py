@@ -29,8 +29,8 @@ sys.path.insert(0, str(ROOT))
 def _network():
     from paddlecraft.agents import Policy
 
-    enc = {"_target_": "paddlecraft.encoders.ImageMLPEncoder", "input_size": 84, "hidden_size": 256,
-           "num_classes": 256}  # fmt: skip
+    enc = {"_target_": "paddlecraft.encoders.ImageMLPEncoder", "hidden_size": 256,
+           "hidden_layers": 3}  # fmt: skip
     return Policy("search_bench_policy", encoder=enc, obs_shape=[6, 7, 2], num_actions=7, seed=0)
 
 

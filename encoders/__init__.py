@@ -54,8 +54,10 @@ SCHEMA_NAMES: dict[str, dict[str, str]] = {
         "vit": "ViTEncoder",
         "bert": "TransformerTextEncoder",
         "whisper": "WhisperStyleEncoder",
+        "gru_text": "TextEncoder",
+        "speech": "SpeechEncoder",
     },
-    "schema/decoder": {"transformer_text": "TransformerTextDecoder"},
+    "schema/decoder": {"transformer_text": "TransformerTextDecoder", "gru_text": "TextDecoder"},
 }
 
 __all__ = sorted([*_EXPORTS, "SCHEMAS"])

@@ -41,6 +41,11 @@ from .summary import SummaryTable
 from .tensorio import assign_by_name, load_tensors, save_tensors
 
 __all__ = [
+    "FEATURES",
+    "INPUT_KEYS",
+    "LENGTHS",
+    "POSITIONS",
+    "PREDICTION",
     "Encoder",
     "EncoderInputError",
     "InputSpec",
@@ -54,6 +59,19 @@ __all__ = [
 Tensor = paddle.Tensor
 
 
+#: the logical output every encoder gives: pooled features [B, feature_dim]
+FEATURES = "pooled"
+#: the per-position features [B, T, feature_dim] of encoders with positions
+POSITIONS = "hidden"
+#: valid positions per item, int64 [B], where padding varies (speech)
+LENGTHS = "lengths"
+#: the class logits [B, num_classes], only when ``num_classes`` is set
+PREDICTION = "prediction"
+#: constructor keywords an agent fills in from its data, game or chain (never a config's
+#: business): image planes, image side (an int, or (H, W)), flat input size, vocabulary size
+INPUT_KEYS = ("in_channels", "image_size", "input_size", "vocab_size")
+
+
 class Encoder(nn.Layer):
     """Base of every PaddleCraft encoder: logical layers, physical names, build, introspection.
 
@@ -61,7 +79,31 @@ class Encoder(nn.Layer):
     and :meth:`declare_input` each input, and implement :meth:`_forward`, which returns
     a dict of named outputs (``{"prediction": logits}``). ``forward`` returns the
     :attr:`primary_output`; :meth:`forward_all` returns the dict.
+
+    **The feature contract** (what every agent relies on, and all it relies on; timm's
+    ``forward_features`` / ``num_classes=0`` idea in this API's names):
+
+    - ``pooled`` [B, feature_dim]: one feature vector per item, always an output
+      (:meth:`forward_features` returns it).
+    - ``hidden`` [B, T, feature_dim]: per-position features where the encoder has
+      positions (tokens, audio frames, spatial cells), so a decoder can attend and a CTC
+      head can align; ``lengths`` int64 [B] says how many are valid when padding varies.
+      Encoders that mix every cell in one dense layer (the MLP, the small CNN) have none.
+    - ``feature_dim``: the width of both, the one size attribute agents read.
+    - ``num_classes`` None (unset in a config) means headless; with ``num_classes`` a
+      linear head adds ``prediction`` [B, num_classes] (then the primary output).
+    - Sizes that depend on the input are constructor keywords named as in
+      :data:`INPUT_KEYS` (``in_channels``, ``image_size``, ``input_size``,
+      ``vocab_size``); an agent fills in those its encoder takes from the data, game or
+      chain, so configs never restate them. Speech encoders read waveforms [B, S] at their
+      ``sample_rate`` and say the shortest clip they take (``min_samples``).
+
+    A user's encoder follows the same contract and plugs into every agent slot (see
+    ``docs/write-encoder.md``).
     """
+
+    #: width of ``pooled`` and ``hidden`` (subclasses set it in ``__init__``)
+    feature_dim: int
 
     #: outputs whose activation gradient is recorded by default (see :meth:`watch`)
     default_watch: tuple[str, ...] = ("prediction",)
@@ -116,6 +158,10 @@ class Encoder(nn.Layer):
     def input_specs(self) -> dict[str, InputSpec]:
         """Logical inputs with their shapes (batch axis excluded) and dtypes, in ``forward`` order."""
         return dict(self._inputs)
+
+    def forward_features(self, *inputs: Any) -> Tensor:
+        """Pooled features [B, feature_dim] (the contract's ``pooled`` output)."""
+        return self.forward_all(*inputs)[FEATURES]
 
     @property
     def primary_output(self) -> str:

@@ -3,7 +3,7 @@
 Decisions:
 
 - ``arch="dcgan"`` is the GAN discriminator's body (conv k4 s2 + LeakyReLU, Radford et
-  al. 2016). With ``norm="none"`` (``conf/critic/dcgan.yaml``) it is twice
+  al. 2016). With ``norm="none"`` (``conf/encoder/dcgan.yaml``) it is twice
   differentiable, as WGAN-GP's gradient penalty needs, and has no running statistics.
 - The features are flattened with ``reshape``, not ``paddle.flatten``: Paddle 3.3.1 has
   no double gradient for ``flatten`` (nor for ``layer_norm``, ``group_norm`` or
@@ -101,13 +101,15 @@ def _block(arch: str, c_in: int, c_out: int, stride: int, norm: str, slope: floa
 
 
 class ImageCNNEncoder(Encoder):
-    """Conv blocks -> flatten -> ``embedding`` [-> ``prediction`` logits].
+    """Conv blocks -> flatten -> ``embedding`` layer -> ``pooled`` [-> ``prediction`` logits].
 
     Logical layers: ``conv_1`` .. ``conv_n`` (one block per entry of ``channels``; a block
     halves the spatial size while it is larger than ``min_spatial``), ``embedding``
     (linear to ``embedding_dim``) and, with ``num_classes``, ``prediction``.
-    Input ``input``: [B, C, H, W] float32. Outputs: ``prediction`` [B, num_classes] when
-    ``num_classes`` is set (primary), and ``embedding`` [B, embedding_dim].
+    Input ``input``: [B, C, H, W] float32 (``image_size`` an int or (H, W)). Outputs:
+    ``prediction`` [B, num_classes] when ``num_classes`` is set (primary), and ``pooled``
+    [B, embedding_dim] (``feature_dim = embedding_dim``). No per-position output: the
+    ``embedding`` layer mixes every cell of the last feature map.
     Works for 1x8x8 digits, 1x28x28 MNIST, 3x64x64 colour images and 2x6x7 board planes.
 
     ``arch``:
@@ -147,7 +149,7 @@ class ImageCNNEncoder(Encoder):
             )
         h, w = (image_size, image_size) if isinstance(image_size, int) else tuple(image_size)
         self.in_channels, self.image_size, self.arch = in_channels, (h, w), arch
-        self.embedding_dim, self.num_classes = embedding_dim, num_classes
+        self.feature_dim, self.num_classes = embedding_dim, num_classes
         self.norm, self.slope = norm, float(slope)
         c = in_channels
         for i, c_out in enumerate(channels, start=1):
@@ -165,7 +167,7 @@ class ImageCNNEncoder(Encoder):
         if num_classes is not None:
             self.declare("prediction", dense(embedding_dim, num_classes))
         self.declare_input("input", InputSpec((in_channels, *self.image_size)))
-        self.declare_outputs(*(("prediction", "embedding") if num_classes else ("embedding",)))
+        self.declare_outputs(*(("prediction", "pooled") if num_classes else ("pooled",)))
         self._n_blocks = len(channels)
 
     def _input_fix(self, name: str, spec: InputSpec) -> str:
@@ -182,7 +184,7 @@ class ImageCNNEncoder(Encoder):
             emb = F.leaky_relu(emb, self.slope)  # [B, embedding_dim]
         else:
             emb = F.relu(emb)  # [B, embedding_dim]
-        out = {"embedding": emb}
+        out = {"pooled": emb}
         if self.num_classes is not None:
             out["prediction"] = self.layers["prediction"](emb)  # [B, num_classes]
         return out

@@ -16,12 +16,14 @@ def dense(in_features: int, out_features: int) -> LayerSpec:
 
 
 class ImageMLPEncoder(Encoder):
-    """A two-hidden-layer ReLU MLP classifier over flat images.
+    """A ReLU MLP over flat inputs (images, board planes), with a class head when asked.
 
-    Logical layers: ``hidden_layer_1`` (relu), ``hidden_layer_2`` (relu), ``prediction``
-    (logits, ``num_classes``). Input ``input``: [B, input_size] float32 (any [B, ...]
-    with ``input_size`` elements is flattened). Output ``prediction``: [B, num_classes]
-    logits (apply softmax / ``F.cross_entropy``).
+    Logical layers: ``hidden_layer_1`` .. ``hidden_layer_{hidden_layers}`` (relu) and, with
+    ``num_classes``, ``prediction`` (logits). Input ``input``: [B, input_size] float32 (any
+    [B, ...] with ``input_size`` elements is flattened). Outputs: ``prediction``
+    [B, num_classes] (primary, when ``num_classes`` is set) and ``pooled`` [B, hidden_size]
+    (the last hidden layer; ``feature_dim = hidden_size``). No per-position output: every
+    input element feeds one dense layer.
     """
 
     def __init__(
@@ -29,20 +31,33 @@ class ImageMLPEncoder(Encoder):
         scope: str,
         input_size: int = 784,
         hidden_size: int = 784,
-        num_classes: int = 10,
+        num_classes: int | None = 10,
+        hidden_layers: int = 2,
     ) -> None:
         super().__init__(scope)
+        if hidden_layers < 1:
+            raise ValueError(f"ImageMLPEncoder({scope!r}): hidden_layers must be >= 1")
         self.input_size, self.hidden_size, self.num_classes = input_size, hidden_size, num_classes
-        self.declare("hidden_layer_1", dense(input_size, hidden_size))
-        self.declare("hidden_layer_2", dense(hidden_size, hidden_size))
-        self.declare("prediction", dense(hidden_size, num_classes))
+        self.hidden_layers, self.feature_dim = hidden_layers, hidden_size
+        width = input_size
+        for i in range(1, hidden_layers + 1):
+            self.declare(f"hidden_layer_{i}", dense(width, hidden_size))
+            width = hidden_size
+        if num_classes is not None:
+            self.declare("prediction", dense(hidden_size, num_classes))
         self.declare_input("input", InputSpec((input_size,), flatten=True))
-        self.declare_outputs("prediction")
+        self.declare_outputs(
+            *(("prediction", "pooled") if num_classes is not None else ("pooled",))
+        )
 
     def _input_fix(self, name: str, spec: InputSpec) -> str:
         return f"Flatten images to {self.input_size} float32 values, or use input_size=<n>."
 
     def _forward(self, x: Tensor) -> dict[str, Tensor]:
-        h = F.relu(self.layers["hidden_layer_1"](x))  # [B, hidden]
-        h = F.relu(self.layers["hidden_layer_2"](h))  # [B, hidden]
-        return {"prediction": self.layers["prediction"](h)}  # [B, num_classes]
+        h = x  # [B, input_size]
+        for i in range(1, self.hidden_layers + 1):
+            h = F.relu(self.layers[f"hidden_layer_{i}"](h))  # [B, hidden]
+        out = {"pooled": h}
+        if self.num_classes is not None:
+            out["prediction"] = self.layers["prediction"](h)  # [B, num_classes]
+        return out

@@ -110,8 +110,9 @@ class ResNetEncoder(Encoder):
 
     Input ``input``: [B, in_channels, H, W] float32, any H, W. Outputs: ``prediction``
     [B, num_classes] (primary, when ``num_classes`` is set), ``pooled`` [B, C] (global
-    average of the last stage, C = 8 * width * expansion: 512 for 18/34, 2048 for 50) and
-    ``features`` [B, C, H/32, W/32] (H, W with ``small_input``: /8).
+    average of the last stage, C = ``feature_dim`` = 8 * width * expansion: 512 for 18/34,
+    2048 for 50), ``hidden`` [B, h * w, C] (the last stage's cells, row-major) and
+    ``features`` [B, C, h, w], the same map (h, w = H/32, W/32; with ``small_input``: /8).
 
     ``small_input`` swaps the 7x7/2 conv + max-pool stem for a 3x3/1 conv (for 8x8 to 32x32
     images). ``width`` is the stem's channel count (64 in the standard nets; stages use
@@ -173,7 +174,7 @@ class ResNetEncoder(Encoder):
                 LayerSpec(lambda: nn.Linear(c, num_classes), ("linear", c, num_classes)),
             )
         self.declare_input("input", InputSpec((in_channels, None, None)))
-        names = ("pooled", "features")
+        names = ("pooled", "hidden", "features")
         self.declare_outputs(*(("prediction", *names) if num_classes is not None else names))
 
     def _input_fix(self, name: str, spec: InputSpec) -> str:
@@ -184,7 +185,8 @@ class ResNetEncoder(Encoder):
         for i in range(1, 5):
             h = self.layers[f"layer{i}"](h)  # [B, C_i, ., .]
         pooled = paddle.flatten(self.layers["pool"](h), 1)  # [B, C]
-        out = {"pooled": pooled, "features": h}
+        hidden = paddle.flatten(h, 2).transpose([0, 2, 1])  # [B, h*w, C]
+        out = {"pooled": pooled, "hidden": hidden, "features": h}
         if self.num_classes is not None:
             out["prediction"] = self.layers["prediction"](pooled)  # [B, num_classes]
         return out

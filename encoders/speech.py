@@ -157,8 +157,12 @@ class SpeechEncoder(Encoder):
     GRU (``sequence_length``) and of the pooling. ``normalize`` scales each utterance to
     unit RMS over its own samples before the frontend.
 
-    Outputs: ``prediction`` [B, num_classes] (primary, when ``num_classes``) and
-    ``embedding`` [B, embedding_dim].
+    Outputs: ``prediction`` [B, num_classes] (primary, when ``num_classes``), ``pooled``
+    [B, feature_dim], ``hidden`` [B, T', feature_dim] (the ``embedding`` layer applied to
+    every GRU frame, for a CTC head) and ``lengths`` int64 [B] (valid frames per utterance;
+    later frames are padding). ``feature_dim = embedding_dim``; with ``embedding_dim=None``
+    there is no ``embedding`` layer and both are the GRU's own features
+    (``feature_dim = frame_size``).
     """
 
     def __init__(
@@ -170,7 +174,7 @@ class SpeechEncoder(Encoder):
         hop_length: int = 160,
         channels: Sequence[int] = (32, 64),
         hidden_size: int = 128,
-        embedding_dim: int = 128,
+        embedding_dim: int | None = 128,
         num_classes: int | None = None,
         max_seconds: float | None = None,
         bidirectional: bool = True,
@@ -187,12 +191,13 @@ class SpeechEncoder(Encoder):
         self.sample_rate, self.n_mels = sample_rate, n_mels
         self.n_fft, self.hop_length = n_fft, hop_length
         self.channels = tuple(channels)
-        self.hidden_size, self.embedding_dim = hidden_size, embedding_dim
+        self.hidden_size = hidden_size
         self.num_classes = num_classes
         self.bidirectional, self.pool, self.normalize = bidirectional, pool, normalize
         self.max_samples = None if max_seconds is None else int(round(max_seconds * sample_rate))
         self.min_samples = n_fft // 2 + 1  # reflect padding needs more samples than n_fft // 2
         self.frame_size = hidden_size * (2 if bidirectional else 1)  # H of frames()
+        self.feature_dim = self.frame_size if embedding_dim is None else embedding_dim
 
         self.declare("frontend", _frontend(sample_rate, n_fft, hop_length, n_mels))
         c = n_mels
@@ -200,12 +205,14 @@ class SpeechEncoder(Encoder):
             self.declare(f"conv_{i}", _conv(c, c_out))
             c = c_out
         self.declare("rnn", _gru(c, hidden_size, bidirectional))
-        self.declare("embedding", dense(self.frame_size, embedding_dim))
+        if embedding_dim is not None:
+            self.declare("embedding", dense(self.frame_size, embedding_dim))
         if num_classes is not None:
-            self.declare("prediction", dense(embedding_dim, num_classes))
+            self.declare("prediction", dense(self.feature_dim, num_classes))
         dtype = paddle.get_default_dtype()
         self.declare_input("waveform", InputSpec((None,), dtypes=(dtype,)))
-        self.declare_outputs(*(("prediction", "embedding") if num_classes else ("embedding",)))
+        names = ("pooled", "hidden", "lengths")
+        self.declare_outputs(*(("prediction", *names) if num_classes is not None else names))
 
     # ----------------------------------------------------------------- inputs
     def _input_fix(self, name: str, spec: InputSpec) -> str:
@@ -286,8 +293,12 @@ class SpeechEncoder(Encoder):
             pooled = total / paddle.sum(mask, axis=1, keepdim=True)  # [B, H]
         else:
             pooled = last  # [B, H]
-        emb = F.relu(self.layers["embedding"](pooled))  # [B, embedding_dim]
-        out = {"embedding": emb}
+        if "embedding" in self.layers:
+            emb = F.relu(self.layers["embedding"](pooled))  # [B, feature_dim]
+            hidden = F.relu(self.layers["embedding"](frames))  # [B, T', feature_dim]
+        else:  # embedding_dim None: the GRU's own features
+            emb, hidden = pooled, frames  # [B, H], [B, T', H]
+        out = {"pooled": emb, "hidden": hidden, "lengths": lengths}
         if self.num_classes is not None:
             out["prediction"] = self.layers["prediction"](emb)  # [B, num_classes]
         return out

@@ -52,7 +52,7 @@ def check_token_ids(enc: Encoder, tokens: Tensor, vocab_size: int) -> None:
 
 
 class TextEncoder(Encoder):
-    """Token ids [B, T] -> a sentence ``embedding`` [B, hidden_size] [-> ``prediction`` logits].
+    """Token ids [B, T] -> sentence features ``pooled`` [B, hidden_size] [-> ``prediction`` logits].
 
     Logical layers: ``embedding`` (token table, row 0 = ``<pad>`` stays zero), then either
     ``rnn`` (GRU, ``arch="gru"``) or ``position`` (learned positions) + ``transformer``
@@ -60,8 +60,10 @@ class TextEncoder(Encoder):
     ``hidden_size``: the sentence embedding) and, with ``num_classes``, ``prediction``.
     Features are mean-pooled over non-pad positions, so extra right padding does not change
     the result. Input ``tokens``: [B, T] int64 (T <= ``max_len`` for the transformer).
-    Outputs: ``prediction`` [B, num_classes] (primary) when ``num_classes`` is set, and
-    ``embedding`` [B, hidden_size]. The transformer's feed-forward width is ``4 * embed_dim``.
+    Outputs: ``prediction`` [B, num_classes] (primary) when ``num_classes`` is set,
+    ``pooled`` [B, hidden_size] and ``hidden`` [B, T, hidden_size] (``projection`` per token,
+    zero at padding); ``feature_dim = hidden_size``. The transformer's feed-forward width is
+    ``4 * embed_dim``.
     """
 
     def __init__(
@@ -89,6 +91,7 @@ class TextEncoder(Encoder):
             )
         self.vocab_size, self.embed_dim, self.hidden_size = vocab_size, embed_dim, hidden_size
         self.arch, self.max_len, self.num_classes = arch, max_len, num_classes
+        self.feature_dim = hidden_size
         self.declare("embedding", token_embedding(vocab_size, embed_dim))
         if arch == "gru":
             self.declare("rnn", gru(embed_dim, hidden_size, num_layers, dropout))
@@ -103,7 +106,8 @@ class TextEncoder(Encoder):
         if num_classes is not None:
             self.declare("prediction", dense(hidden_size, num_classes))
         self.declare_input("tokens", InputSpec((None,), dtypes=("int64", "int32")))
-        self.declare_outputs(*(("prediction", "embedding") if num_classes else ("embedding",)))
+        names = ("pooled", "hidden")
+        self.declare_outputs(*(("prediction", *names) if num_classes is not None else names))
 
     def _input_fix(self, name: str, spec: InputSpec) -> str:
         return TOKENS_FIX
@@ -128,7 +132,8 @@ class TextEncoder(Encoder):
         mask = paddle.cast(keep, h.dtype).unsqueeze(-1)  # [B, T, 1]
         pooled = (h * mask).sum(axis=1) / paddle.clip(mask.sum(axis=1), min=1.0)  # [B, F]
         emb = paddle.tanh(self.layers["projection"](pooled))  # [B, hidden_size]
-        out = {"embedding": emb}
+        per_token = paddle.tanh(self.layers["projection"](h)) * mask  # [B, T, hidden_size]
+        out = {"pooled": emb, "hidden": per_token}
         if self.num_classes is not None:
             out["prediction"] = self.layers["prediction"](emb)  # [B, num_classes]
         return out

@@ -101,6 +101,7 @@ class TransformerTextEncoder(Encoder):
         super().__init__(scope)
         depth, dim, heads = _resolve_size(self._who(), size, depth, dim, heads)
         self.vocab_size, self.dim, self.depth, self.heads = vocab_size, dim, depth, heads
+        self.feature_dim = dim  # width of pooled and hidden
         self.mlp_dim = 4 * dim if mlp_dim is None else mlp_dim
         self.max_len, self.type_vocab_size, self.num_classes = max_len, type_vocab_size, num_classes
         self.size, self.dropout, self.pad_id = size, dropout, pad_id

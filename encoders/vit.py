@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import math
 import re
+from collections.abc import Sequence
 
 import numpy as np
 import paddle
@@ -25,6 +26,12 @@ SIZES: dict[str, tuple[int, int, int]] = {"tiny": (192, 12, 3), "small": (384, 1
 REFERENCE_EPS = {"hf_vit": 1e-12, "timm": 1e-6}
 
 _trunc = nn.initializer.TruncatedNormal(std=0.02)
+
+
+def auto_patch_size(height: int, width: int) -> int:
+    """The largest common divisor of both sides up to 16 leaving >= 4 patches per side (else 1)."""
+    fits = [p for p in range(16, 0, -1) if not height % p and not width % p]
+    return next((p for p in fits if min(height, width) // p >= 4), 1)
 
 
 class PatchEmbed(nn.Layer):
@@ -109,10 +116,12 @@ class Block(nn.Layer):
 class ViTEncoder(Encoder):
     """Vision Transformer: ``patch_embed`` -> ``block_0``..``block_{depth-1}`` -> ``norm`` [-> ``prediction``].
 
-    Input ``input``: [B, in_channels, image_size, image_size] float32. Outputs:
-    ``prediction`` [B, num_classes] (primary, when ``num_classes`` is set), ``pooled``
-    [B, dim] (class token after ``norm``) and ``tokens`` [B, N + 1, dim] (all tokens after
-    ``norm``). ``size="tiny"|"small"`` sets (dim, depth, heads) to (192, 12, 3) / (384, 12, 6);
+    Input ``input``: [B, in_channels, H, W] float32 (``image_size`` an int or (H, W)).
+    Outputs: ``prediction`` [B, num_classes] (primary, when ``num_classes`` is set),
+    ``pooled`` [B, dim] (class token after ``norm``) and ``hidden`` [B, N + 1, dim] (all
+    tokens after ``norm``, class token first); ``feature_dim = dim``. ``patch_size`` None
+    picks the largest common divisor of H and W up to 16 that leaves at least 4 patches
+    per side (2 for 8x8 digits, 1 for a 3x3 board; 1 when nothing else divides). ``size="tiny"|"small"`` sets (dim, depth, heads) to (192, 12, 3) / (384, 12, 6);
     with ``size=None`` each of them defaults to the tiny value.
 
     ``eps`` is the LayerNorm epsilon; None means 1e-6 (timm), switched to the reference's
@@ -125,8 +134,8 @@ class ViTEncoder(Encoder):
     def __init__(
         self,
         scope: str,
-        image_size: int = 224,
-        patch_size: int = 16,
+        image_size: int | Sequence[int] = 224,
+        patch_size: int | None = None,
         in_channels: int = 3,
         dim: int | None = None,
         depth: int | None = None,
@@ -153,16 +162,22 @@ class ViTEncoder(Encoder):
                     f"({key}={default}); set size=None to choose dim/depth/heads yourself"
                 )
         dim, depth, heads = given["dim"], given["depth"], given["heads"]
-        if image_size % patch_size:
+        hw = (image_size, image_size) if isinstance(image_size, int) else tuple(image_size)
+        if patch_size is None:
+            patch_size = auto_patch_size(*hw)
+        if hw[0] % patch_size or hw[1] % patch_size:
             raise ValueError(
-                f"ViTEncoder({scope!r}): image_size {image_size} must be a multiple of "
-                f"patch_size {patch_size}"
+                f"ViTEncoder({scope!r}): patch_size={patch_size} does not divide the "
+                f"{hw[0]}x{hw[1]} input; set patch_size to a common divisor of both sides "
+                f"(or null: {auto_patch_size(*hw)} here)"
             )
-        self.image_size, self.patch_size, self.in_channels = image_size, patch_size, in_channels
+        self.image_size = image_size if isinstance(image_size, int) else hw
+        self.patch_size, self.in_channels = patch_size, in_channels
         self.dim, self.depth, self.heads, self.num_classes = dim, depth, heads, num_classes
+        self.feature_dim = dim
         self.eps_setting = eps
         self.pretrained, self.pretrained_strict = pretrained, pretrained_strict
-        n = (image_size // patch_size) ** 2
+        n = (hw[0] // patch_size) * (hw[1] // patch_size)
         hidden = int(dim * mlp_ratio)
         e = 1e-6 if eps is None else eps
         self.declare(
@@ -181,20 +196,20 @@ class ViTEncoder(Encoder):
                 "prediction",
                 LayerSpec(lambda: _linear(dim, num_classes), ("linear", dim, num_classes)),
             )
-        self.declare_input("input", InputSpec((in_channels, image_size, image_size)))
-        names = ("pooled", "tokens")
+        self.declare_input("input", InputSpec((in_channels, *hw)))
+        names = ("pooled", "hidden")
         self.declare_outputs(*(("prediction", *names) if num_classes is not None else names))
 
     def _input_fix(self, name: str, spec: InputSpec) -> str:
-        c, s = self.in_channels, self.image_size
-        return f"Give images as [B, {c}, {s}, {s}] float32 (resize them), or set image_size/in_channels."
+        c, (h, w) = self.in_channels, self.input_specs["input"].shape[1:]
+        return f"Give images as [B, {c}, {h}, {w}] float32 (resize them), or set image_size/in_channels."
 
     def _forward(self, x: Tensor) -> dict[str, Tensor]:
         h = self.layers["patch_embed"](x)  # [B, N + 1, D]
         for i in range(self.depth):
             h = self.layers[f"block_{i}"](h)
         tokens = self.layers["norm"](h)  # [B, N + 1, D]
-        out = {"pooled": tokens[:, 0], "tokens": tokens}
+        out = {"pooled": tokens[:, 0], "hidden": tokens}
         if self.num_classes is not None:
             out["prediction"] = self.layers["prediction"](out["pooled"])  # [B, num_classes]
         return out

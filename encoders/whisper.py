@@ -91,7 +91,11 @@ class WhisperStyleEncoder(Encoder):
 
     Input ``mel``: [B, n_mels, frames] float32, e.g. from :meth:`log_mel`. No padding mask:
     like Whisper, pad audio (or features) to one length; ``pooled`` averages every frame.
-    Outputs: ``prediction`` (primary, when ``num_classes``), ``pooled``, ``hidden``.
+    Outputs: ``prediction`` (primary, when ``num_classes``), ``pooled``, ``hidden``
+    (``feature_dim = dim``). ``waveform_input=True`` takes waveforms ``waveform`` [B, S] at
+    ``sample_rate`` instead and computes :meth:`log_mel` inside (what an agent reading audio,
+    such as the recognizer, asks for); it then also gives ``lengths`` int64 [B] (every
+    position counts: Whisper has no padding mask).
     ``size`` picks a Whisper size (:data:`WHISPER_SIZES`); explicit ``dim``/``depth``/
     ``heads`` win. ``pretrained`` loads a Hugging Face Whisper file right after ``build()``.
     """
@@ -113,8 +117,11 @@ class WhisperStyleEncoder(Encoder):
         dropout: float = 0.0,
         pretrained: str | None = None,
         pretrained_strict: bool = True,
+        waveform_input: bool = False,
     ) -> None:
         super().__init__(scope)
+        self.waveform_input = waveform_input
+        self.min_samples = N_FFT // 2 + 1  # waveform_input: the centred STFT's reflect padding
         if size is not None:
             if size not in WHISPER_SIZES:
                 raise ValueError(
@@ -128,6 +135,7 @@ class WhisperStyleEncoder(Encoder):
                 "dim and heads"
             )
         self.n_mels, self.dim, self.depth, self.heads = n_mels, dim, depth, heads
+        self.feature_dim = dim  # width of pooled and hidden
         self.mlp_dim = 4 * dim if mlp_dim is None else mlp_dim
         self.n_ctx, self.sample_rate, self.size = n_ctx, sample_rate, size
         self.num_classes, self.dropout = num_classes, dropout
@@ -150,8 +158,11 @@ class WhisperStyleEncoder(Encoder):
         self.declare("ln_post", LayerSpec(lambda: nn.LayerNorm(dim), ("layer_norm", dim)))
         if num_classes is not None:
             self.declare("prediction", dense(dim, num_classes))
-        self.declare_input("mel", InputSpec((n_mels, None)))
-        names = ("pooled", "hidden")
+        if waveform_input:
+            self.declare_input("waveform", InputSpec((None,)))
+        else:
+            self.declare_input("mel", InputSpec((n_mels, None)))
+        names = ("pooled", "hidden", *(("lengths",) if waveform_input else ()))
         self.declare_outputs(*(("prediction", *names) if num_classes is not None else names))
 
     # ------------------------------------------------------------------ inputs
@@ -171,6 +182,13 @@ class WhisperStyleEncoder(Encoder):
 
     def _check_inputs(self, inputs: tuple) -> list[Tensor]:
         xs = super()._check_inputs(inputs)
+        if self.waveform_input:
+            if paddle.in_dynamic_mode() and xs[0].shape[1] < self.min_samples:
+                raise EncoderInputError(
+                    f"{self._who()} input 'waveform': {xs[0].shape[1]} samples, expected at "
+                    f"least {self.min_samples}. Pad short clips with zeros."
+                )
+            return xs
         if paddle.in_dynamic_mode() and (xs[0].shape[2] + 1) // 2 > self.n_ctx:
             raise EncoderInputError(
                 f"{self._who()} input 'mel': {xs[0].shape[2]} frames give "
@@ -181,6 +199,8 @@ class WhisperStyleEncoder(Encoder):
 
     # ------------------------------------------------------------------ graph
     def _forward(self, mel: Tensor) -> dict[str, Tensor]:
+        if self.waveform_input:
+            mel = self.log_mel(mel)  # [B, S] -> [B, n_mels, frames]
         h = F.gelu(self.layers["conv1"](mel), approximate=False)  # [B, D, frames]
         h = F.gelu(self.layers["conv2"](h), approximate=False)  # [B, D, T]
         x = h.transpose([0, 2, 1])  # [B, T, D]
@@ -190,6 +210,8 @@ class WhisperStyleEncoder(Encoder):
         x = self.layers["ln_post"](x)  # [B, T, D]
         pooled = x.mean(axis=1)  # [B, D]
         out = {"pooled": pooled, "hidden": x}
+        if self.waveform_input:  # [B]: every position is valid
+            out["lengths"] = paddle.full([x.shape[0]], x.shape[1], dtype="int64")
         if self.num_classes is not None:
             out["prediction"] = self.layers["prediction"](pooled)  # [B, num_classes]
         return out

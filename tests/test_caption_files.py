@@ -83,8 +83,8 @@ def test_caption_arena_runs_on_caption_files(fmt, tmp_path, compose_config):
         files, caps = caption_images(tmp_path)
         path = write_coco(tmp_path / "captions.json", files, caps)
     cfg = compose_config("arena=caption", "data=captions", f"data.path={path}", *SMALL)
-    assert cfg.agents.captioner.encoder.image_size == 16
-    assert cfg.agents.listener.encoder.in_channels == 3
+    assert list(cfg.agents.captioner.image_shape) == [3, 16, 16]  # from the data config
+    assert list(cfg.agents.listener.image_shape) == [3, 16, 16]
     score = run_from_config(cfg, tmp_path / "run")
     run = tmp_path / "run"
     m = json.loads((run / "results.json").read_text())["metrics"]

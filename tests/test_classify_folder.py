@@ -43,7 +43,7 @@ def test_run_py_config_needs_only_the_path(folder: Path, tmp_path: Path, compose
         "arena.batch_size=8", "trainer.progress=false", "trainer.max_steps=3",
     )  # fmt: skip
     assert cfg.data.num_classes == 3 and cfg.data.flat_size == 3 * 32 * 32  # from the folder
-    assert cfg.agents.classifier.encoder.input_size == 3 * 32 * 32
+    assert list(cfg.agents.classifier.input_shape) == [3, 32, 32]  # the MLP's input_size follows
     acc = run_from_config(cfg, tmp_path / "run")
     results = json.loads((tmp_path / "run" / "results.json").read_text())
     assert results["step"] == 3 and results["metrics"]["test_accuracy"] == acc

@@ -24,8 +24,12 @@ ENCODERS = sorted(p.stem for p in (CONF / "encoder").glob("*.yaml"))
 #: encoder configs whose input is not an image -> a sample input for them
 SEQUENCE_INPUTS = {
     "bert": lambda: np.full((2, 6), 5, np.int64),  # token ids [B, T]
+    "gru_text": lambda: np.full((2, 6), 5, np.int64),  # token ids [B, T]
     "whisper": lambda: np.zeros((2, 80, 20), np.float32),  # log-mel [B, n_mels, frames]
+    "speech": lambda: np.random.default_rng(0).standard_normal((2, 4000)).astype(np.float32),
 }
+#: what an agent fills in for them (the vocabulary size of its words)
+SEQUENCE_FILLS = {"bert": {"vocab_size": 30}, "gru_text": {"vocab_size": 30}}
 
 
 def _encoder_schema(name: str) -> str:
@@ -54,7 +58,8 @@ def test_every_arena_config_composes_and_instantiates(arena, compose_config):
 @pytest.mark.parametrize("encoder", IMAGE_ENCODERS)
 def test_every_encoder_config_instantiates_in_the_classifier(encoder, compose_config):
     cfg = compose_config("arena=classify", f"encoder@agents.classifier.encoder={encoder}")
-    assert OmegaConf.select(cfg, "agents.classifier.encoder._target_").startswith("paddlecraft.encoders.")
+    target = OmegaConf.select(cfg, "agents.classifier.encoder._target_")
+    assert target.startswith("paddlecraft.encoders.")
     agents = build_agents(cfg)
     x = np.zeros((2, 1, 8, 8), np.float32)
     assert agents["classifier"].predict(x).shape == (2,)
@@ -64,9 +69,13 @@ def test_every_encoder_config_instantiates_in_the_classifier(encoder, compose_co
 @pytest.mark.parametrize("encoder", SEQUENCE_ENCODERS)
 def test_every_text_and_speech_encoder_config_instantiates(encoder, compose_config, make_scope):
     cfg = compose_config("arena=classify", f"encoder@agents.classifier.encoder={encoder}")
-    enc = instantiate(cfg.agents.classifier.encoder, scope=make_scope())
-    out = enc.forward_all(SEQUENCE_INPUTS[_encoder_schema(encoder)]())
-    assert out["pooled"].shape == [2, enc.dim] and out["hidden"].shape[0] == 2
+    schema = _encoder_schema(encoder)
+    enc = instantiate(
+        cfg.agents.classifier.encoder, scope=make_scope(), **SEQUENCE_FILLS.get(schema, {})
+    )
+    out = enc.forward_all(SEQUENCE_INPUTS[schema]())
+    assert out["pooled"].shape == [2, enc.feature_dim] and out["hidden"].shape[0] == 2
+    assert out["hidden"].shape[2] == enc.feature_dim
 
 
 @pytest.mark.parametrize("agent", AGENTS)
@@ -88,8 +97,9 @@ def test_mnist_data_config_reads_idx_files(tmp_path, compose_config):
         _write_idx(tmp_path / f"{split}-images-idx3-ubyte.gz", rng.integers(0, 255, (n, 28, 28)))
         _write_idx(tmp_path / f"{split}-labels-idx1-ubyte.gz", np.arange(n) % 10)
     cfg = compose_config("arena=classify", "data=mnist", f"data.loader.path={tmp_path}")
-    assert cfg.agents.classifier.encoder.input_size == 784
+    assert list(cfg.agents.classifier.input_shape) == [1, 28, 28]
     agents = build_agents(cfg)
+    assert agents["classifier"].encoder.input_size == 784  # filled in from the data
     arena = build_arena(cfg, agents)
     assert arena.data.train.x.shape == (40, 1, 28, 28)
     _release(agents)
@@ -160,7 +170,7 @@ SWEEPS = sorted(p.stem for p in (CONF / "sweep").glob("*.yaml"))
 
 
 @pytest.mark.parametrize("sweep", SWEEPS)
-def test_every_sweep_file_composes_with_its_arena(sweep):
+def test_every_sweep_file_composes_with_its_arena(sweep, compose_config):  # registers schemas
     text = (CONF / "sweep" / f"{sweep}.yaml").read_text()
     arena = next((a for a in ARENAS if f"arena={a}" in text), "classify")
     with initialize_config_dir(config_dir=str(CONF), version_base="1.3"):
@@ -174,7 +184,6 @@ def test_every_sweep_file_composes_with_its_arena(sweep):
 
 
 CHAINS = sorted(p.stem for p in (CONF / "chain").glob("*.yaml"))
-CRITICS = sorted(p.stem for p in (CONF / "critic").glob("*.yaml"))
 DECODERS = sorted(p.stem for p in (CONF / "decoder").glob("*.yaml"))
 DATA = sorted(p.stem for p in (CONF / "data").glob("*.yaml"))
 
@@ -188,16 +197,34 @@ def test_every_chain_config_composes_and_builds_its_agents(chain, compose_config
     _release(agents)
 
 
+def _decoder_schema(name: str) -> str:
+    text = (CONF / "decoder" / f"{name}.yaml").read_text()
+    return re.search(r"/schema/decoder/(\w+)@", text).group(1)
+
+
 @pytest.mark.parametrize(
-    ("group", "name"), [("critic", c) for c in CRITICS] + [("decoder", d) for d in DECODERS]
+    ("slot", "name"),
+    [("discriminator.encoder", "dcgan"), ("discriminator.encoder", "cnn")]
+    + [("generator.encoder", d) for d in DECODERS if _decoder_schema(d) == "image_decoder"],
 )
-def test_every_gan_body_config_builds_in_the_gan(group, name, compose_config):
-    key = "discriminator" if group == "critic" else "generator"
-    cfg = compose_config("arena=gan", f"{group}@agents.{key}.encoder={name}")
+def test_every_gan_body_config_builds_in_the_gan(slot, name, compose_config):
+    group = "encoder" if slot.startswith("discriminator") else "decoder"
+    cfg = compose_config("arena=gan", f"{group}@agents.{slot}={name}")
     validate(cfg)
     agents = build_agents(cfg)
-    n = sum(int(np.prod(p.shape)) for p in agents[key].own_parameters())
+    n = sum(int(np.prod(p.shape)) for p in agents[slot.split(".")[0]].own_parameters())
     assert n > 0
+    _release(agents)
+
+
+@pytest.mark.parametrize("name", [d for d in DECODERS if _decoder_schema(d) != "image_decoder"])
+def test_every_text_decoder_config_builds_in_the_captioner(name, compose_config):
+    cfg = compose_config("arena=caption", f"decoder@agents.captioner.decoder={name}")
+    agents = build_agents(cfg)
+    cap = agents["captioner"]
+    assert cap.decoder.cond_dim == cap.encoder.feature_dim and cap.decoder.vocab_size == len(
+        cap.vocab
+    )
     _release(agents)
 
 
@@ -279,6 +306,8 @@ def test_mnist_experiment_is_resnet18_on_mnist_with_a_cosine_schedule(compose_co
     assert (enc._target_, enc.depth, enc.width, enc.small_input) == (
         "paddlecraft.encoders.resnet.ResNetEncoder", 18, 16, True,
     )  # fmt: skip
-    assert (enc.in_channels, enc.num_classes) == (1, 10)  # sized by the MNIST data config
+    clf = cfg.agents.classifier  # sized by the MNIST data config, through the agent
+    assert (list(clf.input_shape), clf.num_classes) == ([1, 28, 28], 10)
+    assert enc.in_channels is None and enc.num_classes is None  # filled in when built
     sched = cfg.agents.classifier.lr_scheduler
     assert sched._target_.endswith("CosineAnnealingDecay") and sched.T_max == cfg.arena.epochs == 3

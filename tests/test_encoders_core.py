@@ -112,12 +112,12 @@ def test_get_gradient_param_layer_and_output_match_autograd(scope):
 def test_unwatched_output_gradient_error_says_what_to_do(scope):
     enc = ImageCNNEncoder(scope, image_size=8).build()
     out = enc.forward_all(paddle.rand([2, 1, 8, 8]))
-    out["embedding"].sum().backward()
-    with pytest.raises(RuntimeError, match=r"watch\('embedding'\)"):
-        enc.get_gradient("embedding")
-    enc.watch("embedding")
-    enc.forward_all(paddle.rand([2, 1, 8, 8]))["embedding"].sum().backward()
-    assert enc.get_gradient("embedding")["embedding"][0].shape == [2, 128]
+    out["pooled"].sum().backward()
+    with pytest.raises(RuntimeError, match=r"watch\('pooled'\)"):
+        enc.get_gradient("pooled")
+    enc.watch("pooled")
+    enc.forward_all(paddle.rand([2, 1, 8, 8]))["pooled"].sum().backward()
+    assert enc.get_gradient("pooled")["pooled"][0].shape == [2, 128]
 
 
 def test_share_across_encoders_one_owner_updated_once(make_scope):

@@ -112,7 +112,7 @@ def test_exported_models_run_in_paddle_inference_without_paddlecraft(make_scope,
         _eager_probe(layer, fn, d)
         dirs.append(str(d))
     assert read_record(tmp_path / "policy")["outputs"] == ["logits", "value"]
-    assert read_record(tmp_path / "captioner_image")["outputs"] == ["embedding"]
+    assert read_record(tmp_path / "captioner_image")["outputs"] == ["pooled"]
     r = subprocess.run(
         [sys.executable, "-I", "-c", NO_PADDLECRAFT, *dirs],
         capture_output=True,
@@ -222,7 +222,7 @@ def test_export_part_of_a_saved_agent(make_scope, tmp_path):
     cap.save(tmp_path / "captioner")
     cap.release_scopes()
     record = export_run(ExportSettings(run=str(tmp_path / "captioner"), part="encoder"))
-    assert record["outputs"] == ["embedding"]
+    assert record["outputs"] == ["pooled"]
     assert record["inputs"] == [{"name": "input", "shape": [None, 3, 16, 16], "dtype": "float32"}]
     assert (tmp_path / "captioner" / "export" / f"{cap.name}.encoder" / "model.pdiparams").is_file()
     with pytest.raises(

@@ -24,7 +24,7 @@ from paddlecraft.arenas.gan import metrics as gm
 ROOT = Path(__file__).resolve().parents[1]
 CONF = ROOT / "conf"
 DIGITS = {"_target_": "paddlecraft.craftdata.load_digits", "seed": 0}
-#: the DCGAN discriminator body of conf/critic/dcgan.yaml, small
+#: the DCGAN discriminator body of conf/encoder/dcgan.yaml, small
 CRITIC = {"_target_": "paddlecraft.encoders.ImageCNNEncoder", "arch": "dcgan", "norm": "none",
           "num_classes": None, "channels": [8, 16], "embedding_dim": 16}  # fmt: skip
 #: a quick feature net for unit tests (its own cache key; the real runs use the default)
@@ -475,7 +475,7 @@ def test_dcgan_arch_is_the_dcgan_discriminator_body_and_twice_differentiable(sco
 
     enc = ImageCNNEncoder(scope, in_channels=1, image_size=8, channels=[8, 16], embedding_dim=12,
                           num_classes=None, arch="dcgan", norm="none", slope=0.2).build()  # fmt: skip
-    assert enc.output_names == ("embedding",) and enc.feature_shape == (16, 4, 4)
+    assert enc.output_names == ("pooled",) and enc.feature_shape == (16, 4, 4)
     c1, c2 = enc.layers["conv_1"].conv, enc.layers["conv_2"].conv
     # 8x8 -> conv k4 s2 -> 4x4 (= min_spatial) -> conv k3 s1; biases since there is no norm
     assert (c1._kernel_size, c1._stride, c2._kernel_size, c2._stride) == (
@@ -488,7 +488,7 @@ def test_dcgan_arch_is_the_dcgan_discriminator_body_and_twice_differentiable(sco
     assert not [n for n, s in enc.named_sublayers() if "norm" in type(s).__name__.lower()]
     x = paddle.to_tensor(np.random.default_rng(0).random((5, 1, 8, 8)).astype(np.float32))
     x.stop_gradient = False
-    out = enc.forward_all(x)["embedding"]
+    out = enc.forward_all(x)["pooled"]
     # the same computation written out with the encoder's own weights
     h = F.leaky_relu(F.conv2d(x, c1.weight, c1.bias, stride=2, padding=1), 0.2)
     h = F.leaky_relu(F.conv2d(h, c2.weight, c2.bias, stride=1, padding=1), 0.2)
@@ -507,7 +507,7 @@ def test_dcgan_arch_is_the_dcgan_discriminator_body_and_twice_differentiable(sco
     odd = ImageCNNEncoder(f"{scope}_odd", image_size=28, channels=[4, 4, 4], num_classes=None,
                           arch="dcgan", norm="none").build()  # fmt: skip
     assert odd.feature_shape == (4, 3, 3)
-    assert odd.forward_all(paddle.rand([2, 1, 28, 28]))["embedding"].shape == [2, 128]
+    assert odd.forward_all(paddle.rand([2, 1, 28, 28]))["pooled"].shape == [2, 128]
     with pytest.raises(ValueError, match="norm for arch='resnet'"):
         ImageCNNEncoder(f"{scope}_r", arch="resnet", norm="none")
 

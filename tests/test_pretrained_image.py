@@ -350,7 +350,7 @@ def test_vit_new_head_non_strict_and_names(scope, tmp_path):
     assert enc.logical_names == ["patch_embed", "block_0", "block_1", "norm", "prediction"]
     assert all(p.name.startswith(f"{scope}.block_1.") for p in enc.get_param("block_1")["block_1"])
     out = enc.forward_all(paddle.rand([4, 3, 32, 32]))
-    assert out["pooled"].shape == [4, 32] and out["tokens"].shape == [4, 17, 32]
+    assert out["pooled"].shape == [4, 32] and out["hidden"].shape == [4, 17, 32]
 
 
 def test_vit_tiny_matches_the_published_parameter_count(scope):

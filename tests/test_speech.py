@@ -60,7 +60,9 @@ def test_forward_shapes(scope, samples):
     x = paddle.randn([3, samples])
     out = enc.forward_all(x)
     assert out["prediction"].shape == [3, 4]
-    assert out["embedding"].shape == [3, 32]
+    assert out["pooled"].shape == [3, 32] and enc.feature_dim == 32
+    assert out["hidden"].shape == [3, _expected_frames(samples), 32]
+    assert out["lengths"].numpy().tolist() == [_expected_frames(samples)] * 3
     assert enc(x).shape == [3, 4]  # primary output
     frames = enc.frames(x)
     assert frames.shape == [3, _expected_frames(samples), 2 * 24]
@@ -70,7 +72,7 @@ def test_forward_shapes(scope, samples):
 def test_unidirectional_last_state_without_classes(scope):
     enc = _small(scope, num_classes=None, bidirectional=False, pool="last")
     x = paddle.randn([2, 1000])
-    assert enc.output_names == ("embedding",)
+    assert enc.output_names == ("pooled", "hidden", "lengths")
     assert enc(x).shape == [2, 32]
     assert enc.frames(x).shape == [2, _expected_frames(1000), 24]
     assert "prediction" not in enc.logical_names
@@ -189,7 +191,7 @@ def test_save_load_round_trip(scope, tmp_path):
     enc2 = _small(scope).load(path)
     enc2.eval()
     after = enc2.forward_all(x)
-    for name in ("prediction", "embedding"):
+    for name in ("prediction", "pooled", "hidden"):
         np.testing.assert_array_equal(before[name].numpy(), after[name].numpy())
 
 

@@ -92,8 +92,10 @@ def test_vocab_batches_and_json(vocab: Vocab) -> None:
 def test_text_encoder_shapes_and_names(scope: str, make_scope, vocab: Vocab, arch: str) -> None:
     enc = TextEncoder(scope, len(vocab), embed_dim=16, hidden_size=24, arch=arch, num_classes=5)
     outs = enc.forward_all(tokens_for(vocab, SENTENCES))
-    assert enc.output_names == ("prediction", "embedding")
-    assert outs["embedding"].shape == [8, 24] and outs["prediction"].shape == [8, 5]
+    assert enc.output_names == ("prediction", "pooled", "hidden")
+    assert outs["pooled"].shape == [8, 24] and outs["prediction"].shape == [8, 5]
+    assert outs["hidden"].shape == [8, tokens_for(vocab, SENTENCES).shape[1], 24]
+    assert enc.feature_dim == 24
     assert enc(tokens_for(vocab, SENTENCES)).shape == [8, 5]
     want = {"gru": ["embedding", "rnn"], "transformer": ["embedding", "position", "transformer"]}
     assert enc.logical_names == [*want[arch], "projection", "prediction"]
@@ -103,7 +105,7 @@ def test_text_encoder_shapes_and_names(scope: str, make_scope, vocab: Vocab, arc
             assert p.name.startswith(f"{scope}.{logical}."), p.name
     assert enc.get_param("embedding")["embedding"][0].name == f"{scope}.embedding.w_0"
     plain = TextEncoder(make_scope(), len(vocab), embed_dim=16, hidden_size=24, arch=arch)
-    assert plain.output_names == ("embedding",)
+    assert plain.output_names == ("pooled", "hidden")
     assert plain(tokens_for(vocab, SENTENCES)).shape == [8, 24]
 
 
@@ -286,5 +288,5 @@ def test_text_encoder_static_train_step(scope: str, vocab: Vocab, arch: str, sta
         f"{scope}.tokens": vocab.encode_batch(SENTENCES),
         f"{scope}.label": (np.arange(8) % 3).reshape(-1, 1).astype(np.int64),
     }
-    (value, emb) = exe.run(main, feed=feed, fetch_list=[loss, enc.embedding])
+    (value, emb) = exe.run(main, feed=feed, fetch_list=[loss, enc.pooled])
     assert np.isfinite(value) and emb.shape == (8, 24)

@@ -119,7 +119,9 @@ def build_agents(cfg: DictConfig) -> dict[str, Agent]:
     out = {}
     for name, acfg in cfg.agents.items():
         log.info("Instantiating agent %s <%s>", name, acfg._target_)
-        out[name] = safe_instantiate(acfg, name=name, allow=allow, _recursive_=False)
+        out[name] = safe_instantiate(
+            acfg, name=name, allow=allow, allow_targets=allow, _recursive_=False
+        )
     return out
 
 

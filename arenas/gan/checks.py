@@ -40,7 +40,7 @@ def check_agents(g: Any, d: Any, conditional: bool, loss: GanLoss) -> None:
             raise ConfigError(
                 f"arena.loss=wgan_gp penalises each sample's gradient, which batch norm in "
                 f"the discriminator mixes across the batch ({bn[0]}); use "
-                "critic@agents.discriminator.encoder=dcgan with "
+                "encoder@agents.discriminator.encoder=dcgan with "
                 "agents.discriminator.encoder.norm=none (or instance)"
             )
 

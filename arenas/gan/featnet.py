@@ -81,7 +81,7 @@ class FeatureNet:
         feats, probs = [], []
         for i in range(0, len(x), batch_size):
             out = self.encoder.forward_all(paddle.to_tensor(np.asarray(x[i : i + batch_size])))
-            feats.append(out["embedding"].numpy())
+            feats.append(out["pooled"].numpy())
             probs.append(F.softmax(out["prediction"], axis=-1).numpy())
         return np.concatenate(feats).astype(np.float64), np.concatenate(probs).astype(np.float64)
 
