@@ -15,6 +15,7 @@ import paddle.nn.functional as F
 from paddlecraft.agents import Agent
 from paddlecraft.agents.distributed import shard
 from paddlecraft.agents.instantiate import safe_instantiate
+from paddlecraft.agents.settings import ConfigError
 from paddlecraft.arenas.engine import Arena, ArenaConfig
 from paddlecraft.craftdata import BatchLoader
 
@@ -52,6 +53,13 @@ class ClassifyArena(Arena):
         self.require_agents("classifier")
         self.classifier = self.agents["classifier"]
         self.data = safe_instantiate(data)
+        k = getattr(self.data, "num_classes", None)
+        if isinstance(k, int) and k < 2:
+            raise ConfigError(
+                f"the data has {k} class; a classifier needs at least 2 (every prediction "
+                "would be right). For data=image_folder, data.path needs one sub-folder per "
+                "class"
+            )
         self.batch_size, self.eval_batch_size = self.cfg.batch_size, self.cfg.eval_batch_size
         self._loaders: dict[str, BatchLoader] = {}
         self._bound_to: str | None = None
@@ -111,6 +119,11 @@ class ClassifyArena(Arena):
         if bad is not None:  # files read from disk: how many were skipped (on_bad_file=skip)
             metrics["bad_files_skipped"] = float(len(bad))
         return metrics
+
+    def chance_level(self) -> float | None:
+        """``1 / num_classes``: the accuracy of guessing (majority-class rates can be higher)."""
+        k = getattr(self.data, "num_classes", None)
+        return 1.0 / k if isinstance(k, int) and k >= 2 else None
 
     def arena_state(self) -> dict:
         """The files skipped while decoding so far (a resumed run keeps counting them)."""
