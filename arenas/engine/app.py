@@ -34,8 +34,10 @@ from paddlecraft.agents.instantiate import (
 )
 from paddlecraft.agents.settings import ConfigError, make_settings
 from paddlecraft.craftdata.badfiles import BadDataError
+from paddlecraft.craftdata.speech import SpeechUnavailableError
 from paddlecraft.encoders.base import EncoderInputError
 from paddlecraft.encoders.naming import ScopeError
+from paddlecraft.encoders.pretrained import PretrainedLoadError
 from paddlecraft.encoders.tensorio import CheckpointError, atomic_write_bytes
 
 from .base import Arena
@@ -60,6 +62,8 @@ USER_ERRORS: tuple[type[BaseException], ...] = (
     ScopeError,
     EncoderInputError,
     RunDirError,
+    PretrainedLoadError,
+    SpeechUnavailableError,
 )
 #: exit code of a refused command (a user mistake)
 USAGE = 2
@@ -298,7 +302,8 @@ def main_entry(
     except (*USER_ERRORS, InterpolationResolutionError, InstantiationException) as e:
         # a config value read from the data (${craft.num_classes:...}) failed for the user's
         # data, or a data loader found a bad file (Hydra wraps what a _target_ raises)
-        cause = user_error(e)
+        # a file a _target_ was given (data, weights) that is missing or unreadable
+        cause = user_error(e, also=(OSError,) if isinstance(e, InstantiationException) else ())
         if cause is None:
             raise
         sys.stderr.write(f"error: {' '.join(str(cause).split())}\n")
@@ -310,11 +315,14 @@ def main_entry(
     return math.nan if value is None else float(value)
 
 
-def user_error(e: BaseException | None) -> BaseException | None:
-    """``e`` or the user error it was raised while handling (OmegaConf wraps resolver errors)."""
+def user_error(
+    e: BaseException | None, also: tuple[type[BaseException], ...] = ()
+) -> BaseException | None:
+    """``e`` or the user error it was raised while handling (OmegaConf wraps resolver errors,
+    Hydra what a ``_target_`` raises); ``also``: more types that count as the user's."""
     seen = 0
     while e is not None and seen < 8:
-        if isinstance(e, USER_ERRORS):
+        if isinstance(e, (*USER_ERRORS, *also)):
             return e
         e, seen = e.__cause__ or e.__context__, seen + 1
     return None
