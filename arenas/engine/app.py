@@ -178,10 +178,15 @@ def _fields(config: type) -> set[str]:
 def build_agents(cfg: DictConfig) -> dict[str, Agent]:
     """Instantiate every agent under ``cfg.agents`` (name = key)."""
     allow = list(cfg.get("allow_targets") or [])
-    out = {}
-    for name, acfg in cfg.agents.items():
-        log.info("Instantiating agent %s <%s>", name, acfg._target_)
-        out[name] = safe_instantiate(acfg, name=name, allow=allow, _recursive_=False)
+    out: dict[str, Agent] = {}
+    try:
+        for name, acfg in cfg.agents.items():
+            log.info("Instantiating agent %s <%s>", name, acfg._target_)
+            out[name] = safe_instantiate(acfg, name=name, allow=allow, _recursive_=False)
+    except BaseException:  # free the names of those built (an in-process retry reuses them)
+        for agent in out.values():
+            agent.release_scopes()
+        raise
     return out
 
 
@@ -255,14 +260,15 @@ def run_config(
     lock = RunLock(run_dir, resume=bool(resume)) if is_main_process() else nullcontext()
     with lock:
         seed_everything(int(cfg.seed))
+        agents: dict[str, Agent] = {}
         try:
-            agents = build_agents(cfg)
-            arena = build_arena(cfg, agents)
-        except BaseException:
-            if isinstance(lock, RunLock) and not resume:
-                lock.discard()  # refused before any work: leave nothing that looks like a run
-            raise
-        try:
+            try:
+                agents = build_agents(cfg)
+                arena = build_arena(cfg, agents)
+            except BaseException:
+                if isinstance(lock, RunLock) and not resume:
+                    lock.discard()  # refused before any work: leave nothing like a run
+                raise
             with arena:
                 if is_main_process() and (not resume or changes):
                     saved = OmegaConf.to_yaml(cfg, resolve=True)

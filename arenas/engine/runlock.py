@@ -141,7 +141,13 @@ class RunLock:
     def __enter__(self) -> RunLock:
         check_writable(self.run_dir)
         self._created_dir = not self.run_dir.exists()
-        self.run_dir.mkdir(parents=True, exist_ok=True)
+        try:
+            self.run_dir.mkdir(parents=True, exist_ok=True)
+        except OSError as e:
+            raise RunDirError(
+                f"cannot create the run folder {str(self.run_dir)!r} ({e.strerror or e}); "
+                "choose a writable hydra.run.dir="
+            ) from e
         try:
             self._lock.acquire()
         except Timeout:
