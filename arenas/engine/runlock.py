@@ -106,11 +106,15 @@ def check_run_dir(
             raise _locked_error(d) from None
         probe.release()
     if not resume and holds_a_run(d):
-        raise RunDirError(
-            f"{setting}={str(d)!r} already holds {_describe_run(d)}; a fresh run would mix "
-            f"its files with that one's. Continue it with resume={d} (e.g. arena.epochs=<more> "
-            f"to train longer) or choose another {setting}="
-        )
+        raise _taken_error(d, setting)
+
+
+def _taken_error(d: Path, setting: str = "hydra.run.dir") -> RunDirError:
+    return RunDirError(
+        f"{setting}={str(d)!r} already holds {_describe_run(d)}; a fresh run would mix "
+        f"its files with that one's. Continue it with resume={d} (e.g. arena.epochs=<more> "
+        f"to train longer) or choose another {setting}="
+    )
 
 
 def _locked_error(d: Path) -> RunDirError:
@@ -155,7 +159,7 @@ class RunLock:
         try:
             previous = read_owner(self.run_dir)
             if not self.resume and holds_a_run(self.run_dir):
-                check_run_dir(self.run_dir, resume=False)  # raises with the message
+                raise _taken_error(self.run_dir)
             if previous is not None:
                 log.warning(
                     "run folder %s: taking over the lock left by %s, which is no longer "
