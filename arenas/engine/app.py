@@ -102,6 +102,29 @@ _TRAINER_COUNTS = ("eval_every", "log_every", "checkpoint_every", "keep_checkpoi
                    "early_stopping_patience", "progress_every_s")  # fmt: skip
 
 
+#: arena settings (by name, in any arena) that count something there must be one of
+_ARENA_POSITIVE = frozenset({
+    "epochs", "steps", "steps_per_epoch", "games_per_step", "update_epochs", "simulations",
+    "eval_simulations", "pool_size", "eval_samples", "ref_samples", "grid_rows", "beam_size",
+    "n_critic", "threads_per_worker",
+})  # fmt: skip
+#: arena settings (by name) where 0 means "none"/"off", never negative
+_ARENA_COUNTS = frozenset({
+    "temperature_moves", "pool_opponents_per_step", "snapshot_every", "snapshot_min_games",
+    "collect_workers", "final_samples", "sheet_rows", "finetune_epochs", "finetune_size",
+})  # fmt: skip
+
+
+def _default_of(node: Any, key: str) -> Any:
+    """The default of ``key`` in the ``Config`` of the component ``node`` builds (or None)."""
+    try:
+        config = getattr(get_object(str(node.get("_target_"))), "Config", None)
+        field = {f.name: f for f in dataclasses.fields(config)}[key]
+    except Exception:  # noqa: BLE001 (only used to suggest a value)
+        return None
+    return field.default if isinstance(field.default, (int, float)) else None
+
+
 def check_ranges(cfg: DictConfig) -> None:
     """Refuse values no run can use before anything starts: negative learning rates,
     ``arena.epochs``/``*batch_size`` below 1, negative counts (``data.workers``,
@@ -125,9 +148,13 @@ def check_ranges(cfg: DictConfig) -> None:
     arena = cfg.get("arena") or {}
     for key in arena:
         value = arena.get(key)
-        if (key == "epochs" or str(key).endswith("batch_size")) and isinstance(value, int):
-            need(value >= 1, f"arena.{key}", value, ">= 1", f"e.g. arena.{key}=32"
-                 if key != "epochs" else "e.g. arena.epochs=5")  # fmt: skip
+        if not isinstance(value, int) or isinstance(value, bool):
+            continue
+        if key in _ARENA_POSITIVE or str(key).endswith("batch_size"):
+            need(value >= 1, f"arena.{key}", value, ">= 1", f"e.g. arena.{key}="
+                 f"{_default_of(cfg.arena, str(key)) or 1}")  # fmt: skip
+        elif key in _ARENA_COUNTS:
+            need(value >= 0, f"arena.{key}", value, ">= 0", f"e.g. arena.{key}=0")
     trainer = cfg.get("trainer") or {}
     for key in _TRAINER_COUNTS:
         value = trainer.get(key)
