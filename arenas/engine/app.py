@@ -106,7 +106,7 @@ _TRAINER_COUNTS = ("eval_every", "log_every", "checkpoint_every", "keep_checkpoi
 _ARENA_POSITIVE = frozenset({
     "epochs", "steps", "steps_per_epoch", "games_per_step", "update_epochs", "simulations",
     "eval_simulations", "pool_size", "eval_samples", "ref_samples", "grid_rows", "beam_size",
-    "n_critic", "threads_per_worker",
+    "threads_per_worker",
 })  # fmt: skip
 #: arena settings (by name) where 0 means "none"/"off", never negative
 _ARENA_COUNTS = frozenset({
