@@ -364,6 +364,22 @@ def user_error(
 _user_error = user_error  # the name before 0.2
 
 
+def _warn_ignored(cfg: DictConfig, saved: DictConfig) -> None:
+    """Warn, naming them, when ``cfg`` sets arena/agents/data differently from the run."""
+    ignored = []
+    for key in ("arena", "agents", "data"):
+        if key in cfg and key in saved:
+            mine = OmegaConf.to_container(cfg[key], resolve=True)
+            if mine != OmegaConf.to_container(saved[key]):
+                ignored.append(key)
+    if ignored:
+        log.warning(
+            "resume: the config's %s settings differ from the run's and are ignored; pass the "
+            "changes as overrides=[...] (what a resume may change: docs/reliability.md)",
+            "/".join(ignored),
+        )
+
+
 def _config_for_resume(
     cfg: DictConfig, run_dir: Path, overrides: Sequence[str]
 ) -> tuple[DictConfig, dict[str, dict[str, Any]], int]:
@@ -380,6 +396,8 @@ def _config_for_resume(
         )
     saved = OmegaConf.create(upgrade_targets(OmegaConf.load(saved_path)))  # pre-0.2 names
     changes = resume_changes(cfg, saved, overrides)
+    if not overrides:  # called from Python: cfg's own settings are not the command line's
+        _warn_ignored(cfg, saved)
     found = latest_good_checkpoint(run_dir) if changes else None
     step = int(found[1]["position"]["step"]) if found else 0
     if changes:
