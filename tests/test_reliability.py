@@ -123,6 +123,15 @@ def test_finished_run_folder_is_not_reused_by_a_fresh_run(tmp_path):
         pass
 
 
+def test_run_arena_from_python_takes_the_lock_too(tmp_path):
+    arena = ToyArena({"reg": Regressor("reg", seed=1, lr=0.05)}, epochs=1)
+    with RunLock(tmp_path, resume=True):  # another run (here: this process) holds it
+        with pytest.raises(RunDirError, match=f"pid {os.getpid()}"):
+            run_arena(arena, tmp_path, standard_callbacks(progress=False))
+    assert not (tmp_path / "results.json").exists()  # refused before any work
+    assert run_arena(arena, tmp_path, standard_callbacks(progress=False))["status"] == "finished"
+
+
 # ----------------------------------------------------------------------------- divergence
 def test_divergence_message_names_the_kept_checkpoint_and_results_are_strict_json(tmp_path):
     arena = ToyArena({"reg": Regressor("reg", seed=1, lr=0.05)}, epochs=3, nan_at_step=7)

@@ -240,8 +240,20 @@ def run_arena(
     *,
     resume: bool = False,
     max_steps: int | None = None,
+    lock: bool = True,
 ) -> dict[str, Any]:
-    """Run an arena (built in Python or from config) with checkpoints and logs in ``run_dir``."""
+    """Run an arena (built in Python or from config) with checkpoints and logs in ``run_dir``.
+
+    ``run_dir`` is locked for the run (:class:`~.runlock.RunLock`: a second run into it
+    while this one lives is refused); ``lock=False`` when the caller holds the lock.
+    Unlike the command line, a fresh run from Python may write into a folder that holds
+    an earlier run (tests and notebooks re-run into one folder).
+    """
+    if lock and is_main_process():
+        with RunLock(run_dir, resume=True):
+            return run_arena(
+                arena, run_dir, callbacks, resume=resume, max_steps=max_steps, lock=False
+            )
     loop = Loop(
         arena, callbacks if callbacks is not None else standard_callbacks(), run_dir, max_steps
     )
@@ -307,6 +319,7 @@ def run_config(
                     trainer_callbacks(cfg, overrides),
                     resume=bool(resume),
                     max_steps=cfg.trainer.max_steps,
+                    lock=False,  # held above
                 )
         finally:  # the next job of an in-process sweep reuses the agent names
             for agent in agents.values():
