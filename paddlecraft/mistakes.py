@@ -96,8 +96,8 @@ def run_hydra(task: Callable[[], Any], args: Sequence[str]) -> int:
         return USAGE
     except (*USER_ERRORS, OSError) as e:
         cause = user_error(e)
-        if cause is None and isinstance(e, OSError) and e.filename is not None:
-            cause = e  # e.g. Hydra could not create the run folder
+        if cause is None and isinstance(e, OSError) and e.filename and not _in_run(e):
+            cause = e  # Hydra could not create the run folder (the run's own are bugs)
         if cause is None:
             raise
         sys.stderr.write(f"error: {one_line(cause)}\n")
@@ -108,6 +108,16 @@ def run_hydra(task: Callable[[], Any], args: Sequence[str]) -> int:
         else:
             os.environ["HYDRA_FULL_ERROR"] = old
     return 0
+
+
+def _in_run(e: BaseException) -> bool:
+    """Whether ``e`` was raised inside the run (past Hydra's own setup)."""
+    tb = e.__traceback__
+    while tb is not None:
+        if tb.tb_frame.f_code.co_name == "main_entry":
+            return True
+        tb = tb.tb_next
+    return False
 
 
 def one_line(e: BaseException) -> str:
