@@ -374,6 +374,8 @@ def _chance_warning(loop: Loop, results: dict[str, Any]) -> str | None:
     value = results.get("headline_value")
     if chance is None or not isinstance(value, float) or not math.isfinite(value):
         return None
+    if loop.status not in ("finished", "stopped"):  # an interrupted run may not be done
+        return None
     below = value <= chance if loop.arena.headline_mode == "max" else value >= chance
     results["chance_level"], results["at_chance"] = chance, bool(below)
     if not below:
