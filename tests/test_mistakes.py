@@ -36,6 +36,7 @@ TABLE: list[tuple[str, list[str], list[str]]] = [
     ("data_typo", ["data=mnistt"], ["did you mean data=mnist"]),
     ("agent_name_typo", ["agents.classifer.lr=1"], ["agents.classifier.lr"]),
     ("top_level_epochs", ["epochs=5"], ["epochs=5", "did you mean arena.epochs"]),
+    ("top_level_lr", ["lr=abc"], ["lr=abc", "did you mean agents.classifier.lr"]),
     ("arena_key_typo", ["arena.epoch=3"], ["did you mean arena.epochs"]),
     ("selfplay_key_typo", ["arena=selfplay", "arena.gamez_per_step=8"], ["arena.games_per_step"]),
     ("gan_key_typo", ["arena=gan", "arena.n_critc=2"], ["arena.n_critic"]),
