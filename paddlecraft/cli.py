@@ -12,6 +12,8 @@ headline metric so sweepers can optimise it. The same entry point also takes:
   help), ``--version``; ``--config-dir DIR`` adds a user's config folder, ``-m`` sweeps.
 
 Runs land in ``./runs/<arena>/<time>`` of the directory the command is run from.
+Exit codes: 0 done, 2 a mistake (one ``error:`` line, nothing written), 3 the run
+diverged (docs/reliability.md).
 """
 
 from __future__ import annotations
