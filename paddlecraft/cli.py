@@ -12,6 +12,8 @@ headline metric so sweepers can optimise it. The same entry point also takes:
   help), ``--version``; ``--config-dir DIR`` adds a user's config folder, ``-m`` sweeps.
 
 Runs land in ``./runs/<arena>/<time>`` of the directory the command is run from.
+Exit codes: 0 done, 2 a mistake (one ``error:`` line, nothing written), 3 the run
+diverged (docs/reliability.md).
 """
 
 from __future__ import annotations
@@ -27,6 +29,7 @@ from omegaconf import DictConfig
 
 from paddlecraft import PADDLE_MISSING, __version__
 from paddlecraft.encoders.cpu_tuning import apply_cpu_tuning
+from paddlecraft.mistakes import remove_hydra_traces, run_hydra
 
 # Paddle is imported only past --help/--version (both answer at once), after the CPU tuning.
 
@@ -40,10 +43,22 @@ HELP_GROUPS = ("arena", "game", "chain", "data", "agent", "encoder", "decoder", 
 @hydra.main(config_path=CONFIG_PATH, config_name="config", version_base="1.3")
 def _hydra_main(cfg: DictConfig) -> float:
     """Run the configured arena; return its headline metric."""
+    from hydra.types import RunMode
+
     from paddlecraft.arenas.engine.app import main_entry
 
     hc = HydraConfig.get()
-    return main_entry(cfg, run_dir=hc.runtime.output_dir, overrides=list(hc.overrides.task))
+    try:
+        return main_entry(
+            cfg,
+            run_dir=hc.runtime.output_dir,
+            overrides=list(hc.overrides.task),
+            multirun=hc.mode == RunMode.MULTIRUN,
+        )
+    except SystemExit as e:
+        if e.code == 2:  # refused before any work: take back what Hydra wrote for the job
+            remove_hydra_traces(hc.runtime.output_dir, f"{hc.job.name}.log")
+        raise
 
 
 def _summary(text: str) -> str:
@@ -118,8 +133,7 @@ def main(argv: Sequence[str] | None = None) -> int | None:
 
     register_configs()
     sys.argv = [sys.argv[0], *args]  # Hydra reads its overrides from sys.argv
-    _hydra_main()
-    return 0
+    return run_hydra(_hydra_main, args)
 
 
 def run() -> None:

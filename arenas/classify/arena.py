@@ -14,6 +14,7 @@ import paddle.nn.functional as F
 from paddlecraft.agents import Agent
 from paddlecraft.agents.distributed import shard
 from paddlecraft.agents.instantiate import safe_instantiate
+from paddlecraft.agents.settings import ConfigError
 from paddlecraft.arenas.engine import Arena, ArenaConfig
 from paddlecraft.craftdata import BatchLoader
 
@@ -51,9 +52,17 @@ class ClassifyArena(Arena):
         self.require_agents("classifier")
         self.classifier = self.agents["classifier"]
         self.data = safe_instantiate(data)
+        k = getattr(self.data, "num_classes", None)
+        if isinstance(k, int) and k < 2:
+            raise ConfigError(
+                f"the data has {k} class; a classifier needs at least 2 (every prediction "
+                "would be right). For data=image_folder, data.path needs one sub-folder per "
+                "class"
+            )
         self.batch_size, self.eval_batch_size = self.cfg.batch_size, self.cfg.eval_batch_size
         self._loaders: dict[str, BatchLoader] = {}
         self._bound_to: str | None = None
+        self._majority_share: float | None = None  # of the test labels, seen at evaluation
 
     def loader(self, split: str) -> BatchLoader:
         """The batch loader of ``split`` (train: shuffled per (seed, epoch); else in order)."""
@@ -106,10 +115,20 @@ class ClassifyArena(Arena):
         logits, y = self._predict("test")
         loss = float(F.cross_entropy(paddle.to_tensor(logits), paddle.to_tensor(y)))
         metrics = {"test_accuracy": float((logits.argmax(-1) == y).mean()), "test_loss": loss}
+        self._majority_share = float(np.bincount(y).max() / len(y)) if len(y) else None
         bad = getattr(self.data, "bad_files", None)
         if bad is not None:  # files read from disk: how many were skipped (on_bad_file=skip)
             metrics["bad_files_skipped"] = float(len(bad))
         return metrics
+
+    def chance_level(self) -> float | None:
+        """The best accuracy of a classifier that learned nothing: the larger of ``1 /
+        num_classes`` (guessing) and the test split's majority-class share (always
+        answering one class, what a collapsed network does)."""
+        k = getattr(self.data, "num_classes", None)
+        if not isinstance(k, int) or k < 2:
+            return None
+        return max(1.0 / k, self._majority_share or 0.0)
 
     def arena_state(self) -> dict:
         """The files skipped while decoding so far (a resumed run keeps counting them)."""

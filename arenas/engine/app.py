@@ -9,9 +9,11 @@ from __future__ import annotations
 import dataclasses
 import inspect
 import logging
+import math
 import os
 import sys
 from collections.abc import Sequence
+from contextlib import nullcontext
 from pathlib import Path
 from typing import Any
 
@@ -32,15 +34,19 @@ from paddlecraft.agents.instantiate import (
 )
 from paddlecraft.agents.settings import ConfigError, make_settings
 from paddlecraft.craftdata.badfiles import BadDataError
+from paddlecraft.craftdata.speech import SpeechUnavailableError
 from paddlecraft.encoders.base import EncoderInputError
 from paddlecraft.encoders.naming import ScopeError
+from paddlecraft.encoders.pretrained import PretrainedLoadError
 from paddlecraft.encoders.tensorio import CheckpointError, atomic_write_bytes
 
 from .base import Arena
 from .callbacks import TrainerConfig, standard_callbacks
 from .checkpoint import latest_good_checkpoint, list_checkpoints, restore_checkpoint
 from .loop import Callback, Loop
+from .resume import apply_changes, record_changes, resume_changes
 from .rng import seed_everything
+from .runlock import RunDirError, RunLock
 
 log = logging.getLogger("paddlecraft")
 
@@ -55,7 +61,14 @@ USER_ERRORS: tuple[type[BaseException], ...] = (
     CheckpointError,
     ScopeError,
     EncoderInputError,
+    RunDirError,
+    PretrainedLoadError,
+    SpeechUnavailableError,
 )
+#: exit code of a refused command (a user mistake)
+USAGE = 2
+#: exit code of a run stopped by a non-finite training metric (see docs/reliability.md)
+DIVERGED = 3
 
 
 def validate(cfg: DictConfig) -> None:
@@ -71,6 +84,7 @@ def validate(cfg: DictConfig) -> None:
         check_amp(acfg.get("amp", "off"), acfg.get("amp_level", "O1"), device, f"agents.{name}.amp")
         check_settings(acfg, f"agents.{name}", explicit=("name",))
     check_settings(cfg.arena, "arena", explicit=("agents", "seed"))
+    check_ranges(cfg)
     resume = cfg.get("resume")
     if resume:
         d = Path(resume)
@@ -81,6 +95,81 @@ def validate(cfg: DictConfig) -> None:
                 f"resume={resume!r}: the run directory has no checkpoints/ (it stopped before "
                 "its first checkpoint); start it again without resume="
             )
+
+
+#: trainer settings that count something: 0 means "off" or "at each epoch", never negative
+_TRAINER_COUNTS = ("eval_every", "log_every", "checkpoint_every", "keep_checkpoints",
+                   "early_stopping_patience", "progress_every_s")  # fmt: skip
+
+
+#: arena settings (by name, in any arena) that count something there must be one of
+_ARENA_POSITIVE = frozenset({
+    "epochs", "steps", "steps_per_epoch", "games_per_step", "update_epochs", "simulations",
+    "eval_simulations", "pool_size", "eval_samples", "ref_samples", "grid_rows", "beam_size",
+    "threads_per_worker",
+})  # fmt: skip
+#: arena settings (by name) where 0 means "none"/"off", never negative
+_ARENA_COUNTS = frozenset({
+    "temperature_moves", "pool_opponents_per_step", "snapshot_every", "snapshot_min_games",
+    "collect_workers", "final_samples", "sheet_rows", "finetune_epochs", "finetune_size",
+})  # fmt: skip
+
+
+def _default_of(node: Any, key: str) -> Any:
+    """The default of ``key`` in the ``Config`` of the component ``node`` builds (or None)."""
+    try:
+        config = getattr(get_object(str(node.get("_target_"))), "Config", None)
+        field = {f.name: f for f in dataclasses.fields(config)}[key]
+    except Exception:  # noqa: BLE001 (only used to suggest a value)
+        return None
+    return field.default if isinstance(field.default, (int, float)) else None
+
+
+def check_ranges(cfg: DictConfig) -> None:
+    """Refuse values no run can use before anything starts: negative learning rates,
+    ``arena.epochs``/``*batch_size`` below 1, negative counts (``data.workers``,
+    ``trainer.checkpoint_every``...). Each message names the setting and the fix."""
+
+    def need(ok: bool, key: str, value: Any, rule: str, fix: str) -> None:
+        if not ok:
+            raise ConfigError(f"{key}={value!r}: must be {rule}; {fix}")
+
+    for name, acfg in (cfg.get("agents") or {}).items():
+        lr = acfg.get("lr")
+        if isinstance(lr, (int, float)) and not isinstance(lr, bool):
+            need(
+                math.isfinite(lr) and lr >= 0, f"agents.{name}.lr", lr, ">= 0 and finite",
+                "a negative learning rate climbs the loss; try 1e-3 (Adam) or 0.1 (SGD)",
+            )  # fmt: skip
+        clip = acfg.get("grad_clip")
+        if isinstance(clip, (int, float)) and not isinstance(clip, bool):
+            need(clip > 0, f"agents.{name}.grad_clip", clip, "> 0 (or null: no clipping)",
+                 "e.g. agents.<name>.grad_clip=1.0")  # fmt: skip
+    arena = cfg.get("arena") or {}
+    for key in arena:
+        value = arena.get(key)
+        if not isinstance(value, int) or isinstance(value, bool):
+            continue
+        if key in _ARENA_POSITIVE or str(key).endswith("batch_size"):
+            need(value >= 1, f"arena.{key}", value, ">= 1", f"e.g. arena.{key}="
+                 f"{_default_of(cfg.arena, str(key)) or 1}")  # fmt: skip
+        elif key in _ARENA_COUNTS:
+            need(value >= 0, f"arena.{key}", value, ">= 0", f"e.g. arena.{key}=0")
+    trainer = cfg.get("trainer") or {}
+    for key in _TRAINER_COUNTS:
+        value = trainer.get(key)
+        if isinstance(value, (int, float)):
+            need(value >= 0, f"trainer.{key}", value, ">= 0 (0: off / each epoch)",
+                 f"e.g. trainer.{key}=0")  # fmt: skip
+    max_steps = trainer.get("max_steps")
+    if isinstance(max_steps, int):
+        need(max_steps >= 1, "trainer.max_steps", max_steps, ">= 1 (or null: no limit)",
+             "e.g. trainer.max_steps=100")  # fmt: skip
+    data = cfg.get("data") or {}
+    workers = data.get("workers") if isinstance(data, DictConfig) else None
+    if isinstance(workers, int):
+        need(workers >= 0, "data.workers", workers, ">= 0 (0: decode in the main process)",
+             "e.g. data.workers=2")  # fmt: skip
 
 
 def check_settings(node: Any, who: str, explicit: Sequence[str] = ()) -> None:
@@ -116,12 +205,17 @@ def _fields(config: type) -> set[str]:
 def build_agents(cfg: DictConfig) -> dict[str, Agent]:
     """Instantiate every agent under ``cfg.agents`` (name = key)."""
     allow = list(cfg.get("allow_targets") or [])
-    out = {}
-    for name, acfg in cfg.agents.items():
-        log.info("Instantiating agent %s <%s>", name, acfg._target_)
-        out[name] = safe_instantiate(
-            acfg, name=name, allow=allow, allow_targets=allow, _recursive_=False
-        )
+    out: dict[str, Agent] = {}
+    try:
+        for name, acfg in cfg.agents.items():
+            log.info("Instantiating agent %s <%s>", name, acfg._target_)
+            out[name] = safe_instantiate(
+                acfg, name=name, allow=allow, allow_targets=allow, _recursive_=False
+            )
+    except BaseException:  # free the names of those built (an in-process retry reuses them)
+        for agent in out.values():
+            agent.release_scopes()
+        raise
     return out
 
 
@@ -148,8 +242,20 @@ def run_arena(
     *,
     resume: bool = False,
     max_steps: int | None = None,
+    lock: bool = True,
 ) -> dict[str, Any]:
-    """Run an arena (built in Python or from config) with checkpoints and logs in ``run_dir``."""
+    """Run an arena (built in Python or from config) with checkpoints and logs in ``run_dir``.
+
+    ``run_dir`` is locked for the run (:class:`~.runlock.RunLock`: a second run into it
+    while this one lives is refused); ``lock=False`` when the caller holds the lock.
+    Unlike the command line, a fresh run from Python may write into a folder that holds
+    an earlier run (tests and notebooks re-run into one folder).
+    """
+    if lock and is_main_process():
+        with RunLock(run_dir, resume=True):
+            return run_arena(
+                arena, run_dir, callbacks, resume=resume, max_steps=max_steps, lock=False
+            )
     loop = Loop(
         arena, callbacks if callbacks is not None else standard_callbacks(), run_dir, max_steps
     )
@@ -168,66 +274,131 @@ def run_arena(
 def run_from_config(
     cfg: DictConfig, run_dir: str | os.PathLike, overrides: Sequence[str] = ()
 ) -> float:
-    """Validate, build and run the configured arena; return its headline metric."""
+    """Validate, build and run the configured arena; return its headline metric.
+
+    With ``cfg.resume`` set, ``overrides`` (the command line's ``key=value`` settings) say
+    what the resume changes (:mod:`paddlecraft.arenas.engine.resume`). NaN when the run
+    ended without an evaluation (it diverged).
+    """
+    value = run_config(cfg, run_dir, overrides)["headline_value"]
+    return math.nan if value is None else float(value)
+
+
+def run_config(
+    cfg: DictConfig, run_dir: str | os.PathLike, overrides: Sequence[str] = ()
+) -> dict[str, Any]:
+    """:func:`run_from_config`, returning the whole summary (what ``results.json`` holds)."""
     resume = cfg.get("resume")
+    changes: dict[str, dict[str, Any]] = {}
+    start_step = 0
     if resume:
         run_dir = Path(resume)
-        cfg = _config_for_resume(cfg, run_dir)
+        cfg, changes, start_step = _config_for_resume(cfg, run_dir, overrides)
     validate(cfg)
     if init_if_launched():
         log.info("data-parallel: %s", describe())
     run_dir = Path(run_dir)
-    run_dir.mkdir(parents=True, exist_ok=True)
-    if not resume and is_main_process():
-        saved = OmegaConf.to_yaml(cfg, resolve=True)
-        atomic_write_bytes(run_dir / "config.yaml", saved.encode())
-    seed_everything(int(cfg.seed))
-    agents = build_agents(cfg)
-    try:
-        with build_arena(cfg, agents) as arena:
-            results = run_arena(
-                arena,
-                run_dir,
-                trainer_callbacks(cfg, overrides),
-                resume=bool(resume),
-                max_steps=cfg.trainer.max_steps,
-            )
-    finally:  # the next job of an in-process sweep reuses the agent names
-        for agent in agents.values():
-            agent.release_scopes()
-    return float(results["headline_value"])
+    lock = RunLock(run_dir, resume=bool(resume)) if is_main_process() else nullcontext()
+    with lock:
+        seed_everything(int(cfg.seed))
+        agents: dict[str, Agent] = {}
+        try:
+            try:
+                agents = build_agents(cfg)
+                arena = build_arena(cfg, agents)
+            except BaseException:
+                if isinstance(lock, RunLock) and not resume:
+                    lock.discard()  # refused before any work: leave nothing like a run
+                raise
+            with arena:
+                if is_main_process() and (not resume or changes):
+                    saved = OmegaConf.to_yaml(cfg, resolve=True)
+                    atomic_write_bytes(run_dir / "config.yaml", saved.encode())
+                    record_changes(run_dir, changes, start_step)
+                results = run_arena(
+                    arena,
+                    run_dir,
+                    trainer_callbacks(cfg, overrides),
+                    resume=bool(resume),
+                    max_steps=cfg.trainer.max_steps,
+                    lock=False,  # held above
+                )
+        finally:  # the next job of an in-process sweep reuses the agent names
+            for agent in agents.values():
+                agent.release_scopes()
+    return results
 
 
-def main_entry(cfg: DictConfig, run_dir: str | os.PathLike, overrides: Sequence[str] = ()) -> float:
+def main_entry(
+    cfg: DictConfig,
+    run_dir: str | os.PathLike,
+    overrides: Sequence[str] = (),
+    *,
+    multirun: bool = False,
+) -> float:
     """:func:`run_from_config` for the command line: a user error prints one line, exits 2.
 
-    Bad settings, refused targets, unavailable devices, missing or corrupt resume folders
-    are the user's to fix, so they get their message, not a traceback (nothing has been
-    written by then: validation runs before any work).
+    Bad settings, refused targets, unavailable devices, missing or corrupt resume folders,
+    a run folder owned by another run are the user's to fix, so they get their message,
+    not a traceback (nothing has been written by then: validation runs before any work).
+    A run that diverged (a non-finite training metric) prints one ``error:`` line and
+    exits :data:`DIVERGED` (3); in a sweep (``multirun``) it returns NaN instead so the
+    other jobs go on.
     """
     try:
-        return run_from_config(cfg, run_dir, overrides)
+        results = run_config(cfg, run_dir, overrides)
     except (*USER_ERRORS, InterpolationResolutionError, InstantiationException) as e:
         # a config value read from the data (${craft.num_classes:...}) failed for the user's
         # data, or a data loader found a bad file (Hydra wraps what a _target_ raises)
-        cause = _user_error(e)
+        # a file a _target_ was given (data, weights) that is missing or unreadable
+        cause = user_error(e, also=(OSError,) if isinstance(e, InstantiationException) else ())
         if cause is None:
             raise
-        sys.stderr.write(f"error: {cause}\n")
-        raise SystemExit(2) from None
+        sys.stderr.write(f"error: {' '.join(str(cause).split())}\n")
+        raise SystemExit(USAGE) from None
+    if results["status"] == "diverged" and not multirun:
+        sys.stderr.write(f"error: the run diverged: {results['stop_reason']}\n")
+        raise SystemExit(DIVERGED)
+    value = results["headline_value"]
+    return math.nan if value is None else float(value)
 
 
-def _user_error(e: BaseException | None) -> BaseException | None:
-    """``e`` or the user error it was raised while handling (OmegaConf wraps resolver errors)."""
+def user_error(
+    e: BaseException | None, also: tuple[type[BaseException], ...] = ()
+) -> BaseException | None:
+    """``e`` or the user error it was raised while handling (OmegaConf wraps resolver errors,
+    Hydra what a ``_target_`` raises); ``also``: more types that count as the user's."""
     seen = 0
     while e is not None and seen < 8:
-        if isinstance(e, USER_ERRORS):
+        if isinstance(e, (*USER_ERRORS, *also)):
             return e
         e, seen = e.__cause__ or e.__context__, seen + 1
     return None
 
 
-def _config_for_resume(cfg: DictConfig, run_dir: Path) -> DictConfig:
+_user_error = user_error  # the name before 0.2
+
+
+def _warn_ignored(cfg: DictConfig, saved: DictConfig) -> None:
+    """Warn, naming them, when ``cfg`` sets arena/agents/data differently from the run."""
+    ignored = []
+    for key in ("arena", "agents", "data"):
+        if key in cfg and key in saved:
+            mine = OmegaConf.to_container(cfg[key], resolve=True)
+            if mine != OmegaConf.to_container(saved[key]):
+                ignored.append(key)
+    if ignored:
+        log.warning(
+            "resume: the config's %s settings differ from the run's and are ignored; pass the "
+            "changes as overrides=[...] (what a resume may change: docs/reliability.md)",
+            "/".join(ignored),
+        )
+
+
+def _config_for_resume(
+    cfg: DictConfig, run_dir: Path, overrides: Sequence[str]
+) -> tuple[DictConfig, dict[str, dict[str, Any]], int]:
+    """The run's saved config with the command line's allowed changes, the changes, the step."""
     if not run_dir.is_dir():
         raise ConfigError(
             f"resume={str(run_dir)!r}: no such run directory; give the folder a run wrote, "
@@ -239,15 +410,12 @@ def _config_for_resume(cfg: DictConfig, run_dir: Path) -> DictConfig:
             f"resume={str(run_dir)!r}: no config.yaml there; is it a PaddleCraft run directory?"
         )
     saved = OmegaConf.create(upgrade_targets(OmegaConf.load(saved_path)))  # pre-0.2 names
-    for key in ("arena", "agents", "data"):
-        if key in cfg and OmegaConf.to_container(cfg[key], resolve=True) != OmegaConf.to_container(
-            saved[key]
-        ):
-            log.warning(
-                "resume: ignoring the command line's %s settings; the run continues with the "
-                "config it started with (%s)",
-                key,
-                saved_path,
-            )
+    changes = resume_changes(cfg, saved, overrides)
+    if not overrides:  # called from Python: cfg's own settings are not the command line's
+        _warn_ignored(cfg, saved)
+    found = latest_good_checkpoint(run_dir) if changes else None
+    step = int(found[1]["position"]["step"]) if found else 0
+    if changes:
+        saved = apply_changes(saved, changes)
     saved.resume = str(run_dir)
-    return saved
+    return saved, changes, step

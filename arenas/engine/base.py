@@ -9,7 +9,7 @@ from typing import Any, ClassVar
 import numpy as np
 
 from paddlecraft.agents import Agent
-from paddlecraft.agents.settings import make_settings
+from paddlecraft.agents.settings import ConfigError, make_settings
 
 
 @dataclass
@@ -51,7 +51,7 @@ class Arena:
     def __init__(self, agents: Mapping[str, Agent], seed: int = 0, **settings: Any) -> None:
         self.cfg = make_settings(self.Config, settings, who="arena")
         if self.cfg.epochs < 1:
-            raise ValueError(f"arena.epochs must be >= 1, got {self.cfg.epochs}")
+            raise ConfigError(f"arena.epochs must be >= 1, got {self.cfg.epochs}")
         self.agents: dict[str, Agent] = dict(agents)
         self.epochs = int(self.cfg.epochs)
         self.seed = int(seed)
@@ -99,6 +99,11 @@ class Arena:
         """Called after each full epoch (default: step the agents' LR schedulers)."""
         for agent in self.agents.values():
             agent.scheduler_step()
+
+    def chance_level(self) -> float | None:
+        """The headline a model that learned nothing scores (None: no meaningful chance
+        level). A run ending at or below it is flagged in its last line and results.json."""
+        return None
 
     def arena_state(self) -> dict:
         """JSON-able state beyond agents and RNG streams (pools, ratings...)."""

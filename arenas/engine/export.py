@@ -18,6 +18,7 @@ Settings (``key=value``, like Hydra overrides; this command composes no config):
 from __future__ import annotations
 
 import logging
+import sys
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -138,7 +139,7 @@ def main(argv: Sequence[str]) -> int:
     try:
         export_run(parse_settings(argv))
     except (ExportConfigError, CheckpointError) as e:
-        log.error("%s", e)
+        sys.stderr.write(f"error: {' '.join(str(e).split())}\n")
         return 2
     except ExportError as e:
         log.error("%s", e)

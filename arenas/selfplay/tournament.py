@@ -29,11 +29,14 @@ import sys
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, NoReturn
 
 import numpy as np
 from matplotlib.figure import Figure
 from scipy.optimize import minimize
+
+from paddlecraft.agents.settings import ConfigError
+from paddlecraft.encoders.tensorio import CheckpointError
 
 from ..engine.plots import interval_chart, save, to_bgr
 from ..games import GAMES, GameSpec, Player, make_baseline
@@ -60,11 +63,14 @@ def make_entrant(spec: str, game: str, index: int = 0) -> Entrant:
     label, _, body = spec.partition("=") if "=" in spec else ("", "", spec)
     rules = GAMES[game]
     path, _, mode = body.partition(":search")
-    if not Path(path).exists():
-        if mode:
-            raise FileNotFoundError(f"--players {spec!r}: no folder {path!r}")
-        return Entrant(label or body, body, make_baseline(body, rules))
-    policy = load_policy(path, name=f"tournament_{index}")
+    try:
+        if not Path(path).exists():
+            if mode:
+                raise FileNotFoundError(f"no folder {path!r}")
+            return Entrant(label or body, body, make_baseline(body, rules))
+        policy = load_policy(path, name=f"tournament_{index}")
+    except (ValueError, FileNotFoundError) as e:  # the flag's fault: say which value
+        raise type(e)(f"--players {spec!r}: {e}") from e
     if mode:
         if not mode.isdigit():
             raise ValueError(f"--players {spec!r}: expected <folder>:search<N>, e.g. :search200")
@@ -226,9 +232,17 @@ def render_ratings(table: list[dict[str, Any]]) -> np.ndarray:
     return to_bgr(ratings_chart(table))
 
 
+class _OneLineParser(argparse.ArgumentParser):
+    """argparse, but a mistake is one ``error:`` line (exit 2), not usage plus a message."""
+
+    def error(self, message: str) -> NoReturn:  # type: ignore[override]
+        sys.stderr.write(f"error: {' '.join(message.split())}; see paddlecraft tournament --help\n")
+        raise SystemExit(2)
+
+
 def main(argv: list[str] | None = None) -> dict[str, Any]:
     """Command line: play, fit, print the table, write the files."""
-    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap = _OneLineParser(prog="paddlecraft tournament", description=__doc__.split("\n\n")[0])
     ap.add_argument("--game", default="connect_four", choices=sorted(GAMES))
     ap.add_argument("--players", nargs="+", required=True, help="anchors, folders, folder:searchN")
     ap.add_argument("--games", type=int, default=100, help="games per pair (even)")
@@ -237,7 +251,13 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     ap.add_argument("--out", default=None, help="folder for the report (default: none)")
     args = ap.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(message)s")
-    report = run_tournament(args.players, args.game, args.games, args.seed, args.focus)
+    try:
+        report = run_tournament(args.players, args.game, args.games, args.seed, args.focus)
+    except (ValueError, FileNotFoundError, CheckpointError) as e:
+        # every check of the flags and player folders runs before the first game
+        if not str(e).startswith("--") and not isinstance(e, (CheckpointError, ConfigError)):
+            raise
+        ap.error(str(e))
     text = format_report(report)
     sys.stdout.write(text)
     if args.out:

@@ -1,0 +1,163 @@
+"""Resume that can change course: which settings a resume may change, applied and recorded.
+
+``python run.py resume=<run dir> agents.classifier.lr=1e-4`` continues the run from its
+newest good checkpoint with the new learning rate. The command line's settings are
+compared with the run's ``config.yaml``: one that is unchanged is nothing; one in
+:data:`MAY_CHANGE` is applied, logged and appended to ``<run dir>/resume_changes.jsonl``
+(what changed, from what, to what, at which step), and ``config.yaml`` is updated so a
+later resume keeps it; any other change (architecture, data, seed, optimizer) would make
+the checkpoint meaningless and is refused with one line.
+"""
+
+from __future__ import annotations
+
+import fnmatch
+import json
+import logging
+import time
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from omegaconf import DictConfig, OmegaConf
+from omegaconf.errors import OmegaConfBaseException
+
+from paddlecraft.agents.settings import ConfigError
+
+log = logging.getLogger("paddlecraft")
+
+#: settings a resume may change (patterns over dotted keys; ``*`` matches any name)
+MAY_CHANGE: tuple[str, ...] = (
+    "agents.*.lr",  # learning rates
+    "agents.*.lr_scheduler",  # schedules (and their fields)
+    "agents.*.lr_scheduler.*",
+    "agents.*.grad_clip",  # gradient clipping
+    "arena.epochs",  # train longer (a finished run continues)
+    "arena.eval_*",  # evaluation settings
+    "arena.final_eval_*",
+    "trainer.*",  # checkpoints, logging, evaluation cadence, max_steps, progress...
+    "data.workers",  # decoding processes (data order does not depend on it)
+)
+#: command-line keys that are about the resume itself, not the run
+NOT_SETTINGS = ("resume",)
+CHANGES_FILE = "resume_changes.jsonl"
+
+
+def may_change(key: str) -> bool:
+    """Whether a resume may change the dotted setting ``key``."""
+    return any(fnmatch.fnmatchcase(key, p) for p in MAY_CHANGE)
+
+
+def _value(cfg: DictConfig, key: str) -> Any:
+    node = OmegaConf.select(cfg, key, default=None, throw_on_missing=False)
+    if isinstance(node, DictConfig) or OmegaConf.is_list(node):
+        return OmegaConf.to_container(node, resolve=True)
+    return node
+
+
+def _targets(node: Any) -> list[str]:
+    """Every ``_target_`` (and a data loader's ``name``) inside a plain container."""
+    out: list[str] = []
+    if isinstance(node, dict):
+        for k, v in sorted(node.items()):
+            if k in ("_target_", "name") and isinstance(v, str):
+                out.append(f"{k}={v}")
+            else:
+                out += _targets(v)
+    elif isinstance(node, list):
+        for v in node:
+            out += _targets(v)
+    return out
+
+
+def _parse(override: str) -> tuple[str, str, bool]:
+    """``(key, value, is_delete)`` of a command-line override."""
+    key, _, value = override.partition("=")
+    deleting = key.startswith("~")
+    return key.lstrip("+~"), value, deleting
+
+
+def resume_changes(
+    cmd: DictConfig, saved: DictConfig, overrides: Sequence[str]
+) -> dict[str, dict[str, Any]]:
+    """The settings the command line changes, ``{key: {"from": old, "to": new}}``.
+
+    Raises :class:`ConfigError` (one line) for a change a resume may not make. A config
+    group chosen again (``arena=classify`` as when the run started) is no change; choosing
+    another (``data=mnist`` for a run trained on digits) is refused.
+    """
+    changes: dict[str, dict[str, Any]] = {}
+    for o in overrides:
+        key, _, deleting = _parse(o)
+        if key in NOT_SETTINGS or key.startswith("hydra"):
+            continue
+        if deleting:
+            raise ConfigError(f"resume: {o!r} removes a setting of the run; a resume cannot")
+        if "@" in key or _is_group_choice(cmd, key):
+            _check_same_choice(cmd, saved, o)
+            continue
+        try:
+            new, old = _value(cmd, key), _value(saved, key)
+        except OmegaConfBaseException as e:
+            raise ConfigError(f"resume: {o}: {str(e).splitlines()[0]}") from e
+        if new == old:
+            continue
+        if not may_change(key):
+            raise ConfigError(
+                f"resume: {key} cannot change ({old!r} -> {new!r}): the checkpoint was trained "
+                f"with {old!r}. A resume may change learning rates, schedules, grad_clip, "
+                "arena.epochs, evaluation and trainer.* settings; start a new run for this one"
+            )
+        changes[key] = {"from": old, "to": new}
+    return changes
+
+
+def _is_group_choice(cmd: DictConfig, key: str) -> bool:
+    """``arena=gan``, ``data=mnist``, ``game=...``: a config group, not a setting."""
+    if "." in key:
+        return False
+    from importlib import resources
+
+    return (resources.files("paddlecraft.conf") / key).is_dir() or key not in cmd
+
+
+def _check_same_choice(cmd: DictConfig, saved: DictConfig, override: str) -> None:
+    key, _, _ = _parse(override)
+    package = key.split("@", 1)[1] if "@" in key else key
+    if package in cmd and "." not in package:
+        new, old = _targets(_value(cmd, package)), _targets(_value(saved, package))
+    elif OmegaConf.select(cmd, package, default=None) is not None:
+        new, old = _targets(_value(cmd, package)), _targets(_value(saved, package))
+    else:  # a group that writes at the top level (game=...): compare what it builds
+        whole = ("arena", "agents", "data")
+        new = [t for k in whole for t in _targets(_value(cmd, k))]
+        old = [t for k in whole for t in _targets(_value(saved, k))]
+    if new != old:
+        raise ConfigError(
+            f"resume: {override} chooses another {key.split('@', 1)[0]} than the run was "
+            "trained with; a resume continues the same arena, agents and data. Start a new "
+            "run for it, or drop this setting"
+        )
+
+
+def apply_changes(saved: DictConfig, changes: dict[str, dict[str, Any]]) -> DictConfig:
+    """``saved`` with the changes set (a copy)."""
+    out = OmegaConf.create(OmegaConf.to_container(saved))
+    for key, change in changes.items():
+        OmegaConf.update(out, key, change["to"], merge=False, force_add=True)
+    return out
+
+
+def record_changes(run_dir: str | Path, changes: dict[str, dict[str, Any]], step: int) -> None:
+    """Append the changes to ``resume_changes.jsonl`` and log them."""
+    if not changes:
+        return
+    record = {
+        "step": step,
+        "time": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
+        "changes": changes,
+    }
+    with (Path(run_dir) / CHANGES_FILE).open("a") as f:
+        f.write(json.dumps(record) + "\n")
+    for key, c in changes.items():
+        log.info("resume: %s changed %r -> %r from step %d", key, c["from"], c["to"], step)

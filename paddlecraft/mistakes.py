@@ -1,0 +1,237 @@
+"""The command line's side of "every mistake, one line": Hydra's errors and Hydra's files.
+
+Hydra reports its own mistakes (a misspelled arena, group option or key, a value of the
+wrong type) in several lines and exits 1. :func:`run_hydra` runs Hydra with
+``HYDRA_FULL_ERROR=1`` so those exceptions reach us, and :func:`hydra_error_line` turns
+each into the toolkit's one ``error:`` line (exit code 2), naming the closest valid
+names. :class:`RunDirGuard` (a Hydra callback, registered in ``conf/config.yaml``)
+refuses an unwritable, live or finished run folder before Hydra writes into it, and
+:func:`remove_hydra_traces` takes back the folder Hydra made for a run refused later.
+"""
+
+from __future__ import annotations
+
+import difflib
+import os
+import shutil
+import sys
+from collections.abc import Callable, Iterable, Sequence
+from importlib import resources
+from pathlib import Path
+from typing import Any
+
+from hydra.errors import (
+    ConfigCompositionException,
+    MissingConfigException,
+    OverrideParseException,
+)
+from hydra.experimental.callback import Callback as HydraCallback
+from omegaconf import DictConfig
+from omegaconf.errors import ConfigKeyError, OmegaConfBaseException, ValidationError
+
+
+class RunDirGuard(HydraCallback):
+    """Refuse the run folder before Hydra writes ``.hydra/`` and its log into it.
+
+    Single runs only (``-m`` jobs get fresh sub-folders; the run's own lock still holds).
+    The same checks run again, under the lock, when the run starts.
+    """
+
+    def on_run_start(self, config: DictConfig, **kwargs: Any) -> None:
+        from hydra.core.hydra_config import HydraConfig
+
+        from paddlecraft.arenas.engine.app import USAGE
+        from paddlecraft.arenas.engine.runlock import RunDirError, check_run_dir, check_writable
+
+        HydraConfig.instance().set_config(config)  # hydra.run.dir reads ${hydra:...}
+        log_dir = str(config.hydra.run.dir)
+        resume = config.get("resume")
+        try:
+            if resume:
+                check_writable(log_dir)
+                if Path(str(resume)).is_dir():
+                    check_run_dir(str(resume), resume=True, setting="resume")
+            else:
+                check_run_dir(log_dir, resume=False)
+        except RunDirError as e:  # Hydra turns a callback's exceptions into warnings
+            sys.stderr.write(f"error: {one_line(e)}\n")
+            raise SystemExit(USAGE) from None
+
+
+def remove_hydra_traces(run_dir: str | os.PathLike, log_name: str) -> None:
+    """Remove the folder Hydra made for a refused run, if it holds only Hydra's files.
+
+    Hydra creates the run folder, ``.hydra/`` and its log before the run's code starts;
+    left behind they look like a run. Empty parents (``runs/<arena>``) inside the current
+    directory go too.
+    """
+    d = Path(run_dir)
+    if not d.is_dir() or not set(os.listdir(d)) <= {".hydra", log_name}:
+        return
+    shutil.rmtree(d / ".hydra", ignore_errors=True)
+    (d / log_name).unlink(missing_ok=True)
+    cwd = Path.cwd().resolve()
+    d = d.resolve()
+    while d != cwd and cwd in d.parents:
+        try:
+            d.rmdir()
+        except OSError:
+            break
+        d = d.parent
+
+
+def run_hydra(task: Callable[[], Any], args: Sequence[str]) -> int:
+    """Run ``task`` (the ``@hydra.main`` function); a user mistake is one line, exit 2."""
+    from paddlecraft.arenas.engine.app import USAGE, USER_ERRORS, user_error
+
+    old = os.environ.get("HYDRA_FULL_ERROR")
+    os.environ["HYDRA_FULL_ERROR"] = "1"  # let Hydra's exceptions reach us
+    try:
+        task()
+    except (OmegaConfBaseException, ConfigCompositionException, OverrideParseException) as e:
+        line = hydra_error_line(e, args)
+        if line is None:
+            raise
+        sys.stderr.write(f"error: {line}\n")
+        return USAGE
+    except (*USER_ERRORS, OSError) as e:
+        cause = user_error(e)
+        if cause is None and isinstance(e, OSError) and e.filename and not _in_run(e):
+            cause = e  # Hydra could not create the run folder (the run's own are bugs)
+        if cause is None:
+            raise
+        sys.stderr.write(f"error: {one_line(cause)}\n")
+        return USAGE
+    finally:
+        if old is None:
+            os.environ.pop("HYDRA_FULL_ERROR", None)
+        else:
+            os.environ["HYDRA_FULL_ERROR"] = old
+    return 0
+
+
+def _in_run(e: BaseException) -> bool:
+    """Whether ``e`` was raised inside the run (past Hydra's own setup)."""
+    tb = e.__traceback__
+    while tb is not None:
+        if tb.tb_frame.f_code.co_name == "main_entry":
+            return True
+        tb = tb.tb_next
+    return False
+
+
+def one_line(e: BaseException) -> str:
+    """An exception's message as one line."""
+    if isinstance(e, OSError) and e.filename is not None:
+        return f"{e.filename}: {e.strerror or e}; check the path and its permissions"
+    return " ".join(str(e).split())
+
+
+def _close(word: str, options: Iterable[str], n: int = 3, cutoff: float = 0.5) -> list[str]:
+    return difflib.get_close_matches(word, list(options), n=n, cutoff=cutoff)
+
+
+def _group_options(group: str) -> list[str]:
+    folder = resources.files("paddlecraft.conf") / group
+    if not folder.is_dir():
+        return []
+    return sorted(p.name[:-5] for p in folder.iterdir() if p.name.endswith(".yaml"))
+
+
+def _override_for(key: str, args: Sequence[str]) -> str | None:
+    """The command-line override that sets ``key`` or a setting under it."""
+    for a in args:
+        k = a.split("=", 1)[0].lstrip("+~")
+        if k == key or k.startswith(key + "."):
+            return a
+    return None
+
+
+def hydra_error_line(e: BaseException, args: Sequence[str]) -> str | None:
+    """One line for a Hydra compose error, naming the closest valid names; None if unknown."""
+    if isinstance(e, MissingConfigException) and e.missing_cfg_file:
+        group, _, name = str(e.missing_cfg_file).rpartition("/")
+        options = list(e.options or []) or _group_options(group)
+        near = _close(name, options)
+        hint = f"did you mean {group}={near[0]}? " if near else ""
+        given = next((a for a in args if a.split("=", 1)[-1] == name), f"{group}={name}")
+        return f"{given}: no {group} named {name!r}; {hint}options: {', '.join(options)}"
+    if isinstance(e, OverrideParseException):
+        first = str(e).splitlines()[0]
+        return (
+            f"cannot parse the command line ({first}); write key=value, quoting values "
+            "with spaces or brackets, e.g. 'arena.epochs=3'"
+        )
+    cause = e.__cause__ if isinstance(e, ConfigCompositionException) else e
+    if isinstance(cause, OmegaConfBaseException) and getattr(cause, "full_key", None):
+        key = str(cause.full_key)
+        given = _override_for(key, args) or key
+        first = str(cause).splitlines()[0]
+        if isinstance(cause, ValidationError):
+            return f"{given}: {first}; give a value of the declared type"
+        if isinstance(cause, (ConfigKeyError, AttributeError, KeyError)):
+            bad = given.split("=", 1)[0].lstrip("+~")
+            near = _similar_keys(bad, args)
+            hint = f"did you mean {' or '.join(near)}?" if near else "see --cfg job for the keys"
+            return f"{given}: no setting {bad!r} in this config; {hint}"
+        return f"{given}: {first}"
+    if isinstance(e, ConfigCompositionException):
+        lines = [x.strip() for x in str(e).splitlines() if x.strip()]
+        if not lines:
+            return None
+        msg = lines[0]
+        if msg.startswith("Could not override '") and "No match in the defaults list" in msg:
+            group = msg.split("'")[1]
+            given = _override_for(group, args) or group
+            name = given.split("=", 1)[-1]
+            near = _close(name, _group_options(group))
+            extra = f" (its options: {', '.join(_group_options(group))})" if near else ""
+            return (
+                f"{given}: this arena's config has no {group!r} to choose; an arena that "
+                f"uses it takes it (e.g. arena=selfplay game=...){extra}"
+            )
+        did_you_mean = next((x for x in lines[1:] if x.startswith("Did you mean")), "")
+        return f"{msg} {did_you_mean}".strip()
+    return None
+
+
+def _similar_keys(bad: str, args: Sequence[str]) -> list[str]:
+    """Valid dotted keys close to ``bad``: the config composed without the bad override."""
+    cfg = _compose_without(bad, args)
+    if cfg is None:
+        return []
+    keys = list(_dotted_keys(cfg))
+    leaf = bad.rsplit(".", 1)[-1]
+    same_leaf = [k for k in keys if k.rsplit(".", 1)[-1] == leaf]
+    depth = bad.count(".")
+    near = _close(bad, [k for k in keys if k.count(".") == depth], cutoff=0.75)
+    return list(dict.fromkeys(near + same_leaf))[:3]
+
+
+def _compose_without(bad: str, args: Sequence[str]) -> DictConfig | None:
+    from hydra import compose, initialize_config_module
+    from hydra.core.global_hydra import GlobalHydra
+
+    rest = [
+        a
+        for a in args
+        if "=" in a and not a.startswith("-") and a.split("=", 1)[0].lstrip("+~") != bad
+    ]
+    try:
+        GlobalHydra.instance().clear()
+        with initialize_config_module("paddlecraft.conf", version_base="1.3"):
+            return compose("config", overrides=rest)
+    except Exception:  # noqa: BLE001 (suggestions are best effort)
+        return None
+
+
+def _dotted_keys(node: Any, prefix: str = "", depth: int = 0) -> Iterable[str]:
+    if not isinstance(node, DictConfig) or depth > 5:
+        return
+    for k in node.keys():
+        if not prefix and k == "hydra":
+            continue
+        path = f"{prefix}{k}"
+        yield path
+        child = node._get_node(k)  # the node, unresolved (no resolver runs)
+        yield from _dotted_keys(child, path + ".", depth + 1)
