@@ -1,7 +1,7 @@
 """Arenas: link agents (chains) or pit them against each other, on the arena engine.
 
 ``paddlecraft.arenas.engine`` is the engine (it knows no arena); each family is a package of its own
-(``classify``, ``gan``, ``caption``, ``selfplay``) that registers its Hydra schemas the
+(``classify``, ``gan``, ``caption``, ``selfplay``, ``referential``) that registers its Hydra schemas the
 same way a user's arena package does. :func:`register_configs` registers the built-in ones.
 """
 
@@ -10,7 +10,7 @@ from types import ModuleType
 from paddlecraft.craftdata.resolvers import register_resolvers as register_data_resolvers
 from paddlecraft.encoders import SCHEMAS as ENCODER_SCHEMAS
 
-from . import caption, classify, gan, selfplay
+from . import caption, classify, gan, referential, selfplay
 from .caption import CaptionArena
 from .classify import ClassifyArena
 from .engine import (
@@ -29,10 +29,11 @@ from .engine import (
 )
 from .engine.sweeps import register_resolvers as register_sweep_resolvers
 from .gan import GanArena
+from .referential import ReferentialArena
 from .selfplay import SelfPlayArena, search_player
 
 #: the built-in arena families, each a module with a ``SCHEMAS`` dict
-FAMILIES: tuple[ModuleType, ...] = (classify, gan, caption, selfplay)
+FAMILIES: tuple[ModuleType, ...] = (classify, gan, caption, selfplay, referential)
 
 
 def register_configs() -> None:
@@ -58,6 +59,7 @@ __all__ = [
     "ConfigError",
     "FAMILIES",
     "GanArena",
+    "ReferentialArena",
     "Loop",
     "Runner",
     "SelfPlayArena",
