@@ -220,7 +220,10 @@ class ReferentialArena(Arena):
     def messages(self, speaker: Agent, x: np.ndarray) -> np.ndarray:
         """Greedy messages int64 [N, L] about objects ``x``, in chunks."""
         speaker.eval()
-        out = [self.speak(speaker, x[i : i + 512], True)["symbols"].numpy() for i in range(0, len(x), 512)]
+        out = [
+            self.speak(speaker, x[i : i + 512], True)["symbols"].numpy()
+            for i in range(0, len(x), 512)
+        ]
         speaker.train()
         return np.concatenate(out)
 
@@ -261,7 +264,10 @@ class ReferentialArena(Arena):
             for k, s in splits.items()
         }  # [N, M] per split
         restore_rng(rng)
-        out = {"train_accuracy": float(acc["train"].mean()), "test_accuracy": float(acc["test"].mean())}
+        out = {
+            "train_accuracy": float(acc["train"].mean()),
+            "test_accuracy": float(acc["test"].mean()),
+        }
         out.update(population.crossplay_metrics(acc["test"]))
         lang = [self.analyse(msgs[sp.name], batches) for sp in self.speakers]
         out.update({k: float(np.mean([d[k] for d in lang])) for k in lang[0]})
@@ -277,8 +283,10 @@ class ReferentialArena(Arena):
         known = self.world.train.meanings is not None
         meanings = (
             np.concatenate(
-                [self.world.train.meanings[batches["train"]["target"]],
-                 self.world.test.meanings[batches["test"]["target"]]]
+                [
+                    self.world.train.meanings[batches["train"]["target"]],
+                    self.world.test.meanings[batches["test"]["target"]],
+                ]
             )
             if known
             else None

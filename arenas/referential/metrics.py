@@ -91,7 +91,11 @@ def topsim(meanings: np.ndarray, messages: np.ndarray, eos: int | None = 0) -> f
         return 0.0
     d_mean = pdist(meanings, metric="hamming")  # [N (N - 1) / 2] share of differing attributes
     d_msg = np.array(
-        [edit_distance(msgs[i], msgs[j]) for i in range(len(msgs)) for j in range(i + 1, len(msgs))],
+        [
+            edit_distance(msgs[i], msgs[j])
+            for i in range(len(msgs))
+            for j in range(i + 1, len(msgs))
+        ],
         np.float64,
     )
     if np.ptp(d_mean) == 0 or np.ptp(d_msg) == 0:

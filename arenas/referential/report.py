@@ -31,19 +31,43 @@ def render_heatmap(
     cv2.putText(img, title, (8, 20), FONT, 0.5, (0, 0, 0), 1, cv2.LINE_AA)
     cv2.putText(img, f"{cols} ->", (left, 42), FONT, 0.42, (80, 80, 80), 1, cv2.LINE_AA)
     for i in range(n):
-        cv2.putText(img, f"{rows} {i}", (4, top + cell * i + cell // 2 + 4), FONT, 0.4,
-                    (0, 0, 0), 1, cv2.LINE_AA)
+        cv2.putText(
+            img,
+            f"{rows} {i}",
+            (4, top + cell * i + cell // 2 + 4),
+            FONT,
+            0.4,
+            (0, 0, 0),
+            1,
+            cv2.LINE_AA,
+        )
         for j in range(m):
             v = float(np.clip(matrix[i, j], 0.0, 1.0))
             colour = tuple(int(255 - v * (255 - c)) for c in (140, 60, 20))
             y0, x0 = top + cell * i, left + cell * j
             img[y0 : y0 + cell - 2, x0 : x0 + cell - 2] = colour
             ink = (255, 255, 255) if v > 0.55 else (0, 0, 0)
-            cv2.putText(img, f"{matrix[i, j]:.3f}", (x0 + 8, y0 + cell // 2 + 4), FONT, 0.45,
-                        ink, 1, cv2.LINE_AA)
+            cv2.putText(
+                img,
+                f"{matrix[i, j]:.3f}",
+                (x0 + 8, y0 + cell // 2 + 4),
+                FONT,
+                0.45,
+                ink,
+                1,
+                cv2.LINE_AA,
+            )
     for j in range(m):
-        cv2.putText(img, str(j), (left + cell * j + cell // 2 - 4, top + cell * n + 18), FONT,
-                    0.42, (0, 0, 0), 1, cv2.LINE_AA)
+        cv2.putText(
+            img,
+            str(j),
+            (left + cell * j + cell // 2 - 4, top + cell * n + 18),
+            FONT,
+            0.42,
+            (0, 0, 0),
+            1,
+            cv2.LINE_AA,
+        )
     return img
 
 
@@ -147,11 +171,15 @@ def write_artifacts(arena: ReferentialArena, run_dir: str) -> dict[str, str]:
         out["crossplay"] = str(d / "crossplay.json")
         out["crossplay_heatmap"] = str(d / "crossplay.png")
     if arena.newcomer_curve:
-        curves = {"first generation": _smooth(arena.history), "newcomer": _smooth(arena.newcomer_curve)}
+        curves = {
+            "first generation": _smooth(arena.history),
+            "newcomer": _smooth(arena.newcomer_curve),
+        }
         n = min(len(v) for v in curves.values())
         curves = {k: v[:n] for k, v in curves.items()}
-        img = render_curves(curves, "ease of teaching (batch accuracy, moving average)",
-                            "step", "accuracy")
+        img = render_curves(
+            curves, "ease of teaching (batch accuracy, moving average)", "step", "accuracy"
+        )
         cv2.imwrite(str(d / "newcomer.png"), img)
         out["newcomer_curve"] = str(d / "newcomer.png")
     return out
