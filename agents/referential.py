@@ -28,7 +28,7 @@ from .base import Agent, AgentConfig
 
 __all__ = ["Receiver", "ReceiverConfig", "Sender", "SenderConfig", "pooled_features"]
 
-CELLS = ("gru", "lstm", "transformer")
+CELLS = ("gru", "lstm", "transformer", "linear")
 #: encoder outputs read as an object's feature vector, in order of preference
 FEATURE_OUTPUTS = ("pooled", "embedding")
 
@@ -95,7 +95,7 @@ class SenderConfig(AgentConfig):
     max_len: int = 2  #: symbols per message
     hidden_size: int = 128  #: recurrent state
     embed_size: int = 32  #: symbol embedding
-    cell: str = "gru"  #: gru | lstm | transformer
+    cell: str = "gru"  #: gru | lstm | transformer | linear (no recurrence: position-wise)
 
 
 class Sender(Agent):
@@ -117,7 +117,7 @@ class Sender(Agent):
                 self.rnn = self.make_head("rnn", lambda: nn.GRUCell(e, h))
             elif c.cell == "lstm":
                 self.rnn = self.make_head("rnn", lambda: nn.LSTMCell(e, h))
-            else:
+            elif c.cell == "transformer":
                 self.symbol_in = self.make_head("symbol_in", lambda: nn.Linear(e, h))
                 self.rnn = self.make_head(
                     "transformer",
@@ -125,7 +125,10 @@ class Sender(Agent):
                         nn.TransformerEncoderLayer(h, 4, 2 * h, dropout=0.0), 1
                     ),
                 )
-            self.out = self.make_head("out", lambda: nn.Linear(h, v))
+            if c.cell == "linear":  # every position read off the object linearly at once
+                self.out = self.make_head("out", lambda: nn.Linear(h, v * c.max_len))
+            else:
+                self.out = self.make_head("out", lambda: nn.Linear(h, v))
         self.finish()
 
     def forward(
@@ -149,8 +152,12 @@ class Sender(Agent):
         state: Any = ctx if self.cell == "gru" else (ctx, paddle.zeros_like(ctx))
         seq = [ctx]  # transformer: the context token, then each symbol's embedding
         symbols, onehots, logps, ents = [], [], [], []
-        for _ in range(self.max_len):
-            if self.cell == "transformer":
+        if self.cell == "linear":
+            every = self.out(ctx).reshape([b, self.max_len, self.vocab_size])  # [B, L, V]
+        for t in range(self.max_len):
+            if self.cell == "linear":
+                hid = None
+            elif self.cell == "transformer":
                 if len(seq) > 1:
                     seq[-1] = self.symbol_in(seq[-1])
                 tokens = paddle.stack(seq, axis=1)  # [B, t, H]
@@ -160,7 +167,7 @@ class Sender(Agent):
                 hid, state = self.rnn(prev, state)
             else:
                 hid, state = self.rnn(prev, state)
-            logits = self.out(hid)  # [B, V]
+            logits = every[:, t] if hid is None else self.out(hid)  # [B, V]
             if channel == "gs":
                 y = gumbel_softmax_st(logits, temperature, noise=not greedy)  # [B, V]
                 sym = y.argmax(-1)
@@ -192,7 +199,7 @@ class ReceiverConfig(AgentConfig):
     max_len: int = 2  #: symbols per message
     hidden_size: int = 128  #: recurrent state
     embed_size: int = 32  #: symbol embedding
-    cell: str = "gru"  #: gru | lstm | transformer
+    cell: str = "gru"  #: gru | lstm | transformer | linear (no recurrence: position-wise)
     n_attributes: int = 0  #: reconstruction: attributes to rebuild (0: discrimination only)
     n_values: int = 0  #: reconstruction: values per attribute
 
@@ -217,6 +224,8 @@ class Receiver(Agent):
                 self.rnn = self.make_head("rnn", lambda: nn.GRU(e, h))
             elif c.cell == "lstm":
                 self.rnn = self.make_head("rnn", lambda: nn.LSTM(e, h))
+            elif c.cell == "linear":  # a linear reading of (position, symbol) pairs so far
+                self.rnn = self.make_head("read", lambda: nn.Linear(c.max_len * v, h))
             else:
                 self.symbol_in = self.make_head("symbol_in", lambda: nn.Linear(e, h))
                 self.rnn = self.make_head(
@@ -239,6 +248,11 @@ class Receiver(Agent):
         symbols [B, L, V] float, or as int64 symbols [B, L]."""
         if message.dtype in (paddle.int64, paddle.int32):
             message = F.one_hot(message, self.vocab_size)
+        if self.cell == "linear":
+            b, n, v = message.shape
+            seen = paddle.tril(paddle.ones([n, n])).reshape([1, n, n, 1])  # [1, t, s, 1]: s <= t
+            upto = (message.unsqueeze(1) * seen).reshape([b, n, n * v])  # [B, L, L * V]
+            return self.rnn(upto)  # [B, L, H]
         emb = self.embed(message)  # [B, L, E]
         if self.cell == "transformer":
             n = emb.shape[1]
