@@ -63,17 +63,22 @@ def _check(name: str, cfg: Any, needs_view: bool = True) -> None:
 class _ObjectView(nn.Layer):
     """What an agent sees of an object: a vector [B, input_size] or an encoder's features."""
 
-    def __init__(self, agent: Agent, encoder_cfg: Any, input_size: int | None, out: int) -> None:
+    def __init__(
+        self, agent: Agent, encoder_cfg: Any, input_size: int | None, out: int, role: str = ""
+    ) -> None:
         super().__init__()
         if encoder_cfg is not None:
-            self.encoder = agent.make_encoder(encoder_cfg, "encoder")
+            self.encoder = agent.make_encoder(encoder_cfg, role or "encoder")
             spec = next(iter(self.encoder.input_specs.values()))
-            probe = paddle.zeros([1, *[d or 32 for d in spec.shape]], spec.allowed_dtypes()[0])
+            any_size = 4096 if len(spec.shape) == 1 else 32  # samples of audio, image side
+            shape = [1, *[d or any_size for d in spec.shape]]
+            probe = paddle.zeros(shape, spec.allowed_dtypes()[0])
             with paddle.no_grad():
                 dim = int(pooled_features(self.encoder, probe).shape[-1])
         else:
             self.encoder, dim = None, int(input_size)
-        self.project = agent.make_head("object", lambda: nn.Linear(dim, out))
+        head = f"{role}_in" if role else "object"
+        self.project = agent.make_head(head, lambda: nn.Linear(dim, out))
 
     def forward(self, x: paddle.Tensor) -> paddle.Tensor:
         feats = x if self.encoder is None else pooled_features(self.encoder, x)  # [B, D]
@@ -200,6 +205,7 @@ class ReceiverConfig(AgentConfig):
     hidden_size: int = 128  #: recurrent state
     embed_size: int = 32  #: symbol embedding
     cell: str = "gru"  #: gru | lstm | transformer | linear (no recurrence: position-wise)
+    ear: Any = None  #: a speech encoder config: hear spoken messages (arena.spoken=true)
     n_attributes: int = 0  #: reconstruction: attributes to rebuild (0: discrimination only)
     n_values: int = 0  #: reconstruction: values per attribute
 
@@ -241,7 +247,14 @@ class Receiver(Agent):
                 )
             if c.encoder is not None or c.input_size:
                 self.view = _ObjectView(self, c.encoder, c.input_size, h)
+            self.ear = None if c.ear is None else _ObjectView(self, c.ear, None, h, "ear")
         self.finish()
+
+    def hear(self, waveform: paddle.Tensor) -> paddle.Tensor:
+        """The reading [B, 1, H] of spoken messages, waveforms [B, S] (needs ``ear``)."""
+        if self.ear is None:
+            raise RuntimeError(f"agents.{self.name}: give an ear (a speech encoder) to hear")
+        return self.ear(waveform).unsqueeze(1)
 
     def forward(self, message: paddle.Tensor) -> paddle.Tensor:
         """The reading after each symbol, [B, L, H], of a message as one-hot (or relaxed)

@@ -183,3 +183,24 @@ def test_steps_to_reach_reads_the_moving_average():
     hist = [0.0] * 30 + [1.0] * 30
     assert steps_to_reach(hist, 0.5, window=10) == 35  # 5 of the last 10 at 1.0
     assert steps_to_reach(hist, 1.01, window=10) is None
+
+
+@pytest.mark.parametrize("cell", ["gru", "lstm", "transformer", "linear"])
+def test_every_cell_speaks_and_reads_causally(cell):
+    kw = dict(vocab_size=6, max_len=3, hidden_size=16, embed_size=8, cell=cell)
+    sp = Sender("speaker", input_size=8, **kw)
+    li = Receiver("listener", input_size=8, n_attributes=2, n_values=4, **kw)
+    x = paddle.to_tensor(np.eye(8, dtype=np.float32)[:5])
+    out = sp(x, "gs", 1.0)
+    assert out["symbols"].shape == [5, 3] and out["onehot"].shape == [5, 3, 6]
+    rl = sp(x, "reinforce")
+    assert rl["log_prob"].shape == [5, 3] and (rl["log_prob"].numpy() <= 0).all()
+    h = li(out["onehot"])
+    assert h.shape == [5, 3, 16] and li.reconstruct(h).shape == [5, 3, 2, 4]
+    # the reading after symbol t ignores the symbols after it (variable length relies on it)
+    other = out["symbols"].numpy().copy()
+    other[:, 2] = (other[:, 2] + 1) % 6
+    h2 = li(paddle.to_tensor(other))
+    np.testing.assert_allclose(h2.numpy()[:, :2], li(out["symbols"]).numpy()[:, :2], atol=1e-5)
+    assert not np.allclose(h2.numpy()[:, 2], h.numpy()[:, 2])
+    assert all(p.name.startswith(("speaker.", "listener.")) for p in [*sp.parameters(), *li.parameters()])

@@ -10,7 +10,7 @@ target with a discrete message, the listener rebuilds the target's attributes
 from __future__ import annotations
 
 from collections.abc import Iterator, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
@@ -55,6 +55,10 @@ class ReferentialConfig(ArenaConfig):
     speakers: int = 1  #: population size (speaker, speaker_1, ...)
     listeners: int = 1  #: population size (listener, listener_1, ...)
     newcomer_steps: int = 0  #: after training, teach a new listener this many steps (0: off)
+    spoken: bool = False  #: voice each symbol (eSpeak NG) through noise; needs reinforce
+    snr_db: float = 20.0  #: spoken: signal-to-noise ratio of training and evaluation (dB)
+    eval_snrs: list = field(default_factory=lambda: [-10.0, -5.0, 0.0, 5.0, 10.0, 20.0])
+    #: ^ spoken: the SNRs (dB) of the accuracy-vs-SNR curve
     eval_size: int = 1000  #: objects evaluated per split (at most)
     analysis_size: int = 300  #: objects whose messages are analysed (topsim is O(n^2))
 
@@ -94,6 +98,17 @@ class ReferentialArena(Arena):
         self.newcomer: dict[str, float] = {}  #: ease-of-teaching results, once measured
         self.newcomer_curve: list[float] = []  #: the newcomer's batch accuracy per step
         self.last: dict[str, Any] = {}  # the last evaluation's messages and matrix
+        self.voice = None
+        if c.spoken:
+            from .spoken import Voice
+
+            ears = [li.ear for li in self.listeners]
+            if any(e is None for e in ears):
+                raise ConfigError(
+                    "arena.spoken=true: the listener needs an ear, a speech encoder config "
+                    "(agents.listener.ear); use arena=referential_spoken"
+                )
+            self.voice = Voice(c.vocab_size, int(ears[0].encoder.sample_rate))
 
     def _make_world(self, data: Any) -> World:
         c = self.cfg
@@ -125,6 +140,8 @@ class ReferentialArena(Arena):
         batch = {"pair": pair, "target": target}
         if c.game == "discrimination":
             batch.update(_candidates(target, n, c.candidates, rng))
+        if c.spoken:
+            batch["noise_seed"] = int(rng.integers(2**31))
         return batch
 
     # ------------------------------------------------------------------ the game
@@ -138,11 +155,28 @@ class ReferentialArena(Arena):
         """The speaker's messages about objects ``x`` through the configured channel."""
         return speaker(speaker.to_tensor(x), self.cfg.channel, self.temperature(), greedy)
 
+    def readings(
+        self, listener: Agent, message: paddle.Tensor, batch: dict[str, Any], snr: float | None
+    ) -> paddle.Tensor:
+        """What ``listener`` makes of ``message``: [B, L, H], or [B, 1, H] when spoken."""
+        if self.voice is None:
+            return listener(message)
+        sym = message.numpy() if message.ndim == 2 else message.argmax(-1).numpy()
+        snr = self.cfg.snr_db if snr is None else snr
+        wave = self.voice.say(sym, snr, np.random.default_rng(batch["noise_seed"]))  # [B, S]
+        return listener.hear(listener.to_tensor(wave))
+
     def outcome(
-        self, listener: Agent, message: paddle.Tensor, split: ObjectSplit, batch: dict[str, Any]
+        self,
+        listener: Agent,
+        message: paddle.Tensor,
+        split: ObjectSplit,
+        batch: dict[str, Any],
+        snr: float | None = None,
     ) -> tuple[paddle.Tensor, paddle.Tensor]:
-        """Loss and accuracy after each symbol, both [B, L], of ``listener`` reading ``message``."""
-        h = listener(message)  # [B, L, H]
+        """Loss and accuracy after each symbol, both [B, L] ([B, 1] spoken), of ``listener``
+        reading (or hearing, at ``snr`` dB) ``message``."""
+        h = self.readings(listener, message, batch, snr)  # [B, L, H]
         if self.cfg.game == "reconstruction":
             logits = listener.reconstruct(h)  # [B, L, A, V]
             want = listener.to_tensor(split.meanings[batch["target"]])  # [B, A]
@@ -162,6 +196,8 @@ class ReferentialArena(Arena):
         (0/1 forward, differentiable); with REINFORCE: the sampled first end symbol."""
         sym = spoken["symbols"]  # [B, L]
         b, n = sym.shape
+        if self.voice is not None:  # one reading of the whole heard message
+            return paddle.ones([b, 1])
         if not self.cfg.variable_length:
             return F.one_hot(paddle.full([b], n - 1, "int64"), n)
         if "onehot" in spoken:
@@ -195,6 +231,11 @@ class ReferentialArena(Arena):
     ) -> paddle.Tensor:
         """REINFORCE for the speaker: reward -loss minus a running baseline, entropy bonus."""
         i = self.speakers.index(speaker)
+        if self.voice is not None:
+            w = F.one_hot(
+                paddle.full([w.shape[0]], spoken["log_prob"].shape[1] - 1, "int64"),
+                spoken["log_prob"].shape[1],
+            )
         said = paddle.flip(paddle.cumsum(paddle.flip(w, [1]), 1), [1])  # [B, L] 1 up to the end
         reward = -loss_b.detach()  # [B]
         adv = reward - self.baselines[i].value
@@ -228,11 +269,18 @@ class ReferentialArena(Arena):
         return np.concatenate(out)
 
     @paddle.no_grad()
-    def accuracy(self, listener: Agent, msgs: np.ndarray, split: ObjectSplit, batch: dict) -> float:
+    def accuracy(
+        self,
+        listener: Agent,
+        msgs: np.ndarray,
+        split: ObjectSplit,
+        batch: dict,
+        snr: float | None = None,
+    ) -> float:
         """Share of objects whose greedy message ``listener`` gets right."""
         listener.eval()
         sym = listener.to_tensor(msgs)
-        _, acc_t = self.outcome(listener, sym, split, batch)
+        _, acc_t = self.outcome(listener, sym, split, batch, snr)
         w = self.stop_weights({"symbols": sym})
         listener.train()
         return float((w * acc_t).sum(1).mean())
@@ -244,6 +292,7 @@ class ReferentialArena(Arena):
         if self.cfg.game == "discrimination":
             rng = np.random.default_rng([self.seed, 0xE7A1, name == "test"])
             batch.update(_candidates(batch["target"], len(split), self.cfg.candidates, rng))
+        batch["noise_seed"] = int(0xE7A1 + (name == "test"))
         return batch
 
     def evaluate(self) -> dict[str, float]:
@@ -263,6 +312,13 @@ class ReferentialArena(Arena):
             )
             for k, s in splits.items()
         }  # [N, M] per split
+        if self.voice is not None:  # accuracy against SNR: the first pair, held-out objects
+            sp, li = self.speakers[0], self.listeners[0]
+            curve = [
+                self.accuracy(li, msgs[sp.name]["test"], splits["test"], batches["test"], snr)
+                for snr in self.cfg.eval_snrs
+            ]
+            self.snr_curve = [float(v) for v in curve]
         restore_rng(rng)
         out = {
             "train_accuracy": float(acc["train"].mean()),
@@ -273,6 +329,10 @@ class ReferentialArena(Arena):
         out.update({k: float(np.mean([d[k] for d in lang])) for k in lang[0]})
         if self.newcomer:
             out.update(self.newcomer)
+        if self.voice is not None:
+            out.update(
+                {f"accuracy_snr_{s:g}": v for s, v in zip(self.cfg.eval_snrs, self.snr_curve)}
+            )
         self.last = {"messages": msgs, "batches": batches, "crossplay": acc}
         return out
 
@@ -340,6 +400,11 @@ def _check_settings(c: ReferentialConfig) -> None:
     if c.speakers < 1 or c.listeners < 1:
         raise ConfigError(
             f"arena.speakers and arena.listeners must be >= 1, got {c.speakers}, {c.listeners}"
+        )
+    if c.spoken and (c.channel != "reinforce" or c.variable_length):
+        raise ConfigError(
+            "arena.spoken=true: speech cannot pass a gradient and messages are voiced whole; "
+            "set arena.channel=reinforce and arena.variable_length=false"
         )
     if c.temperature <= 0 or c.temperature_end <= 0:
         raise ConfigError("arena.temperature and arena.temperature_end must be > 0")

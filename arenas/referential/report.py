@@ -170,6 +170,17 @@ def write_artifacts(arena: ReferentialArena, run_dir: str) -> dict[str, str]:
         )
         out["crossplay"] = str(d / "crossplay.json")
         out["crossplay_heatmap"] = str(d / "crossplay.png")
+    curve = getattr(arena, "snr_curve", None)
+    if arena.voice is not None and curve:
+        img = render_curves(
+            {"held-out objects": curve},
+            "spoken channel: accuracy against noise",
+            "SNR (dB)",
+            "accuracy",
+            xs=list(arena.cfg.eval_snrs),
+        )
+        cv2.imwrite(str(d / "snr_curve.png"), img)
+        out["snr_curve"] = str(d / "snr_curve.png")
     if arena.newcomer_curve:
         curves = {
             "first generation": _smooth(arena.history),

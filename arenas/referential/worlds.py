@@ -78,7 +78,7 @@ def attribute_world(n_attributes: int, n_values: int, holdout: float, seed: int)
         raise ConfigError(f"arena.holdout is a share of combinations in [0, 1), got {holdout}")
     every = np.array(list(itertools.product(range(n_values), repeat=n_attributes)), np.int64)
     rng = np.random.default_rng([seed, 0xA77])
-    want = int(round(holdout * total))
+    want = max(1, int(round(holdout * total))) if holdout > 0 else 0
     counts = np.zeros((n_attributes, n_values), np.int64)
     for m in every:
         counts[np.arange(n_attributes), m] += 1
@@ -90,6 +90,11 @@ def attribute_world(n_attributes: int, n_values: int, holdout: float, seed: int)
         if np.all(counts[np.arange(n_attributes), m] > 1):  # the value stays in training
             counts[np.arange(n_attributes), m] -= 1
             test.append(i)
+    if not test:
+        raise ConfigError(
+            f"arena.holdout={holdout} holds out no combination of {total} objects (the headline "
+            "is held-out accuracy): raise arena.holdout, e.g. 0.1"
+        )
     is_test = np.zeros(total, bool)
     is_test[test] = True
     tr, te = every[~is_test], every[is_test]
