@@ -2,10 +2,11 @@
 game written in plain PyTorch.
 
 The same game as ``conf/arena/referential.yaml``: attribute world 2 x 10 (one-hot inputs,
-90 training objects), batch 32, vocabulary 16, 2 symbols; the speaker a linear object
-embedding (128) into a GRU cell (embedding 32), one Gumbel-softmax straight-through sample
-per symbol (temperature 1); the listener a symbol embedding, a GRU (128) and a linear head
-to 2 x 10 logits, cross-entropy summed over attributes; one Adam (1e-3) per agent, one
+90 training objects), batch 32, vocabulary 16, 2 symbols; linear agents (the default
+``cell: linear``): the speaker a linear object embedding (128) and a linear map to both
+positions' logits, one Gumbel-softmax straight-through sample per symbol (temperature 1);
+the listener a linear reading (128) of the symbols so far after each symbol and a linear
+head to 2 x 10 logits, cross-entropy summed over attributes at the message's end; one Adam (1e-3) per agent, one
 backward over the joint loss, and the same per-step metrics (loss, accuracy) read on the
 host. Each framework runs in its own process with the same CPU tuning as ``run.py`` (thread
 count, MKL), alternating, three times; medians are compared. Needs ``pip install
@@ -59,31 +60,30 @@ train = every[rng.permutation(len(every))[:90]]
 x_all = torch.zeros(len(train), A * V); x_all[torch.arange(len(train))[:, None], torch.tensor(np.arange(A) * V + train)] = 1
 m_all = torch.tensor(train)
 
-class Sender(nn.Module):
+class Sender(nn.Module):  # cell=linear: every position read off the object at once
     def __init__(self):
         super().__init__()
-        self.obj, self.embed = nn.Linear(A * V, H), nn.Linear(VOCAB, E, bias=False)
-        self.rnn, self.out = nn.GRUCell(E, H), nn.Linear(H, VOCAB)
+        self.obj, self.out = nn.Linear(A * V, H), nn.Linear(H, VOCAB * L)
+        self.embed = nn.Linear(VOCAB, E, bias=False)  # kept as in the arena (unused by linear)
     def forward(self, x):
-        h, prev, ys = self.obj(x), torch.zeros(x.shape[0], E), []
-        for _ in range(L):
-            h = self.rnn(prev, h)
-            logits = self.out(h)
+        every, ys = self.out(self.obj(x)).reshape(x.shape[0], L, VOCAB), []
+        for t in range(L):
+            logits = every[:, t]
             u = torch.rand_like(logits).clamp(1e-10, 1 - 1e-7)
             soft = F.softmax((logits - torch.log((-torch.log(u)).clamp(min=1e-10))) / 1.0, -1)
             hard = F.one_hot(soft.argmax(-1), VOCAB).float()
             y = hard - soft.detach() + soft
-            ys.append(y); prev = self.embed(y)
-        return torch.stack(ys, 1)
+            ys.append(y)
+        return torch.stack(ys, 1)  # [B, L, VOCAB]
 
-class Receiver(nn.Module):
+class Receiver(nn.Module):  # cell=linear: a linear reading of the symbols so far
     def __init__(self):
         super().__init__()
-        self.embed = nn.Linear(VOCAB, E, bias=False)
-        self.rnn, self.head = nn.GRU(E, H, batch_first=True), nn.Linear(H, A * V)
+        self.read, self.head = nn.Linear(L * VOCAB, H), nn.Linear(H, A * V)
+        self.seen = torch.tril(torch.ones(L, L)).reshape(1, L, L, 1)
     def forward(self, msg):
-        out, _ = self.rnn(self.embed(msg))
-        return self.head(out).reshape(msg.shape[0], L, A, V)
+        upto = (msg.unsqueeze(1) * self.seen).reshape(msg.shape[0], L, L * VOCAB)
+        return self.head(self.read(upto)).reshape(msg.shape[0], L, A, V)
 
 s, r = Sender(), Receiver()
 os_, or_ = torch.optim.Adam(s.parameters(), 1e-3), torch.optim.Adam(r.parameters(), 1e-3)
@@ -93,9 +93,10 @@ def step(idx):
     want = m[:, None, :].expand(-1, L, -1)
     ce = F.cross_entropy(logits.reshape(-1, V), want.reshape(-1), reduction="none").reshape(B, L, A).sum(-1)
     acc = (logits.argmax(-1) == want).float().min(-1).values
-    loss = ce[:, -1].mean()
+    w = F.one_hot(torch.full((B,), L - 1), L).float()  # where messages end (fixed length)
+    loss = (w * ce).sum(1).mean()
     os_.zero_grad(); or_.zero_grad(); loss.backward(); os_.step(); or_.step()
-    return float(loss), float(acc[:, -1].mean())
+    return float(loss), float((w * acc).sum(1).mean())
 idxs = [torch.tensor(rng.integers(90, size=B)) for _ in range({steps} + 10)]
 for i in idxs[:10]: step(i)
 t = time.perf_counter()

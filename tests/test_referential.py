@@ -203,7 +203,9 @@ def test_every_cell_speaks_and_reads_causally(cell):
     h2 = li(paddle.to_tensor(other))
     np.testing.assert_allclose(h2.numpy()[:, :2], li(out["symbols"]).numpy()[:, :2], atol=1e-5)
     assert not np.allclose(h2.numpy()[:, 2], h.numpy()[:, 2])
-    assert all(p.name.startswith(("speaker.", "listener.")) for p in [*sp.parameters(), *li.parameters()])
+    assert all(
+        p.name.startswith(("speaker.", "listener.")) for p in [*sp.parameters(), *li.parameters()]
+    )
 
 
 # ----------------------------------------------------------------------------- spoken channel
@@ -219,16 +221,33 @@ def test_noise_is_added_at_the_asked_snr():
 
 
 def test_spoken_game_hears_messages_at_one_snr():
-    ear = dict(_target_="paddlecraft.encoders.SpeechEncoder", sample_rate=8000, n_mels=16,
-               n_fft=256, hop_length=80, channels=[8], hidden_size=16, embedding_dim=16,
-               bidirectional=False)
+    ear = dict(
+        _target_="paddlecraft.encoders.SpeechEncoder",
+        sample_rate=8000,
+        n_mels=16,
+        n_fft=256,
+        hop_length=80,
+        channels=[8],
+        hidden_size=16,
+        embedding_dim=16,
+        bidirectional=False,
+    )
     kw = dict(vocab_size=4, max_len=2, hidden_size=16, embed_size=8, lr=0.003)
     sp = Sender("speaker", input_size=6, cell="linear", **kw)
     li = Receiver("listener", n_attributes=2, n_values=3, ear=ear, **kw)
-    arena = ReferentialArena({"speaker": sp, "listener": li}, n_attributes=2, n_values=3,
-                             holdout=0.2, channel="reinforce", spoken=True, snr_db=5.0,
-                             eval_snrs=[0.0, 20.0], batch_size=8, steps_per_epoch=4, **{
-                                 k: v for k, v in kw.items() if k in ("vocab_size", "max_len")})
+    arena = ReferentialArena(
+        {"speaker": sp, "listener": li},
+        n_attributes=2,
+        n_values=3,
+        holdout=0.2,
+        channel="reinforce",
+        spoken=True,
+        snr_db=5.0,
+        eval_snrs=[0.0, 20.0],
+        batch_size=8,
+        steps_per_epoch=4,
+        **{k: v for k, v in kw.items() if k in ("vocab_size", "max_len")},
+    )
     try:
         wave = arena.voice.say(np.array([[1, 2], [3, 3]]), 5.0, np.random.default_rng(1))
         again = arena.voice.say(np.array([[1, 2], [3, 3]]), 5.0, np.random.default_rng(1))

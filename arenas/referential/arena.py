@@ -58,7 +58,7 @@ class ReferentialConfig(ArenaConfig):
     spoken: bool = False  #: voice each symbol (eSpeak NG) through noise; needs reinforce
     snr_db: float = 20.0  #: spoken: signal-to-noise ratio of training and evaluation (dB)
     eval_snrs: list = field(default_factory=lambda: [-10.0, -5.0, 0.0, 5.0, 10.0, 20.0])
-    #: ^ spoken: the SNRs (dB) of the accuracy-vs-SNR curve
+    #: ^ spoken: the SNRs (dB) of the accuracy-vs-SNR curve (first pair, training objects)
     eval_size: int = 1000  #: objects evaluated per split (at most)
     analysis_size: int = 300  #: objects whose messages are analysed (topsim is O(n^2))
 
@@ -312,10 +312,10 @@ class ReferentialArena(Arena):
             )
             for k, s in splits.items()
         }  # [N, M] per split
-        if self.voice is not None:  # accuracy against SNR: the first pair, held-out objects
+        if self.voice is not None:  # accuracy against SNR: the first pair, training objects
             sp, li = self.speakers[0], self.listeners[0]
             curve = [
-                self.accuracy(li, msgs[sp.name]["test"], splits["test"], batches["test"], snr)
+                self.accuracy(li, msgs[sp.name]["train"], splits["train"], batches["train"], snr)
                 for snr in self.cfg.eval_snrs
             ]
             self.snr_curve = [float(v) for v in curve]

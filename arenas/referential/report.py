@@ -173,7 +173,7 @@ def write_artifacts(arena: ReferentialArena, run_dir: str) -> dict[str, str]:
     curve = getattr(arena, "snr_curve", None)
     if arena.voice is not None and curve:
         img = render_curves(
-            {"held-out objects": curve},
+            {"training objects": curve},
             "spoken channel: accuracy against noise",
             "SNR (dB)",
             "accuracy",
