@@ -17,11 +17,16 @@ from paddlecraft.arenas.referential import ReferentialArena, attribute_world, lo
 from paddlecraft.arenas.referential.population import steps_to_reach
 
 
-def make_arena(n_attr: int = 2, n_val: int = 4, **settings) -> ReferentialArena:
-    """A small attribute-world game (vector inputs claim no encoder scope)."""
+def make_arena(
+    n_attr: int = 2, n_val: int = 4, cell: str = "linear", **settings
+) -> ReferentialArena:
+    """A small attribute-world game (vector inputs claim no encoder scope); linear agents as
+    the shipped config."""
     s = settings
     vocab, max_len = s.setdefault("vocab_size", 8), s.setdefault("max_len", 2)
-    common = dict(vocab_size=vocab, max_len=max_len, hidden_size=32, embed_size=8, lr=0.005)
+    common = dict(
+        vocab_size=vocab, max_len=max_len, hidden_size=32, embed_size=8, lr=0.005, cell=cell
+    )
     speaker = Sender("speaker", input_size=n_attr * n_val, **common)
     listener = Receiver(
         "listener", input_size=n_attr * n_val, n_attributes=n_attr, n_values=n_val, **common
@@ -77,7 +82,7 @@ def test_pair_agents_must_be_named():
 
 
 def test_short_default_game_learns_far_above_chance(scoped):
-    arena = scoped(epochs=6, steps_per_epoch=100, batch_size=32)
+    arena = scoped(epochs=3, steps_per_epoch=100, batch_size=32)
     before = arena.evaluate()["train_accuracy"]
     for e in range(arena.epochs):
         for b in arena.batches(e):
@@ -91,7 +96,7 @@ def test_short_default_game_learns_far_above_chance(scoped):
 def test_reinforce_with_baseline_learns(scoped):
     arena = scoped(
         channel="reinforce",
-        epochs=8,
+        epochs=3,
         steps_per_epoch=100,
         entropy_coef=0.02,
         variable_length=True,
@@ -101,8 +106,8 @@ def test_reinforce_with_baseline_learns(scoped):
         for b in arena.batches(e):
             arena.train_step(b)
     base = arena.baselines[0]
-    assert base.count == 800 and base.value < 0  # the mean of -loss so far
-    assert arena.evaluate()["train_accuracy"] > 0.25  # 4x chance (1/16) in 800 steps
+    assert base.count == 300 and base.value < 0  # the mean of -loss so far
+    assert arena.evaluate()["train_accuracy"] > 0.25  # 4x chance (1/16) in 300 steps
 
 
 def test_variable_length_stop_weights_are_one_hot_and_differentiable(scoped):
