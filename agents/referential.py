@@ -156,13 +156,22 @@ class Sender(Agent):
         prev = paddle.zeros([b, self.embed.weight.shape[1]])  # [B, E] start of message
         state: Any = ctx if self.cell == "gru" else (ctx, paddle.zeros_like(ctx))
         seq = [ctx]  # transformer: the context token, then each symbol's embedding
-        symbols, onehots, logps, ents = [], [], [], []
-        if self.cell == "linear":
+        if self.cell == "linear":  # every position at once: one noise draw, no loop
             every = self.out(ctx).reshape([b, self.max_len, self.vocab_size])  # [B, L, V]
-        for t in range(self.max_len):
-            if self.cell == "linear":
-                hid = None
-            elif self.cell == "transformer":
+            if channel == "gs":
+                y = gumbel_softmax_st(every, temperature, noise=not greedy)  # [B, L, V]
+                return {"symbols": y.argmax(-1), "onehot": y}
+            flat = every.reshape([b * self.max_len, self.vocab_size])
+            sym, lp, ent = categorical_sample(flat, greedy=greedy)
+            shape = [b, self.max_len]
+            return {
+                "symbols": sym.reshape(shape),
+                "log_prob": lp.reshape(shape),
+                "entropy": ent.reshape(shape),
+            }
+        symbols, onehots, logps, ents = [], [], [], []
+        for _ in range(self.max_len):
+            if self.cell == "transformer":
                 if len(seq) > 1:
                     seq[-1] = self.symbol_in(seq[-1])
                 tokens = paddle.stack(seq, axis=1)  # [B, t, H]
@@ -172,7 +181,7 @@ class Sender(Agent):
                 hid, state = self.rnn(prev, state)
             else:
                 hid, state = self.rnn(prev, state)
-            logits = every[:, t] if hid is None else self.out(hid)  # [B, V]
+            logits = self.out(hid)  # [B, V]
             if channel == "gs":
                 y = gumbel_softmax_st(logits, temperature, noise=not greedy)  # [B, V]
                 sym = y.argmax(-1)

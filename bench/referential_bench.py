@@ -2,7 +2,7 @@
 game written in plain PyTorch.
 
 The same game as ``conf/arena/referential.yaml``: attribute world 2 x 10 (one-hot inputs,
-90 training objects), batch 32, vocabulary 16, 2 symbols; linear agents (the default
+90 training objects), batch 64, vocabulary 16, 2 symbols (sizes read from the config); linear agents (the default
 ``cell: linear``): the speaker a linear object embedding (128) and a linear map to both
 positions' logits, one Gumbel-softmax straight-through sample per symbol (temperature 1);
 the listener a linear reading (128) of the symbols so far after each symbol and a linear
@@ -23,6 +23,7 @@ import sys
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))  # this checkout's paddlecraft, not an installed one
 
 _PADDLE = r"""
 import os, sys, time, json
@@ -53,7 +54,7 @@ import os, time, json, itertools, numpy as np, torch
 from torch import nn
 import torch.nn.functional as F
 torch.manual_seed(0)
-A, V, VOCAB, L, B, H, E = 2, 10, 16, 2, 32, 128, 32
+A, V, VOCAB, L, B, H, E = {game}
 every = np.array(list(itertools.product(range(V), repeat=A)))
 rng = np.random.default_rng(0)
 train = every[rng.permutation(len(every))[:90]]
@@ -66,15 +67,11 @@ class Sender(nn.Module):  # cell=linear: every position read off the object at o
         self.obj, self.out = nn.Linear(A * V, H), nn.Linear(H, VOCAB * L)
         self.embed = nn.Linear(VOCAB, E, bias=False)  # kept as in the arena (unused by linear)
     def forward(self, x):
-        every, ys = self.out(self.obj(x)).reshape(x.shape[0], L, VOCAB), []
-        for t in range(L):
-            logits = every[:, t]
-            u = torch.rand_like(logits).clamp(1e-10, 1 - 1e-7)
-            soft = F.softmax((logits - torch.log((-torch.log(u)).clamp(min=1e-10))) / 1.0, -1)
-            hard = F.one_hot(soft.argmax(-1), VOCAB).float()
-            y = hard - soft.detach() + soft
-            ys.append(y)
-        return torch.stack(ys, 1)  # [B, L, VOCAB]
+        logits = self.out(self.obj(x)).reshape(x.shape[0], L, VOCAB)  # every position at once
+        u = torch.rand_like(logits).clamp(1e-10, 1 - 1e-7)
+        soft = F.softmax((logits - torch.log((-torch.log(u)).clamp(min=1e-10))) / 1.0, -1)
+        hard = F.one_hot(soft.argmax(-1), VOCAB).float()
+        return hard - soft.detach() + soft  # [B, L, VOCAB]
 
 class Receiver(nn.Module):  # cell=linear: a linear reading of the symbols so far
     def __init__(self):
@@ -115,6 +112,22 @@ def _child(code: str) -> dict:
     return json.loads(out.stdout.strip().splitlines()[-1])
 
 
+def _game() -> str:
+    """``A, V, VOCAB, L, B, H, E`` of the shipped default game, for the PyTorch twin."""
+    from hydra import compose, initialize_config_dir
+
+    from paddlecraft.arenas import register_configs
+
+    register_configs()
+    with initialize_config_dir(config_dir=str(ROOT / "conf"), version_base="1.3"):
+        cfg = compose("config", overrides=["arena=referential"])
+    a, sp = cfg.arena, cfg.agents.speaker
+    if sp.cell != "linear" or cfg.agents.listener.cell != "linear":
+        raise RuntimeError("the PyTorch twin is written for the default linear agents")
+    vals = (a.n_attributes, a.n_values, a.vocab_size, a.max_len, a.batch_size)
+    return ", ".join(str(int(v)) for v in (*vals, sp.hidden_size, sp.embed_size))
+
+
 def _median(values: list[float]) -> float:
     return sorted(values)[len(values) // 2]
 
@@ -127,10 +140,11 @@ def bench_referential_vs_torch(quick: bool = False) -> dict:
         raise RuntimeError("needs PyTorch: pip install torch==2.13.0 (the 'bench' extra)") from e
     steps = 200 if quick else 1000
     repeats = 2 if quick else 3
+    game = _game()
     pd_runs, th_runs = [], []
     for _ in range(repeats):  # alternating, so each pair saw about the same machine load
         pd_runs.append(_child(_PADDLE.format(root=str(ROOT), conf=str(ROOT / "conf"), steps=steps)))
-        th_runs.append(_child(_TORCH.format(steps=steps)))
+        th_runs.append(_child(_TORCH.format(steps=steps, game=game)))
     pd_rates = [r["steps_per_s"] for r in pd_runs]
     th_rates = [r["steps_per_s"] for r in th_runs]
     pd_m, th_m = _median(pd_rates), _median(th_rates)
