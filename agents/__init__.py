@@ -11,6 +11,7 @@ from .instantiate import UnsafeConfigError, check_targets, safe_instantiate
 from .listener import Listener
 from .policy import Policy
 from .recognizer import Recognizer
+from .referential import Receiver, Sender
 from .settings import ConfigError
 from .speaker import Speaker
 
@@ -23,7 +24,9 @@ __all__ = [
     "Classifier",
     "DeviceError",
     "Listener",
+    "Receiver",
     "Recognizer",
+    "Sender",
     "Speaker",
     "Discriminator",
     "Generator",

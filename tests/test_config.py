@@ -249,6 +249,8 @@ def test_every_data_config_composes(data, compose_config, tmp_path):
 
         extra = [f"data.path={image_folder(tmp_path / 'imgs', per_class=2)}"]
     arena = "gan" if data.startswith("gan") else "classify"
+    if data.startswith("referential"):  # objects of referential games, sized by that arena
+        arena = "referential"
     if data in ("captions", "speech"):  # the caption arena's own files (read at compose)
         from tests.test_caption_files import jsonl_folder, speech_table
 

@@ -1,0 +1,422 @@
+"""ReferentialArena: a speaker and a listener (or populations of them) invent a language.
+
+Each step draws a speaker-listener pair and a batch of targets; the speaker describes each
+target with a discrete message, the listener rebuilds the target's attributes
+(``game=reconstruction``) or points at it among ``candidates`` objects
+(``game=discrimination``). One joint loss, one backward, each agent steps its own optimizer
+(:func:`paddlecraft.agents.update_together`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+import paddle
+import paddle.nn.functional as F
+
+from paddlecraft.agents import Agent, update_together
+from paddlecraft.agents.settings import ConfigError
+from paddlecraft.arenas.engine import Arena, ArenaConfig
+from paddlecraft.arenas.engine.rng import capture_rng, restore_rng
+
+from . import population
+from .channel import RunningBaseline, temperature_at
+from .metrics import analyse
+from .worlds import ObjectSplit, World, attribute_world, world_from_data
+
+GAMES = ("reconstruction", "discrimination")
+CHANNELS = ("gs", "reinforce")
+EOS = 0
+
+
+@dataclass
+class ReferentialConfig(ArenaConfig):
+    """paddlecraft.arenas.ReferentialArena settings."""
+
+    epochs: int = 30  #: passes of steps_per_epoch steps
+    steps_per_epoch: int = 100  #: training steps per epoch (targets are drawn, not iterated)
+    batch_size: int = 32  #: targets per step
+    n_attributes: int = 2  #: attribute world: attributes per object
+    n_values: int = 10  #: attribute world: values per attribute
+    holdout: float = 0.1  #: attribute world: share of combinations never seen in training
+    game: str = "reconstruction"  #: reconstruction (rebuild attributes) | discrimination
+    candidates: int = 4  #: discrimination: objects the listener chooses among (K)
+    channel: str = "gs"  #: gs (Gumbel-softmax, straight-through) | reinforce
+    vocab_size: int = 10  #: symbols (symbol 0 ends a message when variable_length)
+    max_len: int = 2  #: symbols per message
+    variable_length: bool = False  #: messages may end early with symbol 0
+    temperature: float = 1.0  #: Gumbel-softmax temperature at step 0
+    temperature_end: float = 1.0  #: ... after temperature_decay_steps (geometric)
+    temperature_decay_steps: int = 0  #: 0: constant temperature
+    entropy_coef: float = 0.01  #: reinforce: the speaker's entropy bonus
+    speakers: int = 1  #: population size (speaker, speaker_1, ...)
+    listeners: int = 1  #: population size (listener, listener_1, ...)
+    newcomer_steps: int = 0  #: after training, teach a new listener this many steps (0: off)
+    spoken: bool = False  #: voice each symbol (eSpeak NG) through noise; needs reinforce
+    snr_db: float = 20.0  #: spoken: signal-to-noise ratio of training and evaluation (dB)
+    eval_snrs: list = field(default_factory=lambda: [-10.0, -5.0, 0.0, 5.0, 10.0, 20.0])
+    #: ^ spoken: the SNRs (dB) of the accuracy-vs-SNR curve (first pair, training objects)
+    eval_size: int = 1000  #: objects evaluated per split (at most)
+    analysis_size: int = 300  #: objects whose messages are analysed (topsim is O(n^2))
+
+
+class ReferentialArena(Arena):
+    """Speakers and listeners learn to refer; headline: accuracy on held-out objects.
+
+    Args:
+        agents: ``speaker`` (:class:`paddlecraft.agents.Sender`) and ``listener``
+            (:class:`paddlecraft.agents.Receiver`); with ``speakers``/``listeners`` > 1 the
+            arena adds ``speaker_1``... built like ``speaker`` (own weights, own optimizer).
+        data: the data loader config giving the objects (``conf/data/referential_*``; an
+            image folder loaded in memory); None: the attribute world of the settings.
+        seed: run seed (targets, pairs, held-out combinations).
+        **settings: :class:`ReferentialConfig` fields.
+    """
+
+    Config = ReferentialConfig
+    headline = "test_accuracy"
+
+    def __init__(
+        self, agents: Mapping[str, Agent], data: Any = None, seed: int = 0, **settings: Any
+    ) -> None:
+        super().__init__(agents, seed=seed, **settings)
+        self.require_agents("speaker", "listener")
+        c = self.cfg
+        _check_settings(c)
+        self.world = self._make_world(data)
+        self.speakers = population.grow(self.agents["speaker"], c.speakers)
+        self.listeners = population.grow(self.agents["listener"], c.listeners)
+        self._grown = self.speakers[1:] + self.listeners[1:]
+        for a in self._grown:
+            self.agents[a.name] = a
+        self.steps_done = 0
+        self.baselines = [RunningBaseline() for _ in self.speakers]
+        self.history: list[float] = []  #: batch accuracy of each training step
+        self.newcomer: dict[str, float] = {}  #: ease-of-teaching results, once measured
+        self.newcomer_curve: list[float] = []  #: the newcomer's batch accuracy per step
+        self.last: dict[str, Any] = {}  # the last evaluation's messages and matrix
+        self.voice = None
+        if c.spoken:
+            from .spoken import Voice
+
+            ears = [li.ear for li in self.listeners]
+            if any(e is None for e in ears):
+                raise ConfigError(
+                    "arena.spoken=true: the listener needs an ear, a speech encoder config "
+                    "(agents.listener.ear); use arena=referential_spoken"
+                )
+            self.voice = Voice(c.vocab_size, int(ears[0].encoder.sample_rate))
+
+    def _make_world(self, data: Any) -> World:
+        c = self.cfg
+        if data is None or not isinstance(data, Mapping):  # no data config: the settings' world
+            return attribute_world(c.n_attributes, c.n_values, c.holdout, self.seed)
+        from paddlecraft.agents.instantiate import safe_instantiate
+
+        world = world_from_data(safe_instantiate(dict(data)))
+        if c.game == "reconstruction" and world.train.meanings is None:
+            raise ConfigError(
+                "arena.game=reconstruction needs objects with attributes; this data has none: "
+                "set arena.game=discrimination"
+            )
+        return world
+
+    # ------------------------------------------------------------------ data order
+    def steps_per_epoch(self) -> int:
+        return self.cfg.steps_per_epoch
+
+    def batches(self, epoch: int, start: int = 0) -> Iterator[dict[str, Any]]:
+        for s in range(start, self.cfg.steps_per_epoch):
+            yield self.draw(np.random.default_rng([self.seed, epoch, s]))
+
+    def draw(self, rng: np.random.Generator) -> dict[str, Any]:
+        """One step's pair, targets [B], candidates [B, K] and target positions [B]."""
+        c, n = self.cfg, len(self.world.train)
+        pair = (int(rng.integers(len(self.speakers))), int(rng.integers(len(self.listeners))))
+        target = rng.integers(n, size=c.batch_size)
+        batch = {"pair": pair, "target": target}
+        if c.game == "discrimination":
+            batch.update(_candidates(target, n, c.candidates, rng))
+        if c.spoken:
+            batch["noise_seed"] = int(rng.integers(2**31))
+        return batch
+
+    # ------------------------------------------------------------------ the game
+    def temperature(self) -> float:
+        c = self.cfg
+        return temperature_at(
+            self.steps_done, c.temperature, c.temperature_end, c.temperature_decay_steps
+        )
+
+    def speak(self, speaker: Agent, x: np.ndarray, greedy: bool) -> dict[str, paddle.Tensor]:
+        """The speaker's messages about objects ``x`` through the configured channel."""
+        return speaker(speaker.to_tensor(x), self.cfg.channel, self.temperature(), greedy)
+
+    def readings(
+        self, listener: Agent, message: paddle.Tensor, batch: dict[str, Any], snr: float | None
+    ) -> paddle.Tensor:
+        """What ``listener`` makes of ``message``: [B, L, H], or [B, 1, H] when spoken."""
+        if self.voice is None:
+            return listener(message)
+        sym = message.numpy() if message.ndim == 2 else message.argmax(-1).numpy()
+        snr = self.cfg.snr_db if snr is None else snr
+        wave = self.voice.say(sym, snr, np.random.default_rng(batch["noise_seed"]))  # [B, S]
+        return listener.hear(listener.to_tensor(wave))
+
+    def outcome(
+        self,
+        listener: Agent,
+        message: paddle.Tensor,
+        split: ObjectSplit,
+        batch: dict[str, Any],
+        snr: float | None = None,
+    ) -> tuple[paddle.Tensor, paddle.Tensor]:
+        """Loss and accuracy after each symbol, both [B, L] ([B, 1] spoken), of ``listener``
+        reading (or hearing, at ``snr`` dB) ``message``."""
+        h = self.readings(listener, message, batch, snr)  # [B, L, H]
+        if self.cfg.game == "reconstruction":
+            logits = listener.reconstruct(h)  # [B, L, A, V]
+            want = listener.to_tensor(split.meanings[batch["target"]])  # [B, A]
+            want = want.unsqueeze(1).expand([h.shape[0], h.shape[1], want.shape[-1]])
+            ce = F.cross_entropy(logits, want.unsqueeze(-1), reduction="none").squeeze(-1)
+            acc = (logits.argmax(-1) == want).astype("float32").min(-1)  # [B, L]
+            return ce.sum(-1), acc  # [B, L] summed over attributes
+        cand = listener.to_tensor(split.x[batch["candidates"]])  # [B, K, ...]
+        scores = listener.score(h, cand)  # [B, L, K]
+        pos = listener.to_tensor(batch["position"]).unsqueeze(1).expand(scores.shape[:2])
+        ce = F.cross_entropy(scores, pos.unsqueeze(-1), reduction="none").squeeze(-1)
+        return ce, (scores.argmax(-1) == pos).astype("float32")  # [B, L]
+
+    def stop_weights(self, spoken: dict[str, paddle.Tensor]) -> paddle.Tensor:
+        """[B, L]: where each message ends. Fixed length: the last symbol. Variable length
+        with Gumbel-softmax: P(first end symbol at t) from the straight-through one-hots
+        (0/1 forward, differentiable); with REINFORCE: the sampled first end symbol."""
+        sym = spoken["symbols"]  # [B, L]
+        b, n = sym.shape
+        if self.voice is not None:  # one reading of the whole heard message
+            return paddle.ones([b, 1])
+        if not self.cfg.variable_length:
+            return F.one_hot(paddle.full([b], n - 1, "int64"), n)
+        if "onehot" in spoken:
+            eos = spoken["onehot"][:, :, EOS]  # [B, L]
+        else:
+            eos = (sym == EOS).astype("float32")
+        alive = paddle.cumprod(1.0 - eos, dim=1)  # [B, L] no end symbol up to t
+        before = paddle.concat([paddle.ones([b, 1]), alive[:, :-1]], axis=1)
+        w = before * eos
+        return paddle.concat([w[:, :-1], before[:, -1:]], axis=1)  # the rest ends at L-1
+
+    def play(
+        self, speaker: Agent, listener: Agent, batch: dict[str, Any], speaker_learns: bool = True
+    ) -> tuple[paddle.Tensor, paddle.Tensor, dict[str, paddle.Tensor]]:
+        """(joint loss, per-target accuracy [B], messages) of one pair on a training batch;
+        ``speaker_learns=False``: the speaker talks without gradients (a frozen teacher)."""
+        c, split = self.cfg, self.world.train
+        with paddle.set_grad_enabled(speaker_learns):
+            spoken = self.speak(speaker, split.x[batch["target"]], greedy=False)
+        message = spoken["onehot"] if c.channel == "gs" else spoken["symbols"]
+        loss_t, acc_t = self.outcome(listener, message, split, batch)
+        w = self.stop_weights(spoken)  # [B, L]
+        loss_b, acc = (w * loss_t).sum(1), (w * acc_t).sum(1)  # [B]
+        loss = loss_b.mean()
+        if c.channel == "reinforce" and speaker_learns:
+            loss = loss + self.reinforce_loss(speaker, spoken, w, loss_b)
+        return loss, acc, spoken
+
+    def reinforce_loss(
+        self, speaker: Agent, spoken: dict, w: paddle.Tensor, loss_b: paddle.Tensor
+    ) -> paddle.Tensor:
+        """REINFORCE for the speaker: reward -loss minus a running baseline, entropy bonus."""
+        i = self.speakers.index(speaker)
+        if self.voice is not None:
+            w = F.one_hot(
+                paddle.full([w.shape[0]], spoken["log_prob"].shape[1] - 1, "int64"),
+                spoken["log_prob"].shape[1],
+            )
+        said = paddle.flip(paddle.cumsum(paddle.flip(w, [1]), 1), [1])  # [B, L] 1 up to the end
+        reward = -loss_b.detach()  # [B]
+        adv = reward - self.baselines[i].value
+        logp = (spoken["log_prob"] * said).sum(1)  # [B]
+        ent = (spoken["entropy"] * said).sum(1) / said.sum(1)  # [B]
+        self.baselines[i].update(float(reward.mean()))
+        return -(adv * logp).mean() - self.cfg.entropy_coef * ent.mean()
+
+    def train_step(self, batch: dict[str, Any]) -> dict[str, float]:
+        i, j = batch["pair"]
+        speaker, listener = self.speakers[i], self.listeners[j]
+        speaker.train()
+        listener.train()
+        loss, acc, _ = self.play(speaker, listener, batch)
+        update_together(loss, [speaker, listener])
+        self.steps_done += 1
+        accuracy = float(acc.mean())
+        self.history.append(accuracy)
+        return {"loss": float(loss), "accuracy": accuracy, "temperature": self.temperature()}
+
+    # ------------------------------------------------------------------ evaluation
+    @paddle.no_grad()
+    def messages(self, speaker: Agent, x: np.ndarray) -> np.ndarray:
+        """Greedy messages int64 [N, L] about objects ``x``, in chunks."""
+        speaker.eval()
+        out = [
+            self.speak(speaker, x[i : i + 512], True)["symbols"].numpy()
+            for i in range(0, len(x), 512)
+        ]
+        speaker.train()
+        return np.concatenate(out)
+
+    @paddle.no_grad()
+    def accuracy(
+        self,
+        listener: Agent,
+        msgs: np.ndarray,
+        split: ObjectSplit,
+        batch: dict,
+        snr: float | None = None,
+    ) -> float:
+        """Share of objects whose greedy message ``listener`` gets right."""
+        listener.eval()
+        sym = listener.to_tensor(msgs)
+        _, acc_t = self.outcome(listener, sym, split, batch, snr)
+        w = self.stop_weights({"symbols": sym})
+        listener.train()
+        return float((w * acc_t).sum(1).mean())
+
+    def eval_batch(self, name: str, split: ObjectSplit) -> dict[str, Any]:
+        """The evaluated objects of a split and their fixed candidates."""
+        n = min(len(split), self.cfg.eval_size)
+        batch: dict[str, Any] = {"target": np.arange(n)}
+        if self.cfg.game == "discrimination":
+            rng = np.random.default_rng([self.seed, 0xE7A1, name == "test"])
+            batch.update(_candidates(batch["target"], len(split), self.cfg.candidates, rng))
+        batch["noise_seed"] = int(0xE7A1 + (name == "test"))
+        return batch
+
+    def evaluate(self) -> dict[str, float]:
+        rng = capture_rng()
+        splits = {"train": self.world.train, "test": self.world.test}
+        batches = {k: self.eval_batch(k, s) for k, s in splits.items()}
+        msgs = {
+            sp.name: {k: self.messages(sp, s.x[batches[k]["target"]]) for k, s in splits.items()}
+            for sp in self.speakers
+        }
+        acc = {
+            k: np.array(
+                [
+                    [self.accuracy(li, msgs[sp.name][k], s, batches[k]) for li in self.listeners]
+                    for sp in self.speakers
+                ]
+            )
+            for k, s in splits.items()
+        }  # [N, M] per split
+        if self.voice is not None:  # accuracy against SNR: the first pair, training objects
+            sp, li = self.speakers[0], self.listeners[0]
+            curve = [
+                self.accuracy(li, msgs[sp.name]["train"], splits["train"], batches["train"], snr)
+                for snr in self.cfg.eval_snrs
+            ]
+            self.snr_curve = [float(v) for v in curve]
+        restore_rng(rng)
+        out = {
+            "train_accuracy": float(acc["train"].mean()),
+            "test_accuracy": float(acc["test"].mean()),
+        }
+        out.update(population.crossplay_metrics(acc["test"]))
+        lang = [self.analyse(msgs[sp.name], batches) for sp in self.speakers]
+        out.update({k: float(np.mean([d[k] for d in lang])) for k in lang[0]})
+        if self.newcomer:
+            out.update(self.newcomer)
+        if self.voice is not None:
+            out.update(
+                {f"accuracy_snr_{s:g}": v for s, v in zip(self.cfg.eval_snrs, self.snr_curve)}
+            )
+        self.last = {"messages": msgs, "batches": batches, "crossplay": acc}
+        return out
+
+    def analyse(self, msgs: dict[str, np.ndarray], batches: dict[str, dict]) -> dict[str, float]:
+        """Language measures of one speaker over (up to analysis_size) train + test objects."""
+        c = self.cfg
+        m = np.concatenate([msgs["train"], msgs["test"]])
+        known = self.world.train.meanings is not None
+        meanings = (
+            np.concatenate(
+                [
+                    self.world.train.meanings[batches["train"]["target"]],
+                    self.world.test.meanings[batches["test"]["target"]],
+                ]
+            )
+            if known
+            else None
+        )
+        keep = np.random.default_rng([self.seed, 0xA7A]).permutation(len(m))[: c.analysis_size]
+        keep.sort()
+        eos = EOS if c.variable_length else None
+        return analyse(None if meanings is None else meanings[keep], m[keep], c.vocab_size, eos)
+
+    # ------------------------------------------------------------------ end of training
+    def on_epoch_end(self, epoch: int) -> None:
+        super().on_epoch_end(epoch)
+        if epoch == self.epochs and self.cfg.newcomer_steps > 0 and not self.newcomer:
+            self.newcomer = population.teach_newcomer(self)
+
+    def arena_state(self) -> dict:
+        return {
+            "steps_done": self.steps_done,
+            "baselines": [b.state() for b in self.baselines],
+            "history": list(self.history),
+            "newcomer": dict(self.newcomer),
+            "newcomer_curve": list(self.newcomer_curve),
+        }
+
+    def load_arena_state(self, state: dict) -> None:
+        self.steps_done = int(state["steps_done"])
+        for b, s in zip(self.baselines, state["baselines"]):
+            b.load(s)
+        self.history = [float(v) for v in state["history"]]
+        self.newcomer = dict(state.get("newcomer", {}))
+        self.newcomer_curve = [float(v) for v in state.get("newcomer_curve", [])]
+
+    def artifacts(self, run_dir: str) -> dict[str, str]:
+        """messages.jsonl, and for populations the cross-play heat map and matrix."""
+        from .report import write_artifacts
+
+        return write_artifacts(self, run_dir)
+
+    def close(self) -> None:
+        for a in self._grown:
+            a.release_scopes()
+
+
+def _check_settings(c: ReferentialConfig) -> None:
+    if c.game not in GAMES:
+        raise ConfigError(f"arena.game: one of {list(GAMES)}, got {c.game!r}")
+    if c.channel not in CHANNELS:
+        raise ConfigError(f"arena.channel: one of {list(CHANNELS)}, got {c.channel!r}")
+    if c.game == "discrimination" and c.candidates < 2:
+        raise ConfigError(f"arena.candidates: at least 2 for discrimination, got {c.candidates}")
+    if c.speakers < 1 or c.listeners < 1:
+        raise ConfigError(
+            f"arena.speakers and arena.listeners must be >= 1, got {c.speakers}, {c.listeners}"
+        )
+    if c.spoken and (c.channel != "reinforce" or c.variable_length):
+        raise ConfigError(
+            "arena.spoken=true: speech cannot pass a gradient and messages are voiced whole; "
+            "set arena.channel=reinforce and arena.variable_length=false"
+        )
+    if c.temperature <= 0 or c.temperature_end <= 0:
+        raise ConfigError("arena.temperature and arena.temperature_end must be > 0")
+
+
+def _candidates(target: np.ndarray, n: int, k: int, rng: np.random.Generator) -> dict[str, Any]:
+    """K candidates per target [B, K] (distractors differ from the target) and its position."""
+    b = len(target)
+    distractors = (target[:, None] + rng.integers(1, n, size=(b, k - 1))) % n  # [B, K-1]
+    position = rng.integers(k, size=b)
+    at_target = np.arange(k)[None, :] == position[:, None]  # [B, K]
+    cand = np.empty((b, k), np.int64)
+    cand[at_target] = target
+    cand[~at_target] = distractors.reshape(-1)  # row by row, in order
+    return {"candidates": cand, "position": position}

@@ -1,0 +1,95 @@
+"""Populations of speakers and listeners: growing them, cross-play, teaching a newcomer.
+
+Ease of teaching (Li & Bowling 2019): after training, a listener built from scratch learns
+from the frozen speakers; the steps it needs to reach 90% of the trained pairs' accuracy are
+compared with the steps the first generation (speakers and listeners learning together)
+needed to reach the same accuracy. Both are read on a moving average of the batch accuracy.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+import numpy as np
+
+from paddlecraft.agents import Agent
+from paddlecraft.arenas.engine.rng import capture_rng, restore_rng
+
+if TYPE_CHECKING:
+    from .arena import ReferentialArena
+
+__all__ = ["crossplay_metrics", "grow", "steps_to_reach", "teach_newcomer"]
+
+WINDOW = 20  #: steps in the moving average of batch accuracy
+TARGET_SHARE = 0.9  #: the newcomer's goal, as a share of the trained pairs' accuracy
+
+
+def grow(first: Agent, size: int) -> list[Agent]:
+    """``first`` plus ``size - 1`` agents built like it (``<name>_1``...): same settings, own
+    weights (the seed mixes in the name), own optimizer."""
+    out = [first]
+    for i in range(1, size):
+        out.append(type(first)(f"{first.name}_{i}", **first.config))
+    return out
+
+
+def crossplay_metrics(acc: np.ndarray) -> dict[str, float]:
+    """Flat metrics of an N x M cross-play accuracy matrix (row: speaker, column: listener):
+    ``crossplay_<i>_<j>``, the diagonal and off-diagonal means, and ``crossplay_gap``, the
+    largest distance of an off-diagonal pair from the diagonal mean (empty for 1 x 1)."""
+    n, m = acc.shape
+    if n * m == 1:
+        return {}
+    out = {f"crossplay_{i}_{j}": float(acc[i, j]) for i in range(n) for j in range(m)}
+    diag = np.array([acc[i, i] for i in range(min(n, m))])
+    off = np.array([acc[i, j] for i in range(n) for j in range(m) if i != j])
+    out["crossplay_diagonal"] = float(diag.mean())
+    if off.size:
+        out["crossplay_off_diagonal"] = float(off.mean())
+        out["crossplay_gap"] = float(np.abs(off - diag.mean()).max())
+    return out
+
+
+def steps_to_reach(history: list[float], goal: float, window: int = WINDOW) -> int | None:
+    """First step (1-based) at which the moving average of ``history`` reaches ``goal``."""
+    h = np.asarray(history, np.float64)
+    if h.size < window:
+        return None
+    avg = np.convolve(h, np.ones(window) / window, mode="valid")  # avg[k]: steps k..k+w-1
+    hit = np.nonzero(avg >= goal)[0]
+    return int(hit[0] + window) if hit.size else None
+
+
+def teach_newcomer(arena: ReferentialArena) -> dict[str, float]:
+    """Train a fresh listener against the frozen speakers; compare with the first generation."""
+    c = arena.cfg
+    saved = capture_rng()
+    template = arena.listeners[0]
+    newcomer = type(template)(f"{template.name}_newcomer", **template.config)
+    trained = float(np.mean(arena.history[-WINDOW:]))
+    goal = TARGET_SHARE * trained
+    curve = []
+    try:
+        for s in range(c.newcomer_steps):
+            batch = arena.draw(np.random.default_rng([arena.seed, 0x4E3, s]))
+            speaker = arena.speakers[batch["pair"][0]]
+            newcomer.train()
+            loss, acc, _ = arena.play(speaker, newcomer, batch, speaker_learns=False)
+            newcomer.update(loss)
+            curve.append(float(acc.mean()))
+    finally:
+        newcomer.release_scopes()
+        restore_rng(saved)
+    first = steps_to_reach(arena.history, goal)
+    new = steps_to_reach(curve, goal)
+    out = {
+        "newcomer_goal_accuracy": goal,
+        "newcomer_final_accuracy": float(np.mean(curve[-WINDOW:])) if curve else 0.0,
+        # not reached: -1 (JSON-friendly), the budget was too small to tell
+        "newcomer_steps_to_goal": float(new if new is not None else -1),
+        "first_generation_steps_to_goal": float(first if first is not None else -1),
+    }
+    if new and first:
+        out["ease_of_teaching"] = float(first / new)  # > 1: easier than inventing it
+    arena.newcomer_curve = curve
+    return out

@@ -1,0 +1,182 @@
+"""What referential games talk about: objects with (or without) known attributes.
+
+- :func:`attribute_world`: every combination of ``n_attributes`` attributes with ``n_values``
+  values, seen as concatenated one-hot vectors; a share of the *combinations* is held out
+  (every single value still occurs in training), as EGG's compo_vs_generalization.
+- :func:`load_shape_objects`: one shape per image with its shape, colour, size and position
+  (quadrant), drawn with the caption world's OpenCV shapes.
+- :func:`load_digit_objects`: scikit-learn's 8x8 digits, the digit as the one attribute.
+- :func:`world_from_data`: any dataset with ``.train.x`` / ``.test.x`` (e.g. your image
+  folder); its objects have no attributes then, so the attribute measures are left out.
+"""
+
+from __future__ import annotations
+
+import itertools
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from paddlecraft.agents.settings import ConfigError
+
+__all__ = [
+    "ObjectSplit",
+    "World",
+    "attribute_world",
+    "load_digit_objects",
+    "load_shape_objects",
+    "world_from_data",
+]
+
+SHAPE_ATTRIBUTES = ("shape", "colour", "size", "position")
+
+
+@dataclass(frozen=True)
+class ObjectSplit:
+    """Objects ``x`` [N, ...] float32 and their attribute values ``meanings`` int64 [N, A]
+    (None when unknown)."""
+
+    x: np.ndarray
+    meanings: np.ndarray | None = None
+
+    def __len__(self) -> int:
+        return len(self.x)
+
+
+@dataclass(frozen=True)
+class World:
+    """A train and a test split of objects, and the names of their attributes."""
+
+    train: ObjectSplit
+    test: ObjectSplit
+    attributes: tuple[str, ...] = ()
+    name: str = "objects"
+
+
+def _one_hot(meanings: np.ndarray, n_values: int) -> np.ndarray:
+    n, a = meanings.shape
+    x = np.zeros((n, a * n_values), np.float32)
+    x[np.arange(n)[:, None], np.arange(a) * n_values + meanings] = 1.0
+    return x  # [N, A * V]
+
+
+def attribute_world(n_attributes: int, n_values: int, holdout: float, seed: int) -> World:
+    """All ``n_values ** n_attributes`` objects; ``holdout`` of the combinations form the test
+    split, chosen by ``seed`` so that every value of every attribute stays in training."""
+    if n_attributes < 1 or n_values < 2:
+        raise ConfigError(
+            f"arena.n_attributes >= 1 and arena.n_values >= 2 needed, got {n_attributes}, {n_values}"
+        )
+    total = n_values**n_attributes
+    if total > 200_000:
+        raise ConfigError(
+            f"arena.n_values ** arena.n_attributes = {total} objects: too many to enumerate "
+            "(keep it under 200000)"
+        )
+    if not 0.0 <= holdout < 1.0:
+        raise ConfigError(f"arena.holdout is a share of combinations in [0, 1), got {holdout}")
+    every = np.array(list(itertools.product(range(n_values), repeat=n_attributes)), np.int64)
+    rng = np.random.default_rng([seed, 0xA77])
+    want = max(1, int(round(holdout * total))) if holdout > 0 else 0
+    counts = np.zeros((n_attributes, n_values), np.int64)
+    for m in every:
+        counts[np.arange(n_attributes), m] += 1
+    test = []
+    for i in rng.permutation(total):
+        if len(test) == want:
+            break
+        m = every[i]
+        if np.all(counts[np.arange(n_attributes), m] > 1):  # the value stays in training
+            counts[np.arange(n_attributes), m] -= 1
+            test.append(i)
+    if not test:
+        raise ConfigError(
+            f"arena.holdout={holdout} holds out no combination of {total} objects (the headline "
+            "is held-out accuracy): raise arena.holdout, e.g. 0.1"
+        )
+    is_test = np.zeros(total, bool)
+    is_test[test] = True
+    tr, te = every[~is_test], every[is_test]
+    return World(
+        ObjectSplit(_one_hot(tr, n_values), tr),
+        ObjectSplit(_one_hot(te, n_values), te),
+        tuple(f"attribute_{i}" for i in range(n_attributes)),
+        "attributes",
+    )
+
+
+@dataclass(frozen=True)
+class ObjectData:
+    """What the loaders here return: a :class:`World` wrapped as a data loader's result."""
+
+    world: World
+
+
+def _draw_object(m: np.ndarray, rng: np.random.Generator, size: int) -> np.ndarray:
+    from paddlecraft.craftdata.shapes import COLOURS, SHAPES, _draw_shape
+
+    shape, colour, big, quadrant = (int(v) for v in m)
+    img = np.empty((size, size, 3), np.uint8)
+    img[:] = np.clip(rng.integers(222, 250) + rng.integers(-6, 7, 3), 0, 255)
+    r = size * (0.2 if big else 0.11)
+    cx = size * (0.27 if quadrant % 2 == 0 else 0.73) + rng.uniform(-0.04, 0.04) * size
+    cy = size * (0.27 if quadrant < 2 else 0.73) + rng.uniform(-0.04, 0.04) * size
+    rgb = np.clip(np.array(list(COLOURS.values())[colour]) + rng.integers(-18, 19, 3), 0, 255)
+    _draw_shape(img, SHAPES[shape], cx, cy, r, rgb)
+    noise = rng.integers(-4, 5, img.shape)
+    return np.clip(img.astype(np.int16) + noise, 0, 255).astype(np.uint8)
+
+
+def load_shape_objects(
+    n_train: int = 3000, n_test: int = 600, image_size: int = 32, seed: int = 0
+) -> ObjectData:
+    """Images [N, 3, S, S] in [0, 1] of one shape each, attributes (shape 3, colour 4,
+    size 2, quadrant 4) drawn uniformly by ``seed``; test images are new drawings."""
+    rng = np.random.default_rng([seed, 0x5A9E])
+    levels = np.array([3, 4, 2, 4])
+
+    def split(n: int) -> ObjectSplit:
+        meanings = (rng.random((n, 4)) * levels).astype(np.int64)  # [N, 4]
+        imgs = np.stack([_draw_object(m, rng, image_size) for m in meanings])
+        x = imgs.transpose(0, 3, 1, 2).astype(np.float32) / 255.0  # [N, 3, S, S]
+        return ObjectSplit(np.ascontiguousarray(x), meanings)
+
+    return ObjectData(World(split(n_train), split(n_test), SHAPE_ATTRIBUTES, "shapes"))
+
+
+def load_digit_objects(seed: int = 0, image_size: int = 8) -> ObjectData:
+    """scikit-learn's digits [N, 1, S, S]; the meaning of an image is its digit."""
+    from paddlecraft.craftdata import load_digits
+
+    d = load_digits(seed=seed, image_size=image_size)
+    return ObjectData(
+        World(
+            ObjectSplit(d.train.x, d.train.y[:, None].astype(np.int64)),
+            ObjectSplit(d.test.x, d.test.y[:, None].astype(np.int64)),
+            ("digit",),
+            "digits",
+        )
+    )
+
+
+def world_from_data(data: Any) -> World:
+    """A :class:`World` from a data loader's result: ours as is; any dataset with ``.train.x``
+    and ``.test.x`` (an image folder loaded ``in_memory``) without attributes."""
+    if isinstance(data, ObjectData):
+        return data.world
+    if isinstance(data, World):
+        return data
+    train, test = getattr(data, "train", None), getattr(data, "test", None)
+    if train is None or test is None or not hasattr(train, "x") or not hasattr(test, "x"):
+        raise ConfigError(
+            "the referential arena needs a data config whose loader gives .train.x and .test.x "
+            "arrays (data=referential_shapes, data=referential_digits, or data=image_folder "
+            "data.loader.in_memory=true)"
+        )
+    return World(
+        ObjectSplit(np.asarray(train.x, np.float32)),
+        ObjectSplit(np.asarray(test.x, np.float32)),
+        (),
+        getattr(data, "name", "data"),
+    )

@@ -1,0 +1,269 @@
+"""The referential arena: worlds, the game, populations and cross-play, exact resume, files."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import paddle
+import pytest
+
+from paddlecraft.agents import Receiver, Sender
+from paddlecraft.arenas import check_arena
+from paddlecraft.arenas.engine.app import run_arena
+from paddlecraft.arenas.engine.callbacks import standard_callbacks
+from paddlecraft.arenas.referential import ReferentialArena, attribute_world, load_shape_objects
+from paddlecraft.arenas.referential.population import steps_to_reach
+
+
+def make_arena(
+    n_attr: int = 2, n_val: int = 4, cell: str = "linear", **settings
+) -> ReferentialArena:
+    """A small attribute-world game (vector inputs claim no encoder scope); linear agents as
+    the shipped config."""
+    s = settings
+    vocab, max_len = s.setdefault("vocab_size", 8), s.setdefault("max_len", 2)
+    common = dict(
+        vocab_size=vocab, max_len=max_len, hidden_size=32, embed_size=8, lr=0.005, cell=cell
+    )
+    speaker = Sender("speaker", input_size=n_attr * n_val, **common)
+    listener = Receiver(
+        "listener", input_size=n_attr * n_val, n_attributes=n_attr, n_values=n_val, **common
+    )
+    agents = {"speaker": speaker, "listener": listener}
+    return ReferentialArena(agents, n_attributes=n_attr, n_values=n_val, **s)
+
+
+@pytest.fixture
+def scoped():
+    made: list[ReferentialArena] = []
+
+    def build(**kw) -> ReferentialArena:
+        arena = make_arena(**kw)
+        made.append(arena)
+        return arena
+
+    yield build
+    for a in made:
+        a.close()
+
+
+def test_attribute_world_holds_out_combinations_not_values():
+    w = attribute_world(2, 10, 0.1, seed=3)
+    assert len(w.train) == 90 and len(w.test) == 10
+    train = {tuple(m) for m in w.train.meanings}
+    assert not train & {tuple(m) for m in w.test.meanings}  # unseen combinations
+    for a in range(2):  # ... of values that all occur in training
+        assert set(w.train.meanings[:, a]) == set(range(10))
+    # one-hot inputs: attribute a's value v at a * n_values + v
+    row = w.test.x[0]
+    assert (
+        row.sum() == 2 and row[w.test.meanings[0, 0]] == 1 and row[10 + w.test.meanings[0, 1]] == 1
+    )
+    assert np.array_equal(attribute_world(2, 10, 0.1, seed=3).test.meanings, w.test.meanings)
+
+
+def test_shape_objects_have_their_attributes():
+    d = load_shape_objects(n_train=40, n_test=8, image_size=32, seed=0).world
+    assert d.train.x.shape == (40, 3, 32, 32) and d.train.x.dtype == np.float32
+    assert d.attributes == ("shape", "colour", "size", "position")
+    assert d.train.meanings.max(0).tolist() <= [2, 3, 1, 3]
+    # a big shape covers more non-background pixels than a small one
+    ink = (d.train.x.std(1) > 0.15).sum((1, 2))
+    big = d.train.meanings[:, 2] == 1
+    assert ink[big].mean() > 1.8 * ink[~big].mean()
+
+
+def test_pair_agents_must_be_named():
+    sp = Sender("speaker", input_size=8, vocab_size=4, max_len=1)
+    with pytest.raises(ValueError, match="listener"):
+        ReferentialArena({"speaker": sp})
+
+
+def test_short_default_game_learns_far_above_chance(scoped):
+    arena = scoped(epochs=3, steps_per_epoch=100, batch_size=32)
+    before = arena.evaluate()["train_accuracy"]
+    for e in range(arena.epochs):
+        for b in arena.batches(e):
+            arena.train_step(b)
+    m = arena.evaluate()
+    # 16 objects (14 in training, 2 held out): chance is 1/16
+    assert before < 0.3 and m["train_accuracy"] >= 0.6, (before, m)
+    assert m["distinct_messages"] >= 10 and 0 < m["message_entropy"] <= 4.0
+
+
+def test_reinforce_with_baseline_learns(scoped):
+    arena = scoped(
+        channel="reinforce",
+        epochs=3,
+        steps_per_epoch=100,
+        entropy_coef=0.02,
+        variable_length=True,
+        max_len=3,
+    )
+    for e in range(arena.epochs):
+        for b in arena.batches(e):
+            arena.train_step(b)
+    base = arena.baselines[0]
+    assert base.count == 300 and base.value < 0  # the mean of -loss so far
+    assert arena.evaluate()["train_accuracy"] > 0.25  # 4x chance (1/16) in 300 steps
+
+
+def test_variable_length_stop_weights_are_one_hot_and_differentiable(scoped):
+    arena = scoped(variable_length=True, max_len=3)
+    paddle.seed(0)
+    out = arena.speakers[0](paddle.to_tensor(arena.world.train.x), "gs", 1.0)  # 14 objects
+    w = arena.stop_weights(out)
+    assert w.shape == [14, 3] and np.allclose(w.numpy().sum(1), 1.0)
+    assert set(np.unique(w.numpy())) <= {0.0, 1.0}
+    first_end = [list(m).index(0) if 0 in m else 2 for m in out["symbols"].numpy()]
+    assert w.numpy().argmax(1).tolist() == first_end
+    assert not w.stop_gradient  # the end position reaches the speaker's logits
+
+
+def test_discrimination_candidates_hold_the_target_once(scoped):
+    arena = scoped(game="discrimination", candidates=5)
+    b = arena.draw(np.random.default_rng(0))
+    c, pos, t = b["candidates"], b["position"], b["target"]
+    assert c.shape == (32, 5) and np.array_equal(c[np.arange(32), pos], t)
+    assert ((c == t[:, None]).sum(1) == 1).all()
+
+
+def test_crossplay_matrix_has_every_pair(scoped, tmp_path):
+    arena = scoped(speakers=2, listeners=3)
+    assert sorted(arena.agents) == ["listener", "listener_1", "listener_2", "speaker", "speaker_1"]
+    assert len({id(a) for a in arena.agents.values()}) == 5
+    m = arena.evaluate()
+    cells = {k: v for k, v in m.items() if k[-1].isdigit() and k.startswith("crossplay_")}
+    assert sorted(cells) == [f"crossplay_{i}_{j}" for i in range(2) for j in range(3)]
+    assert all(0.0 <= v <= 1.0 for v in cells.values())
+    assert m["test_accuracy"] == pytest.approx(np.mean(list(cells.values())))
+    assert m["crossplay_diagonal"] == pytest.approx((m["crossplay_0_0"] + m["crossplay_1_1"]) / 2)
+    files = arena.artifacts(str(tmp_path))
+    table = json.loads(Path(files["crossplay"]).read_text())
+    assert np.array(table["test_accuracy"]).shape == (2, 3)
+    assert Path(files["crossplay_heatmap"]).stat().st_size > 1000
+
+
+def test_population_resumes_bit_identically(scoped):
+    arena = scoped(speakers=2, listeners=2, steps_per_epoch=10, batch_size=8)
+    passed = check_arena(arena, steps=3)
+    assert "resume from a checkpoint is bit-identical" in passed
+
+
+def test_reinforce_population_resumes_bit_identically(scoped):
+    arena = scoped(speakers=2, listeners=1, channel="reinforce", steps_per_epoch=10, batch_size=8)
+    assert "resume from a checkpoint is bit-identical" in check_arena(arena, steps=3)
+
+
+def test_run_writes_messages_and_language_measures(scoped, tmp_path):
+    arena = scoped(epochs=2, steps_per_epoch=20, speakers=2, listeners=2, newcomer_steps=30)
+    results = run_arena(arena, tmp_path, standard_callbacks(progress=False))
+    m = results["metrics"]
+    for key in (
+        "topsim",
+        "posdis",
+        "bosdis",
+        "message_entropy",
+        "vocab_used",
+        "train_accuracy",
+        "test_accuracy",
+        "crossplay_gap",
+        "newcomer_steps_to_goal",
+    ):
+        assert key in m, key
+    saved = json.loads((tmp_path / "results.json").read_text())
+    assert saved["metrics"]["topsim"] == m["topsim"]
+    rows = [json.loads(line) for line in (tmp_path / "messages.jsonl").read_text().splitlines()]
+    assert len(rows) == 2 * 16  # every object (14 train + 2 held out) of both speakers
+    assert {r["split"] for r in rows} == {"train", "test"}
+    assert all(len(r["meaning"]) == 2 and len(r["message"]) == 2 for r in rows)
+    test_meanings = {tuple(r["meaning"]) for r in rows if r["split"] == "test"}
+    assert test_meanings == {tuple(m) for m in arena.world.test.meanings}
+    assert (tmp_path / "newcomer.png").is_file() and (tmp_path / "crossplay.png").is_file()
+
+
+def test_steps_to_reach_reads_the_moving_average():
+    hist = [0.0] * 30 + [1.0] * 30
+    assert steps_to_reach(hist, 0.5, window=10) == 35  # 5 of the last 10 at 1.0
+    assert steps_to_reach(hist, 1.01, window=10) is None
+
+
+@pytest.mark.parametrize("cell", ["gru", "lstm", "transformer", "linear"])
+def test_every_cell_speaks_and_reads_causally(cell):
+    kw = dict(vocab_size=6, max_len=3, hidden_size=16, embed_size=8, cell=cell)
+    sp = Sender("speaker", input_size=8, **kw)
+    li = Receiver("listener", input_size=8, n_attributes=2, n_values=4, **kw)
+    x = paddle.to_tensor(np.eye(8, dtype=np.float32)[:5])
+    out = sp(x, "gs", 1.0)
+    assert out["symbols"].shape == [5, 3] and out["onehot"].shape == [5, 3, 6]
+    rl = sp(x, "reinforce")
+    assert rl["log_prob"].shape == [5, 3] and (rl["log_prob"].numpy() <= 0).all()
+    h = li(out["onehot"])
+    assert h.shape == [5, 3, 16] and li.reconstruct(h).shape == [5, 3, 2, 4]
+    # the reading after symbol t ignores the symbols after it (variable length relies on it)
+    other = out["symbols"].numpy().copy()
+    other[:, 2] = (other[:, 2] + 1) % 6
+    h2 = li(paddle.to_tensor(other))
+    np.testing.assert_allclose(h2.numpy()[:, :2], li(out["symbols"]).numpy()[:, :2], atol=1e-5)
+    assert not np.allclose(h2.numpy()[:, 2], h.numpy()[:, 2])
+    assert all(
+        p.name.startswith(("speaker.", "listener.")) for p in [*sp.parameters(), *li.parameters()]
+    )
+
+
+# ----------------------------------------------------------------------------- spoken channel
+def test_noise_is_added_at_the_asked_snr():
+    from paddlecraft.arenas.referential.spoken import add_noise
+
+    rng = np.random.default_rng(0)
+    wave = np.sin(np.linspace(0, 2000, 80000)).astype(np.float32) * 0.3
+    for snr in (-5.0, 0.0, 10.0):
+        noisy = add_noise(wave, snr, rng)
+        measured = 10 * np.log10(np.mean(wave**2) / np.mean((noisy - wave) ** 2))
+        assert abs(measured - snr) < 0.1
+
+
+def test_spoken_game_hears_messages_at_one_snr():
+    ear = dict(
+        _target_="paddlecraft.encoders.SpeechEncoder",
+        sample_rate=8000,
+        n_mels=16,
+        n_fft=256,
+        hop_length=80,
+        channels=[8],
+        hidden_size=16,
+        embedding_dim=16,
+        bidirectional=False,
+    )
+    kw = dict(vocab_size=4, max_len=2, hidden_size=16, embed_size=8, lr=0.003)
+    sp = Sender("speaker", input_size=6, cell="linear", **kw)
+    li = Receiver("listener", n_attributes=2, n_values=3, ear=ear, **kw)
+    arena = ReferentialArena(
+        {"speaker": sp, "listener": li},
+        n_attributes=2,
+        n_values=3,
+        holdout=0.2,
+        channel="reinforce",
+        spoken=True,
+        snr_db=5.0,
+        eval_snrs=[0.0, 20.0],
+        batch_size=8,
+        steps_per_epoch=4,
+        **{k: v for k, v in kw.items() if k in ("vocab_size", "max_len")},
+    )
+    try:
+        wave = arena.voice.say(np.array([[1, 2], [3, 3]]), 5.0, np.random.default_rng(1))
+        again = arena.voice.say(np.array([[1, 2], [3, 3]]), 5.0, np.random.default_rng(1))
+        assert wave.ndim == 2 and wave.shape[1] > 0.2 * 8000 and np.array_equal(wave, again)
+        before = [p.numpy().copy() for p in li.ear.parameters()]
+        for b in arena.batches(0):
+            m = arena.train_step(b)
+        assert np.isfinite(m["loss"])
+        assert any(not np.array_equal(a, p.numpy()) for a, p in zip(before, li.ear.parameters()))
+        ev = arena.evaluate()
+        assert {"accuracy_snr_0", "accuracy_snr_20"} <= set(ev)
+        assert all(0.0 <= ev[k] <= 1.0 for k in ("accuracy_snr_0", "accuracy_snr_20"))
+    finally:
+        li.release_scopes()
