@@ -24,23 +24,17 @@ import paddle
 import paddle.nn.functional as F
 from paddle import nn
 
-from .base import Agent, AgentConfig
+from .base import Agent, AgentConfig, image_inputs
 
 __all__ = ["Receiver", "ReceiverConfig", "Sender", "SenderConfig", "pooled_features"]
 
 CELLS = ("gru", "lstm", "transformer", "linear")
-#: encoder outputs read as an object's feature vector, in order of preference
-FEATURE_OUTPUTS = ("pooled", "embedding")
 
 
 def pooled_features(encoder: Any, x: paddle.Tensor) -> paddle.Tensor:
     """An encoder's pooled feature vector [B, D] for inputs ``x`` (the ONE adapter to the
     encoder feature contract: change it here if the contract changes)."""
-    outs = encoder.forward_all(x)
-    for name in FEATURE_OUTPUTS:
-        if name in outs:
-            return outs[name]
-    return outs[encoder.primary_output]
+    return encoder.forward_features(x)  # the contract's ``pooled`` output
 
 
 def _check(name: str, cfg: Any, needs_view: bool = True) -> None:
@@ -64,17 +58,25 @@ class _ObjectView(nn.Layer):
     """What an agent sees of an object: a vector [B, input_size] or an encoder's features."""
 
     def __init__(
-        self, agent: Agent, encoder_cfg: Any, input_size: int | None, out: int, role: str = ""
+        self,
+        agent: Agent,
+        encoder_cfg: Any,
+        input_size: int | None,
+        out: int,
+        role: str = "",
+        image_shape: Any = None,
     ) -> None:
         super().__init__()
-        if encoder_cfg is not None:
-            self.encoder = agent.make_encoder(encoder_cfg, role or "encoder")
-            spec = next(iter(self.encoder.input_specs.values()))
-            any_size = 4096 if len(spec.shape) == 1 else 32  # samples of audio, image side
-            shape = [1, *[d or any_size for d in spec.shape]]
-            probe = paddle.zeros(shape, spec.allowed_dtypes()[0])
-            with paddle.no_grad():
-                dim = int(pooled_features(self.encoder, probe).shape[-1])
+        if encoder_cfg is not None:  # headless, sized from the data: the feature contract
+            self.encoder = agent.make_encoder(
+                encoder_cfg,
+                role or "encoder",
+                slot=role or "encoder",
+                inputs=image_inputs(image_shape),
+                headless=True,
+                features=True,
+            )
+            dim = int(self.encoder.feature_dim)
         else:
             self.encoder, dim = None, int(input_size)
         head = f"{role}_in" if role else "object"
@@ -96,6 +98,7 @@ class SenderConfig(AgentConfig):
 
     encoder: Any = None  #: an encoder config for images/speech; None: vectors of input_size
     input_size: Optional[int] = None  #: object vector length (one-hot attributes)  # noqa: UP045
+    image_shape: Optional[list[int]] = None  #: [C, H, W] of images (sizes the encoder)  # noqa: UP045
     vocab_size: int = 10  #: symbols, the end symbol 0 included
     max_len: int = 2  #: symbols per message
     hidden_size: int = 128  #: recurrent state
@@ -116,7 +119,7 @@ class Sender(Agent):
         self.vocab_size, self.max_len, self.cell = c.vocab_size, c.max_len, c.cell
         h, e, v = c.hidden_size, c.embed_size, c.vocab_size
         with self.seeded():
-            self.view = _ObjectView(self, c.encoder, c.input_size, h)
+            self.view = _ObjectView(self, c.encoder, c.input_size, h, image_shape=c.image_shape)
             self.embed = self.make_head("embed", lambda: nn.Linear(v, e, bias_attr=False))
             if c.cell == "gru":
                 self.rnn = self.make_head("rnn", lambda: nn.GRUCell(e, h))
@@ -209,6 +212,7 @@ class ReceiverConfig(AgentConfig):
 
     encoder: Any = None  #: candidates through an encoder (discrimination); None: vectors
     input_size: Optional[int] = None  #: candidate vector length  # noqa: UP045
+    image_shape: Optional[list[int]] = None  #: [C, H, W] of images (sizes the encoder)  # noqa: UP045
     vocab_size: int = 10  #: symbols, the end symbol 0 included
     max_len: int = 2  #: symbols per message
     hidden_size: int = 128  #: recurrent state
@@ -255,7 +259,7 @@ class Receiver(Agent):
                     "attributes", lambda: nn.Linear(h, c.n_attributes * c.n_values)
                 )
             if c.encoder is not None or c.input_size:
-                self.view = _ObjectView(self, c.encoder, c.input_size, h)
+                self.view = _ObjectView(self, c.encoder, c.input_size, h, image_shape=c.image_shape)
             self.ear = None if c.ear is None else _ObjectView(self, c.ear, None, h, "ear")
         self.finish()
 

@@ -190,6 +190,8 @@ def hydra_error_line(e: BaseException, args: Sequence[str]) -> str | None:
                 f"{given}: this arena's config has no {group!r} to choose; an arena that "
                 f"uses it takes it (e.g. arena=selfplay game=...){extra}"
             )
+        if msg.endswith(":") and len(lines) > 1:  # "... raised while composing config:" + why
+            msg = f"{msg} {lines[1]}"
         did_you_mean = next((x for x in lines[1:] if x.startswith("Did you mean")), "")
         return f"{msg} {did_you_mean}".strip()
     return None

@@ -267,3 +267,31 @@ def test_spoken_game_hears_messages_at_one_snr():
         assert all(0.0 <= ev[k] <= 1.0 for k in ("accuracy_snr_0", "accuracy_snr_20"))
     finally:
         li.release_scopes()
+
+
+CLASSES = {"vit_tiny": "ViTEncoder", "resnet18": "ResNetEncoder", "mlp": "ImageMLPEncoder",
+           "cnn": "ImageCNNEncoder"}  # fmt: skip
+
+
+@pytest.mark.parametrize(("speaker", "listener"), [("vit_tiny", "resnet18"), ("mlp", "cnn")])
+def test_image_encoders_plug_into_speaker_and_listener_by_one_override(
+    speaker, listener, compose_config
+):
+    """encoder@agents.<agent>.encoder=X swaps either side; sizes come from the data."""
+    from paddlecraft.arenas.engine.app import build_agents
+
+    cfg = compose_config(
+        "arena=referential_shapes",
+        f"encoder@agents.speaker.encoder={speaker}",
+        f"encoder@agents.listener.encoder={listener}",
+    )
+    built = build_agents(cfg)
+    side = cfg.data.image_size
+    images = paddle.rand([2, cfg.data.channels, side, side])  # [B, C, H, W]
+    for name, want in (("speaker", speaker), ("listener", listener)):
+        enc = built[name].view.encoder
+        assert type(enc).__name__ == CLASSES[want]
+        feats = enc.forward_features(images)
+        assert feats.shape == [2, enc.feature_dim]  # the contract's pooled features
+    for agent in built.values():
+        agent.release_scopes()
