@@ -10,6 +10,7 @@ from paddlecraft.arenas.classify.plot import render_confusion, save_confusion
 from paddlecraft.arenas.engine.plots import (
     confusion_chart,
     curves_chart,
+    heatmap_chart,
     interval_chart,
     line_chart,
     save,
@@ -39,6 +40,19 @@ def test_confusion_chart_shades_each_cell_by_its_share(tmp_path):
     path = save_confusion(cm, tmp_path / "confusion_matrix.png")
     assert_chart(path, (500, 420))
     assert render_confusion(cm).shape == (420, 500, 3)
+
+
+def test_heatmap_chart_writes_and_shades_each_value(tmp_path):
+    acc = np.array([[0.95, 0.40, 0.10], [0.50, 1.00, 0.00]])  # [speakers, listeners]
+    fig = heatmap_chart(acc, ["s0", "s1"], ["l0", "l1", "l2"], title="cross-play")
+    ax = fig.axes[0]
+    np.testing.assert_allclose(ax.images[0].get_array(), acc)
+    assert sorted(t.get_text() for t in ax.texts) == sorted(f"{v:.2f}" for v in acc.ravel())
+    assert [t.get_text() for t in ax.get_yticklabels()] == ["s0", "s1"]
+    dark, light = _pixel(fig, ax, 1.35, 1.35), _pixel(fig, ax, 2.35, 1.35)  # off the text
+    assert dark.sum() < light.sum() and light.min() > 235  # 1.0 dark blue, 0.0 white
+    path = save(fig, tmp_path / "crossplay.png")
+    assert_chart(path, (400, 280))
 
 
 def test_line_chart_draws_the_series_given(tmp_path):

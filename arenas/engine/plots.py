@@ -120,6 +120,35 @@ def confusion_chart(
     return fig
 
 
+def heatmap_chart(
+    matrix: np.ndarray,
+    row_labels: Sequence[str],
+    col_labels: Sequence[str],
+    *,
+    title: str = "",
+    xlabel: str = "",
+    ylabel: str = "",
+    vmin: float = 0.0,
+    vmax: float = 1.0,
+) -> Figure:
+    """A matrix of values in [vmin, vmax] shaded cell by cell, each value written in its cell."""
+    m = np.asarray(matrix, np.float64)  # [rows, cols]
+    r, c = m.shape
+    fig = new_figure((int(min(1400, 160 + 80 * c)), int(min(1400, 140 + 70 * r))))
+    ax = fig.add_subplot()
+    im = ax.imshow(m, cmap="Blues", vmin=vmin, vmax=vmax)
+    ax.set_xticks(range(c), list(col_labels))
+    ax.set_yticks(range(r), list(row_labels))
+    ax.set(title=title, xlabel=xlabel, ylabel=ylabel)
+    mid = (vmin + vmax) / 2
+    for i in range(r):
+        for j in range(c):
+            ax.text(j, i, f"{m[i, j]:.2f}", ha="center", va="center",
+                    color="white" if m[i, j] > mid else "black")  # fmt: skip
+    fig.colorbar(im, ax=ax, shrink=0.8)
+    return fig
+
+
 def interval_chart(
     rows: Sequence[Mapping[str, Any]],
     *,
