@@ -42,6 +42,10 @@ SECTIONS: dict[str, tuple[str, str]] = {
         "One seed, all from the same PPO checkpoint (update 1,100); a standard error of about "
         "0.05 per figure, so these rank the variants only roughly.",
     ),
+    "referential": (
+        "Referential games",
+        "Speaker and listener invent a language (`arena=referential*`); per seed, 1 thread per run.",
+    ),
     "data": ("Your own data", "Loaders over files against the bundled loaders and a peer."),
     "benchmarks": (
         "Benchmarks",
