@@ -51,6 +51,10 @@ class SelfPlayConfig(ArenaConfig):
     search_eval_games: dict[str, int] = field(default_factory=dict)
     #: ^ {baseline: games} the policy plays with search in the final evaluation
     eval_simulations: int = 200  #: simulations per move of search_eval_games
+    solver_positions: int = 0
+    #: ^ Connect Four: the final evaluation scores the policy's moves (and, with
+    #: search_eval_games, the searching policy's) on this many solver-judged positions:
+    #: metrics perfect_move_rate / good_move_rate (extra ``solver``; 0: off)
     headline_metric: Optional[str] = None  #: default: per game  # noqa: UP045
     augment_mirror: bool = False  #: also train on left-right mirrored samples
     keep_best: Optional[str] = None  #: end with the policy best on this eval metric  # noqa: UP045
