@@ -46,7 +46,7 @@ from .league import (
 from .player import PolicyPlayer, SearchPlayer
 from .plots import render_rating_history
 from .ppo import average, gae_samples, minibatches, mirror_samples, ppo_step
-from .workers import CollectorPool, Controller, play_games
+from .workers import Controller, RayCollectors, play_games
 
 log = logging.getLogger("paddlecraft")
 
@@ -115,7 +115,7 @@ class SelfPlayArena(Collection, Arena):
                     "self-play run folder (with policy/) or a saved policy folder"
                 )
             self.policy.load_state(folder, optimizer=False)
-        self._pool_workers: CollectorPool | None = None
+        self._pool_workers: RayCollectors | None = None
         self.train_anchors = {str(k): float(v) for k, v in (cfg.train_anchors or {}).items()}
         default_eval = {"random": 100, **({"minimax": 100} if rules is TicTacToe else {})}
         self.eval_games = {str(k): int(v) for k, v in (cfg.eval_games or default_eval).items()}

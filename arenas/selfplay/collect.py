@@ -13,7 +13,7 @@ from paddlecraft.agents import Policy
 from .alphazero import search_controller
 from .analysis import outcomes
 from .league import OpponentPool, weights_of
-from .workers import CollectorPool, Controller, PlanEntry, frozen_policy, play_games
+from .workers import Controller, PlanEntry, RayCollectors, frozen_policy, play_games
 
 LEARNER = "latest"
 #: settings the search of ``algo=alphazero`` reads (also sent to collection workers)
@@ -39,7 +39,7 @@ class Collection:
     algo_now: Any
     games_now: Any
     policy: Policy
-    _pool_workers: CollectorPool | None
+    _pool_workers: RayCollectors | None
     _twins: list[Policy]
 
     # ------------------------------------------------------------------ collection
@@ -147,15 +147,16 @@ class Collection:
                 out.append((kind, arg))
         return out
 
-    def _collectors(self) -> CollectorPool:
+    def _collectors(self) -> RayCollectors:
         if self._pool_workers is None:
-            self._pool_workers = CollectorPool(
+            self._pool_workers = RayCollectors(
                 self.cfg.collect_workers,
                 self.policy.config,
                 self.spec.name,
                 {k: v for k, v in self.baselines.items() if k in self.train_anchors},
                 name=f"{self.policy.name}_collector",
                 threads_per_worker=self.cfg.threads_per_worker,
+                address=self.cfg.ray_address,
             )
         return self._pool_workers
 

@@ -68,8 +68,12 @@ class SelfPlayConfig(ArenaConfig):
     #: ^ the policy's learning rate in search updates (default: its own schedule's)
     init_policy: Optional[str] = None  # noqa: UP045
     #: ^ start from this saved policy's weights (a run folder or its policy/)
-    collect_workers: int = 0  #: worker processes playing the training games (0: in-process)
-    threads_per_worker: int = 1  #: OMP_NUM_THREADS of each collection worker
+    collect_workers: int = 0
+    #: ^ Ray workers playing the training games (0: in-process; extra ``ray``)
+    threads_per_worker: int = 1  #: OMP_NUM_THREADS (and Ray CPUs) of each collection worker
+    ray_address: Optional[str] = None  # noqa: UP045
+    #: ^ a running Ray cluster to collect on (``auto`` after ``ray start --head``); default:
+    #: this process's Ray, started locally when none is running
 
 
 def check_settings(cfg: SelfPlayConfig) -> None:
