@@ -165,9 +165,7 @@ def bench_arena(seconds: float) -> dict[str, float]:
     return out
 
 
-def bench_workers(
-    seconds: float, games: int = 1024, workers: tuple[int, ...] = (1, 2, 4)
-) -> dict:
+def bench_workers(seconds: float, games: int = 1024, workers: tuple[int, ...] = (1, 2, 4)) -> dict:
     """Training-mix collection moves/s (latest self, pool, anchors) in this process and
     with ``arena.collect_workers`` Ray workers, on ``games`` games per step, and the bytes
     moved per update (pickled plan and slices out, pickled results back).

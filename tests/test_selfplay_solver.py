@@ -21,6 +21,7 @@ from paddlecraft.arenas.games.solver import (
     perfect_move_rate,
     solve_planes,
     solver_positions,
+    versus_solver,
 )
 
 C4_MLP = {
@@ -172,3 +173,10 @@ def test_arena_reports_perfect_move_rates_in_the_final_evaluation(make_scope):
             data="tictactoe",
             solver_positions=10,
         )
+
+
+def test_versus_solver_reports_survival_and_perfect_play_wins():
+    perfect = versus_solver(SolverPlayer(), games=1)
+    assert perfect["win_rate"] == 1.0 and perfect["plies"] % 2 == 1  # the first player's move
+    tactical = versus_solver(make_baseline("tactical", ConnectFour), games=2)
+    assert tactical["win_rate"] == 0.0 and 7 <= tactical["plies"] < perfect["plies"]

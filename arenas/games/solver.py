@@ -204,3 +204,26 @@ def move_rates(values: np.ndarray, actions: np.ndarray) -> dict[str, float]:
     perfect = chosen == best
     good = ~np.isnan(chosen) & (np.sign(chosen) == np.sign(best))
     return {"perfect_move_rate": float(perfect.mean()), "good_move_rate": float(good.mean())}
+
+
+def versus_solver(player: Player, games: int = 1, seed: int = 0) -> dict[str, float]:
+    """``player`` moves first against the perfect solver (ties at random, seeded).
+
+    The first player wins Connect Four with perfect play, so a perfect ``player`` wins
+    every game. Returns ``win_rate`` and ``plies`` (mean game length: how long the
+    player survives when it loses).
+    """
+    rng = np.random.default_rng([seed, 42])
+    solver = SolverPlayer()
+    g = ConnectFour(games)
+    while not g.done.all():
+        idx = np.flatnonzero(~g.done)
+        p, m = g.observe(idx)
+        first = g.to_move[idx] == 0
+        a = np.zeros(len(idx), np.int64)
+        if first.any():
+            a[first] = player.act(p[first], m[first], rng=rng)
+        if (~first).any():
+            a[~first] = solver.act(p[~first], m[~first], rng=rng)
+        g.step(a, idx)
+    return {"win_rate": float((g.winner == 0).mean()), "plies": float(g.moves.mean())}

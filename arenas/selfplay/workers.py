@@ -30,6 +30,7 @@ import contextlib
 import logging
 import os
 import pickle
+import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from types import SimpleNamespace
 from typing import Any
@@ -269,9 +270,10 @@ class RayCollectors:
                 del refs[w]
             except ray.exceptions.RayActorError as e:
                 tries[w] += 1
-                if tries[w] > self.retries:
+                if tries[w] > self.retries or not self._await_restart(w):
                     raise CollectorError(
-                        f"self-play collector {w} died {tries[w]} times; giving up ({e})"
+                        f"self-play collector {w} died and could not be restarted "
+                        f"({type(e).__name__})"
                     ) from None
                 log.warning("self-play collector %d died; replaying its slice (%d)", w, tries[w])
                 self.restarts += 1
@@ -286,6 +288,20 @@ class RayCollectors:
                 raise CollectorError(f"self-play collector {w} failed: {last}", text) from None
         return [out[w] for w in workers]
 
+    def _await_restart(self, w: int, timeout: float = 300.0) -> bool:
+        """Wait until Ray has restarted worker ``w`` (it answers again); False if it is
+        dead for good (restarts used up) or not back within ``timeout`` seconds."""
+        ray, end = self.ray, time.monotonic() + timeout
+        while time.monotonic() < end:
+            try:
+                ray.get(self.actors[w].where.remote(), timeout=30)
+                return True
+            except ray.exceptions.ActorDiedError:
+                return False
+            except (ray.exceptions.RayActorError, ray.exceptions.GetTimeoutError):
+                time.sleep(0.5)  # still restarting
+        return False
+
     def close(self) -> None:
         """Stop the workers (idempotent); shut down the Ray this pool started."""
         for a in getattr(self, "actors", []):
@@ -298,35 +314,48 @@ class RayCollectors:
 
 
 # ---------------------------------------------------------------------- worker side
+KINDS = ("learner", "search", "snapshot", "anchor")
+
+
+def make_controller(
+    kind: str, actor: Any, rng: np.random.Generator, rules: Any = None, search: Any = None
+) -> Controller:
+    """The one controller factory of collection, in the learner's process and in workers.
+
+    ``actor`` is the network (``learner``: samples and records log-probabilities and
+    values; ``snapshot``: samples; ``search``: PUCT search with the ``search`` settings on
+    ``rules``, records visit targets) or a scripted :class:`Player` (``anchor``). Every
+    draw comes from ``rng``.
+    """
+    if kind == "anchor":
+        return lambda o, m: (actor.act(o, m, rng=rng), None)
+    if kind == "search":
+        return search_controller(actor, rules, search, rng)
+    if kind == "learner":
+        return lambda o, m: _with_info(actor.act(o, m, greedy=False, rng=rng, return_info=True))
+    if kind == "snapshot":
+        return lambda o, m: (actor.act(o, m, greedy=False, rng=rng), None)
+    raise ValueError(f"unknown controller kind {kind!r}: {' | '.join(KINDS)}")
+
+
 def _play_task(
     task: dict, spec: GameSpec, net: Callable[[int], Any], baselines: Mapping[str, Player]
 ) -> tuple[np.ndarray, list[dict[str, np.ndarray]], int]:
+    """A worker's slice: the plan's weights loaded into its own networks, then played."""
     rng = np.random.default_rng(task["seed"])
     controllers: list[Controller] = []
     for k, (kind, arg) in enumerate(task["plan"]):
-        if kind not in ("learner", "search", "snapshot", "anchor"):
-            raise ValueError(
-                f"unknown controller kind {kind!r}: learner | search | snapshot | anchor"
-            )
+        if kind not in KINDS:
+            make_controller(kind, None, rng)  # raises, naming the kinds
+        settings = None
         if kind == "anchor":
-            player = baselines[arg]
-            controllers.append(lambda o, m, p=player: (p.act(o, m, rng=rng), None))
-            continue
-        policy = net(k)
-        weights, settings = arg if kind == "search" else (arg, None)
-        OpponentPool.load_into(policy, Snapshot(kind, 0, weights))
-        if kind == "search":
-            controllers.append(
-                search_controller(policy, spec.rules, SimpleNamespace(**settings), rng)
-            )
-        elif kind == "learner":  # records log-probabilities and values for the update
-            controllers.append(
-                lambda o, m, p=policy: _with_info(
-                    p.act(o, m, greedy=False, rng=rng, return_info=True)
-                )
-            )
+            actor = baselines[arg]
         else:
-            controllers.append(lambda o, m, p=policy: (p.act(o, m, greedy=False, rng=rng), None))
+            actor = net(k)
+            weights, settings = arg if kind == "search" else (arg, None)
+            OpponentPool.load_into(actor, Snapshot(kind, 0, weights))
+        search = SimpleNamespace(**settings) if settings else None
+        controllers.append(make_controller(kind, actor, rng, spec.rules, search))
     seats = np.asarray(task["seats"])
     return play_games(spec, len(seats), seats, controllers, task["record"])
 
