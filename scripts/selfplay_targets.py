@@ -83,8 +83,8 @@ def main() -> None:
         m = results["metrics"]
         # wall seconds of the run (of its last segment when it was resumed)
         row = {"seed": seed, "run_s": round(time.time() - t if trained else results["elapsed_s"])}
-        row.update({k: m[metric] for k, (metric, _) in TARGETS.items()})
-        row["raw_score_vs_mcts100"] = m["score_vs_mcts100"]
+        row.update({k: m.get(metric, float("nan")) for k, (metric, _) in TARGETS.items()})
+        row["raw_score_vs_mcts100"] = m.get("score_vs_mcts100", float("nan"))
         if args.solver:
             row.update(judge(run, args.solver))
         if args.tournament:

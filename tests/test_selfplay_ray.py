@@ -30,3 +30,19 @@ def test_ray_collection_cases_in_a_loopback_only_namespace():
     )
     assert proc.returncode == 0, proc.stdout[-6000:] + proc.stderr[-3000:]
     assert " passed" in proc.stdout and "failed" not in proc.stdout
+
+
+def test_missing_ray_is_one_error_line_naming_the_extra(monkeypatch, make_scope):
+    from paddlecraft.agents import Policy
+    from paddlecraft.agents.settings import ConfigError
+    from paddlecraft.arenas import SelfPlayArena
+
+    monkeypatch.setitem(sys.modules, "ray", None)
+    mlp = {"_target_": "paddlecraft.encoders.ImageMLPEncoder", "input_size": 18,
+           "hidden_size": 8, "num_classes": 8}  # fmt: skip
+    policy = Policy(make_scope("pol"), encoder=mlp, obs_shape=[3, 3, 2], num_actions=9, seed=0)
+    with pytest.raises(ConfigError) as e:  # before any game is played
+        SelfPlayArena({"policy": policy}, data="tictactoe", collect_workers=2)
+    assert "pip install paddlecraft[ray]" in str(e.value) and "\n" not in str(e.value)
+    with pytest.raises(ConfigError, match="arena.collect_workers must be >= 0"):
+        SelfPlayArena({"policy": policy}, data="tictactoe", collect_workers=-1)

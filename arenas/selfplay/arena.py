@@ -46,7 +46,7 @@ from .league import (
 from .player import PolicyPlayer, SearchPlayer
 from .plots import render_rating_history
 from .ppo import average, gae_samples, minibatches, mirror_samples, ppo_step
-from .workers import Controller, RayCollectors, play_games
+from .workers import Controller, RayCollectors, play_games, require_ray
 
 log = logging.getLogger("paddlecraft")
 
@@ -132,6 +132,8 @@ class SelfPlayArena(Collection, Arena):
                     "only supports the random baseline"
                 )
             self.baselines[name] = make_baseline(name, rules or TicTacToe)
+        if cfg.collect_workers:  # the extra is missing: one error line now, not at step 1
+            require_ray()
         if cfg.solver_positions:
             if rules is not ConnectFour:
                 raise ConfigError(

@@ -122,7 +122,7 @@ class CollectorError(RuntimeError):
         self.remote_traceback = remote_traceback
 
 
-def _ray() -> Any:
+def require_ray() -> Any:
     """The ``ray`` module, or a one-line :class:`ConfigError` naming the extra."""
     try:
         import ray
@@ -191,7 +191,7 @@ class RayCollectors:
             raise ValueError(
                 f"arena.collect_workers: Ray collection needs >= 1 worker, got {workers}"
             )
-        ray = _ray()
+        ray = require_ray()
         self.ray, self.workers, self.retries = ray, int(workers), int(retries)
         self.started_ray = False
         if not ray.is_initialized():
