@@ -24,6 +24,8 @@ import json
 import os
 import pickle
 import platform
+import shutil
+import subprocess
 import sys
 import time
 from pathlib import Path
@@ -172,7 +174,16 @@ def bench_workers(seconds: float, games: int = 1024, workers: tuple[int, ...] = 
 
     Ray binds to the machine's address; where only loopback is allowed, run it in a
     fresh network namespace: ``unshare -rn sh -c 'ip link set lo up && python
-    bench/selfplay_bench.py --workers'``."""
+    bench/selfplay_bench.py --workers'``; called outside such a namespace, this function
+    re-launches itself inside one when ``unshare`` is available."""
+    import psutil
+
+    if set(psutil.net_if_addrs()) != {"lo"} and shutil.which("unshare"):
+        cmd = (f"ip link set lo up && {sys.executable} {Path(__file__)} --workers --json "
+               f"--seconds {seconds} --games {games}")  # fmt: skip
+        proc = subprocess.run(["unshare", "-rn", "sh", "-c", cmd], capture_output=True,
+                              text=True, check=True, cwd=ROOT)  # fmt: skip
+        return json.loads(proc.stdout.strip().splitlines()[-1])
     from hydra import compose, initialize_config_dir
 
     from paddlecraft.arenas import register_configs
@@ -275,11 +286,17 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--quick", action="store_true", help="shorter timings")
     ap.add_argument("--workers", action="store_true", help="only Ray collection (1, 2, 4)")
+    ap.add_argument("--json", action="store_true", help="--workers: one JSON line")
+    ap.add_argument("--seconds", type=float, default=None, help="--workers: seconds per count")
+    ap.add_argument("--games", type=int, default=1024, help="--workers: games per step")
     args = ap.parse_args()
     if args.workers:
-        res = bench_workers(2.0 if args.quick else 6.0)
+        res = bench_workers(args.seconds or (2.0 if args.quick else 6.0), args.games)
         res["cpu"] = _cpu_model()
-        sys.stdout.write(json.dumps(res, indent=2) + "\n" + res["summary"] + "\n")
+        if args.json:
+            sys.stdout.write(json.dumps(res) + "\n")
+        else:
+            sys.stdout.write(json.dumps(res, indent=2) + "\n" + res["summary"] + "\n")
         return
     res = bench_selfplay(args.quick)
     r, arena, m = res["random_moves_per_s"], res["arena_connect_four"], res["machine"]
