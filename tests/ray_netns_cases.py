@@ -133,6 +133,22 @@ def test_a_raising_worker_is_one_line_and_the_workers_survive(pool):
     assert len(winner) == 4 and moves >= 20
 
 
+def test_search_collection_in_a_worker_returns_visit_targets(local_ray):
+    """algo=alphazero: a worker plays the learner's moves with PUCT search and returns a
+    policy target (a distribution) for every one of them."""
+    seed_everything(0)
+    policy = _policy()
+    arena = SelfPlayArena({"policy": policy}, data="tictactoe", algo="alphazero", simulations=8,
+                          games_per_step=12, latest_ratio=0.5, eval_games={"random": 4},
+                          collect_workers=1)  # fmt: skip
+    with arena:
+        arena._take_snapshot()
+        rollout = arena._collect()
+        assert rollout["n"] == 12 and len(rollout["winner"]) == 12
+        pi = np.concatenate([r["pi"] for r in rollout["records"]])
+        assert np.allclose(pi.sum(1), 1) and rollout["metrics"]["positions"] == len(pi)
+
+
 def _train(workers: int, steps: int, kill_after: float | None = None) -> tuple[dict, int]:
     seed_everything(0)
     policy = Policy("learner", **CONFIG, seed=0)
