@@ -22,7 +22,10 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import pickle
 import platform
+import shutil
+import subprocess
 import sys
 import time
 from pathlib import Path
@@ -164,9 +167,23 @@ def bench_arena(seconds: float) -> dict[str, float]:
     return out
 
 
-def bench_workers(seconds: float, games: int = 1024, workers: tuple[int, ...] = (1, 2)) -> dict:
+def bench_workers(seconds: float, games: int = 1024, workers: tuple[int, ...] = (1, 2, 4)) -> dict:
     """Training-mix collection moves/s (latest self, pool, anchors) in this process and
-    with ``arena.collect_workers`` worker processes, on ``games`` games per step."""
+    with ``arena.collect_workers`` Ray workers, on ``games`` games per step, and the bytes
+    moved per update (pickled plan and slices out, pickled results back).
+
+    Ray binds to the machine's address; where only loopback is allowed, run it in a
+    fresh network namespace: ``unshare -rn sh -c 'ip link set lo up && python
+    bench/selfplay_bench.py --workers'``; called outside such a namespace, this function
+    re-launches itself inside one when ``unshare`` is available."""
+    import psutil
+
+    if set(psutil.net_if_addrs()) != {"lo"} and shutil.which("unshare"):
+        cmd = (f"ip link set lo up && {sys.executable} {Path(__file__)} --workers --json "
+               f"--seconds {seconds} --games {games}")  # fmt: skip
+        proc = subprocess.run(["unshare", "-rn", "sh", "-c", cmd], capture_output=True,
+                              text=True, check=True, cwd=ROOT)  # fmt: skip
+        return json.loads(proc.stdout.strip().splitlines()[-1])
     from hydra import compose, initialize_config_dir
 
     from paddlecraft.arenas import register_configs
@@ -174,7 +191,8 @@ def bench_workers(seconds: float, games: int = 1024, workers: tuple[int, ...] = 
     from paddlecraft.arenas.engine.rng import seed_everything
 
     register_configs()
-    out: dict = {"games_per_step": games, "cores": os.cpu_count(), "moves_per_s": {}}
+    out: dict = {"games_per_step": games, "cores": os.cpu_count(), "moves_per_s": {},
+                 "mib_per_update": {}}  # fmt: skip
     for w in (0, *workers):
         with initialize_config_dir(config_dir=str(ROOT / "conf"), version_base="1.3"):
             cfg = compose(
@@ -198,20 +216,10 @@ def bench_workers(seconds: float, games: int = 1024, workers: tuple[int, ...] = 
                     moves += r["metrics"]["moves_per_game"] * r["n"]
                     steps += 1
                 out["moves_per_s"][str(w)] = moves / (time.perf_counter() - t)
-                if w == max(workers):  # traffic of one step, per worker
-                    sent = sum(
-                        a.nbytes
-                        for kind, ws in arena._wire_plan(
-                            [("learner", None)]
-                            + [
-                                ("snapshot", s)
-                                for s in arena.pool.snapshots[: arena.pool_opponents_per_step]
-                            ]
-                        )
-                        for a in ws.values()
-                    )
-                    got = sum(a.nbytes for rec in r["records"] for a in rec.values()) / w
-                    out["mib_per_worker_step"] = {"sent": sent / 2**20, "returned": got / 2**20}
+                if w:  # traffic of one update, all workers together
+                    sent = arena._pool_workers.bytes_sent
+                    got = len(pickle.dumps((r["winner"], r["records"])))
+                    out["mib_per_update"][str(w)] = {"sent": sent / 2**20, "returned": got / 2**20}
         finally:
             for a in agents.values():
                 a.release_scopes()
@@ -224,9 +232,11 @@ def bench_workers(seconds: float, games: int = 1024, workers: tuple[int, ...] = 
             f"{k} worker{'s' if k != '1' else ''} {out['moves_per_s'][k]:,.0f} ({v:.2f}x)"
             for k, v in out["speedup"].items()
         )
-        + f" on {out['cores']} cores (best {best}); per worker and step "
-        + f"{out['mib_per_worker_step']['sent']:.1f} MiB of weights out, "
-        + f"{out['mib_per_worker_step']['returned']:.1f} MiB of moves back"
+        + f" on {out['cores']} cores (best {best}); per update "
+        + ", ".join(
+            f"{k} workers {v['sent']:.2f} MiB out / {v['returned']:.2f} MiB back"
+            for k, v in out["mib_per_update"].items()
+        )
     )
     return out
 
@@ -278,10 +288,29 @@ def bench_selfplay(quick: bool = False) -> dict:
     return res
 
 
+def _cpu_model() -> str:
+    for line in Path("/proc/cpuinfo").read_text().splitlines():
+        if line.startswith("model name"):
+            return line.split(":", 1)[1].strip()
+    return platform.processor()
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--quick", action="store_true", help="shorter timings")
+    ap.add_argument("--workers", action="store_true", help="only Ray collection (1, 2, 4)")
+    ap.add_argument("--json", action="store_true", help="--workers: one JSON line")
+    ap.add_argument("--seconds", type=float, default=None, help="--workers: seconds per count")
+    ap.add_argument("--games", type=int, default=1024, help="--workers: games per step")
     args = ap.parse_args()
+    if args.workers:
+        res = bench_workers(args.seconds or (2.0 if args.quick else 6.0), args.games)
+        res["cpu"] = _cpu_model()
+        if args.json:
+            sys.stdout.write(json.dumps(res) + "\n")
+        else:
+            sys.stdout.write(json.dumps(res, indent=2) + "\n" + res["summary"] + "\n")
+        return
     res = bench_selfplay(args.quick)
     r, arena, m = res["random_moves_per_s"], res["arena_connect_four"], res["machine"]
     vec, core, one, pz = (

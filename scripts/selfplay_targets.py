@@ -3,6 +3,7 @@
     python scripts/selfplay_targets.py                      # seeds 0 1 2
     python scripts/selfplay_targets.py --seeds 0 --train "arena.search_updates=60"
     python scripts/selfplay_targets.py --tournament         # also a rated round robin per seed
+    python scripts/selfplay_targets.py --solver 0           # without the solver's judgement
 
 For each seed: ``python run.py arena=selfplay game=connect_four seed=S`` into
 ``runs/selfplay_targets/seedS`` (skipped when that run finished already). Its final
@@ -10,7 +11,11 @@ evaluation (``conf/game/connect_four.yaml``: seats alternating, 100 games per op
 plays the trained network alone (raw, greedy) and with PUCT search (``eval_simulations``
 = 200 per move). Prints each seed's figures, their mean, and whether the issue's targets
 hold on every seed: search score (win 1, draw 1/2) >= 0.9 vs rollout MCTS-100 and >= 0.5
-vs MCTS-1000; the raw policy's win rate vs MCTS-100 >= 0.5.
+vs MCTS-1000; the raw policy's win rate vs MCTS-100 >= 0.5. With the ``solver`` extra
+(``--solver N``, default 400 positions) it also judges each trained policy with the perfect
+Connect Four solver: the perfect-move and good-move rates on N seeded positions from
+realistic play, raw and with 200 simulations (targets: >= 0.70 raw, >= 0.85 searching),
+and one game as first player against the solver (won? plies survived).
 """
 
 from __future__ import annotations
@@ -31,6 +36,28 @@ TARGETS = {
     "search_vs_mcts1000": ("search_score_vs_mcts1000", 0.5),
     "raw_vs_mcts100": ("win_rate_vs_mcts100", 0.5),
 }
+#: solver figures (computed here from the saved policy) -> target
+SOLVER_TARGETS = {"search200_perfect_move_rate": 0.85, "raw_perfect_move_rate": 0.70}
+
+
+def judge(run: Path, positions: int, simulations: int = 200) -> dict[str, float]:
+    """The saved policy of ``run`` judged by the perfect solver (extra ``solver``)."""
+    from paddlecraft.arenas.games.solver import perfect_move_rate, solver_positions, versus_solver
+    from paddlecraft.arenas.selfplay import PolicyPlayer, SearchPlayer, load_policy
+
+    policy = load_policy(run / "policy", name=f"judged_{run.name}")
+    pos = solver_positions(positions, seed=0)
+    out: dict[str, float] = {}
+    for label, player in (
+        ("raw", PolicyPlayer(policy)),
+        (f"search{simulations}", SearchPlayer(policy, "connect_four", simulations)),
+    ):
+        for k, v in perfect_move_rate(player, pos).items():
+            out[f"{label}_{k}"] = round(v, 4)
+        first = versus_solver(player, games=1)
+        out[f"{label}_first_vs_solver_won"] = first["win_rate"]
+        out[f"{label}_first_vs_solver_plies"] = first["plies"]
+    return out
 
 
 def main() -> None:
@@ -40,6 +67,7 @@ def main() -> None:
     ap.add_argument("--train", nargs="*", default=[], help="extra run.py overrides")
     ap.add_argument("--tournament", action="store_true", help="also a rated round robin")
     ap.add_argument("--games", type=int, default=100, help="games per pair (--tournament)")
+    ap.add_argument("--solver", type=int, default=400, help="solver-judged positions (0: off)")
     args = ap.parse_args()
     env = {k: v for k, v in os.environ.items() if k != "OMP_NUM_THREADS"}
     rows = []
@@ -55,14 +83,16 @@ def main() -> None:
         m = results["metrics"]
         # wall seconds of the run (of its last segment when it was resumed)
         row = {"seed": seed, "run_s": round(time.time() - t if trained else results["elapsed_s"])}
-        row.update({k: m[metric] for k, (metric, _) in TARGETS.items()})
-        row["raw_score_vs_mcts100"] = m["score_vs_mcts100"]
+        row.update({k: m.get(metric, float("nan")) for k, (metric, _) in TARGETS.items()})
+        row["raw_score_vs_mcts100"] = m.get("score_vs_mcts100", float("nan"))
+        if args.solver:
+            row.update(judge(run, args.solver))
         if args.tournament:
             cmd = [sys.executable, "-m", "paddlecraft.arenas.selfplay.tournament", "--game", "connect_four",
                    "--games", str(args.games), "--seed", str(seed), "--out",
                    str(run / "tournament"), "--focus", "search", "raw", "--players",
                    f"search={run}:search200", f"raw={run}", "random", "tactical", "mcts100",
-                   "mcts1000"]  # fmt: skip
+                   "mcts1000", *(["solver", "solver8"] if args.solver else [])]  # fmt: skip
             subprocess.run(cmd, cwd=ROOT, env=env, check=True, stdout=subprocess.DEVNULL)
             row["tournament"] = str(run / "tournament" / "tournament.md")
         rows.append(row)
@@ -73,6 +103,12 @@ def main() -> None:
         low = [r["seed"] for r in rows if r[k] < target]
         print(f"{k} >= {target}: mean {'met' if means[k] >= target else 'NOT met'}, "
               f"seeds below: {low or 'none'}")  # fmt: skip
+    if args.solver:
+        for k, target in SOLVER_TARGETS.items():
+            mean = sum(r[k] for r in rows) / len(rows)
+            low = [r["seed"] for r in rows if r[k] < target]
+            print(f"{k} >= {target}: mean {mean:.3f} {'met' if mean >= target else 'NOT met'}, "
+                  f"seeds below: {low or 'none'}")  # fmt: skip
 
 
 if __name__ == "__main__":

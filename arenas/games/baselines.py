@@ -1,4 +1,5 @@
-"""Fixed players for the league's anchors: random, perfect minimax (tic-tac-toe), MCTS.
+"""Fixed players for the league's anchors: random, perfect minimax (tic-tac-toe), MCTS,
+the Connect Four solver (:mod:`.solver`).
 
 Every player takes batches the way :meth:`paddlecraft.agents.Policy.act` does::
 
@@ -321,7 +322,8 @@ class MCTSPlayer(Player):
 
 def make_baseline(spec: str, game: type[BoardGame]) -> Player:
     """A baseline by name: ``random``, ``tactical``, ``tactical_uniform`` (no centre
-    preference), ``minimax`` (tic-tac-toe) or ``mcts<N>``."""
+    preference), ``minimax`` (tic-tac-toe), ``mcts<N>``, or the Connect Four solver
+    ``solver`` (perfect) / ``solver<d>`` (searches ``d`` plies; extra ``solver``)."""
     if spec == "random":
         return RandomPlayer()
     if spec == "minimax":
@@ -338,7 +340,13 @@ def make_baseline(spec: str, game: type[BoardGame]) -> Player:
         return player
     if spec.startswith("mcts") and spec[4:].isdigit():
         return MCTSPlayer(game, int(spec[4:]))
+    if spec == "solver" or (spec.startswith("solver") and spec[6:].isdigit()):
+        if game is not ConnectFour:
+            raise ValueError(f"baseline {spec!r} is the Connect Four solver, not for {game.name}")
+        from .solver import SolverPlayer  # the optional extra 'solver'
+
+        return SolverPlayer(int(spec[6:]) if spec[6:] else -1)
     raise ValueError(
         f"unknown baseline {spec!r}: use random, tactical, tactical_uniform, minimax "
-        "(tic-tac-toe) or mcts<N>"
+        "(tic-tac-toe), mcts<N>, solver or solver<depth> (Connect Four)"
     )

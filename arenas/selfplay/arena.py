@@ -29,7 +29,7 @@ from paddlecraft.agents.settings import ConfigError
 from paddlecraft.encoders.tensorio import atomic_write_json
 
 from ..engine import Arena
-from ..games import Player, TicTacToe, make_baseline
+from ..games import ConnectFour, Player, TicTacToe, make_baseline
 from .alphazero import alphazero_step, outcome_samples
 from .analysis import game_spec, outcomes, result_rates, tictactoe_losing_lines
 from .collect import LEARNER, Collection
@@ -42,10 +42,10 @@ from .league import (
     snapshot_to_json,
     weights_of,
 )
-from .player import SearchPlayer
+from .player import PolicyPlayer, SearchPlayer
 from .plots import rating_history_chart, save
 from .ppo import average, gae_samples, minibatches, mirror_samples, ppo_step
-from .workers import CollectorPool, Controller, play_games
+from .workers import Controller, RayCollectors, play_games, require_ray
 
 log = logging.getLogger("paddlecraft")
 
@@ -114,7 +114,7 @@ class SelfPlayArena(Collection, Arena):
                     "self-play run folder (with policy/) or a saved policy folder"
                 )
             self.policy.load_state(folder, optimizer=False)
-        self._pool_workers: CollectorPool | None = None
+        self._pool_workers: RayCollectors | None = None
         self.train_anchors = {str(k): float(v) for k, v in (cfg.train_anchors or {}).items()}
         default_eval = {"random": 100, **({"minimax": 100} if rules is TicTacToe else {})}
         self.eval_games = {str(k): int(v) for k, v in (cfg.eval_games or default_eval).items()}
@@ -131,6 +131,17 @@ class SelfPlayArena(Collection, Arena):
                     "only supports the random baseline"
                 )
             self.baselines[name] = make_baseline(name, rules or TicTacToe)
+        if cfg.collect_workers:  # the extra is missing: one error line now, not at step 1
+            require_ray()
+        if cfg.solver_positions:
+            if rules is not ConnectFour:
+                raise ConfigError(
+                    f"arena.solver_positions needs game=connect_four (the solved game), got "
+                    f"{self.spec.name}; set arena.solver_positions=0"
+                )
+            from ..games.solver import SolverPlayer
+
+            SolverPlayer()  # the extra is missing: one error line now, not after training
         if cfg.keep_best:  # checked now, not at the first evaluation an epoch later
             rates = result_rates(np.zeros(1))
             known = {f"{k}_vs_{b}" for k in rates for b, n in self.eval_games.items() if n > 0}
@@ -251,6 +262,8 @@ class SelfPlayArena(Collection, Arena):
                     self.league.record(LEARNER, name, o)
                 for k, v in result_rates(o).items():
                     out[f"{prefix}{k}_vs_{name}"] = v
+        if final and self.cfg.solver_positions:
+            out.update(self._judge(players))
         if self.spec.rules is TicTacToe and not self.spec.is_pettingzoo:
             first, second = tictactoe_losing_lines(self.policy)
             out["losing_lines"] = float(first + second)
@@ -268,6 +281,20 @@ class SelfPlayArena(Collection, Arena):
             if out[key] >= self.best_value:
                 self.best = Snapshot("best", self.updates, weights_of(self.policy))
                 self.best_value = float(out[key])
+        return out
+
+    def _judge(self, players: list[tuple[str, Mapping[str, int], Any]]) -> dict[str, float]:
+        """Perfect-move and good-move rates of the greedy policy (and of the searching
+        policy, ``search_`` prefix) on ``solver_positions`` solver-judged positions."""
+        from ..games.solver import perfect_move_rate, solver_positions
+
+        positions = solver_positions(self.cfg.solver_positions, seed=0)
+        out: dict[str, float] = {}
+        for prefix, _, me in players:
+            player = me if me is not None else PolicyPlayer(self.policy)
+            rng = np.random.default_rng([self.seed, 17])
+            for k, v in perfect_move_rate(player, positions, rng).items():
+                out[f"{prefix}{k}"] = v
         return out
 
     def arena_state(self) -> dict:

@@ -10,10 +10,16 @@ import numpy as np
 
 from paddlecraft.agents import Policy
 
-from .alphazero import search_controller
 from .analysis import outcomes
 from .league import OpponentPool, weights_of
-from .workers import CollectorPool, Controller, PlanEntry, frozen_policy, play_games
+from .workers import (
+    Controller,
+    PlanEntry,
+    RayCollectors,
+    frozen_policy,
+    make_controller,
+    play_games,
+)
 
 LEARNER = "latest"
 #: settings the search of ``algo=alphazero`` reads (also sent to collection workers)
@@ -39,7 +45,7 @@ class Collection:
     algo_now: Any
     games_now: Any
     policy: Policy
-    _pool_workers: CollectorPool | None
+    _pool_workers: RayCollectors | None
     _twins: list[Policy]
 
     # ------------------------------------------------------------------ collection
@@ -115,22 +121,14 @@ class Collection:
     def _controller(self, k: int, entry: PlanEntry, rng: np.random.Generator) -> Controller:
         """In-process controller ``k`` of a collection plan, sampling from ``rng``."""
         kind, arg = entry
-        if kind == "search":
-            return search_controller(self.policy, self.spec.rules, self.cfg, rng)
-        if kind == "learner":
-            policy = self.policy
-
-            def learner(o: np.ndarray, m: np.ndarray) -> tuple[np.ndarray, Any]:
-                a, logp, value = policy.act(o, m, greedy=False, rng=rng, return_info=True)
-                return a, {"logp": logp, "value": value}
-
-            return learner
-        if kind == "snapshot":
-            twin = self._twin(k - 1)
-            OpponentPool.load_into(twin, arg)
-            return lambda o, m: (twin.act(o, m, greedy=False, rng=rng), None)
-        player = self.baselines[arg]
-        return lambda o, m: (player.act(o, m, rng=rng), None)
+        if kind in ("learner", "search"):
+            actor: Any = self.policy
+        elif kind == "snapshot":
+            actor = self._twin(k - 1)
+            OpponentPool.load_into(actor, arg)
+        else:
+            actor = self.baselines[arg]
+        return make_controller(kind, actor, rng, self.spec.rules, self.cfg)
 
     def _wire_plan(self, plan: list[PlanEntry]) -> list[PlanEntry]:
         """The plan as sent to worker processes: weights instead of live networks."""
@@ -147,15 +145,16 @@ class Collection:
                 out.append((kind, arg))
         return out
 
-    def _collectors(self) -> CollectorPool:
+    def _collectors(self) -> RayCollectors:
         if self._pool_workers is None:
-            self._pool_workers = CollectorPool(
+            self._pool_workers = RayCollectors(
                 self.cfg.collect_workers,
                 self.policy.config,
                 self.spec.name,
                 {k: v for k, v in self.baselines.items() if k in self.train_anchors},
                 name=f"{self.policy.name}_collector",
                 threads_per_worker=self.cfg.threads_per_worker,
+                address=self.cfg.ray_address,
             )
         return self._pool_workers
 

@@ -51,6 +51,10 @@ class SelfPlayConfig(ArenaConfig):
     search_eval_games: dict[str, int] = field(default_factory=dict)
     #: ^ {baseline: games} the policy plays with search in the final evaluation
     eval_simulations: int = 200  #: simulations per move of search_eval_games
+    solver_positions: int = 0
+    #: ^ Connect Four: the final evaluation scores the policy's moves (and, with
+    #: search_eval_games, the searching policy's) on this many solver-judged positions:
+    #: metrics perfect_move_rate / good_move_rate (extra ``solver``; 0: off)
     headline_metric: Optional[str] = None  #: default: per game  # noqa: UP045
     augment_mirror: bool = False  #: also train on left-right mirrored samples
     keep_best: Optional[str] = None  #: end with the policy best on this eval metric  # noqa: UP045
@@ -64,8 +68,12 @@ class SelfPlayConfig(ArenaConfig):
     #: ^ the policy's learning rate in search updates (default: its own schedule's)
     init_policy: Optional[str] = None  # noqa: UP045
     #: ^ start from this saved policy's weights (a run folder or its policy/)
-    collect_workers: int = 0  #: worker processes playing the training games (0: in-process)
-    threads_per_worker: int = 1  #: OMP_NUM_THREADS of each collection worker
+    collect_workers: int = 0
+    #: ^ Ray workers playing the training games (0: in-process; extra ``ray``)
+    threads_per_worker: int = 1  #: OMP_NUM_THREADS (and Ray CPUs) of each collection worker
+    ray_address: Optional[str] = None  # noqa: UP045
+    #: ^ a running Ray cluster to collect on (``auto`` after ``ray start --head``); default:
+    #: this process's Ray, started locally when none is running
 
 
 def check_settings(cfg: SelfPlayConfig) -> None:

@@ -1,39 +1,44 @@
-"""Self-play collection on more cores: worker processes that each play a slice of the games.
+"""Self-play collection on more cores and machines: Ray actors that each play a slice of
+the games.
 
 The learner keeps every decision about *what* is played (seats, which snapshot or anchor
-sits where, ratings, the pool); each worker process holds its own copies of the policy
-network, receives the step's weights and its slice of the games, plays them to the end
-with batched moves and returns the winners and the learner's moves. The learner then
+sits where, ratings, the pool); each worker (a Ray actor) holds its own copies of the
+policy network, receives the step's weights and its slice of the games, plays them to the
+end with batched moves and returns the winners and the learner's moves. The learner then
 updates on all of them, exactly as with in-process collection.
 
     python run.py arena=selfplay game=connect_four arena.collect_workers=2
+    ray start --head   # on a cluster; then, on the learner's machine:
+    python run.py arena=selfplay game=connect_four arena.collect_workers=8 \
+        arena.ray_address=auto
+
+With no ``ray_address`` a local Ray starts in this process when none is running (nothing
+to set up on a laptop). Ray is the optional extra ``ray`` (``pip install
+paddlecraft[ray]``), imported only here.
 
 Worker ``w`` samples from ``np.random.default_rng([seed, 11, update, w])``: a run is
 reproducible (and resumable) for a given worker count; a different count plays
-different (equally distributed) games.
-
-Workers are spawned (not forked: Paddle's OpenMP pools do not survive a fork), run with
-``OMP_NUM_THREADS=threads_per_worker`` and end with :meth:`CollectorPool.close` (the
-arena's ``close``), or when the learner process exits.
+different (equally distributed) games. A worker that dies (its process killed, its node
+lost) is restarted by Ray and its slice replayed from the same seed and weights, so the
+run goes on exactly as if nothing had happened. A worker that raises ends the run with
+a :class:`CollectorError` carrying its traceback's last line (the whole one is logged).
 """
 
 from __future__ import annotations
 
 import contextlib
 import logging
-import multiprocessing as mp
 import os
-import signal
-import traceback
-import weakref
-from collections.abc import Callable, Iterator, Mapping, Sequence
-from multiprocessing.connection import Connection
+import pickle
+import time
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from types import SimpleNamespace
 from typing import Any
 
 import numpy as np
 
 from paddlecraft.agents import Policy
+from paddlecraft.agents.settings import ConfigError
 
 from ..games import GameSpec, Player
 from .alphazero import search_controller
@@ -108,17 +113,67 @@ def frozen_policy(name: str, config: Mapping[str, Any]) -> Policy:
     return policy
 
 
-class CollectorPool:
-    """``workers`` processes, each with its own policy networks, playing slices of a step.
+class CollectorError(RuntimeError):
+    """A collection worker raised: the message is one line (the worker's exception); the
+    full remote traceback is in ``remote_traceback`` and the log."""
+
+    def __init__(self, message: str, remote_traceback: str = "") -> None:
+        super().__init__(message)
+        self.remote_traceback = remote_traceback
+
+
+def require_ray() -> Any:
+    """The ``ray`` module, or a one-line :class:`ConfigError` naming the extra."""
+    try:
+        import ray
+    except ImportError as e:
+        raise ConfigError(
+            f"arena.collect_workers > 0 runs collection on Ray, which is the optional extra "
+            f"'ray': pip install paddlecraft[ray] ({e})"
+        ) from None
+    return ray
+
+
+class _Collector:
+    """A collection worker's state (made a Ray actor by :class:`RayCollectors`): the game,
+    its policy networks (built on demand, one per plan entry) and the anchors."""
+
+    def __init__(self, name: str, cfg: dict, game: str, baselines: dict) -> None:
+        self.spec = GameSpec(game)
+        self.name, self.cfg, self.baselines = name, cfg, baselines
+        self.nets: list[Policy] = []
+        self._net(0)
+
+    def _net(self, k: int) -> Policy:
+        while len(self.nets) <= k:
+            self.nets.append(frozen_policy(f"{self.name}_{len(self.nets)}", self.cfg))
+        return self.nets[k]
+
+    def where(self) -> tuple[str, int]:
+        """``(Ray node id, process id)`` of this worker."""
+        import ray
+
+        return ray.get_runtime_context().get_node_id(), os.getpid()
+
+    def play(
+        self, task: dict, plan: list[PlanEntry]
+    ) -> tuple[np.ndarray, list[dict[str, np.ndarray]], int]:
+        return _play_task({**task, "plan": plan}, self.spec, self._net, self.baselines)
+
+
+class RayCollectors:
+    """``workers`` Ray actors, each with its own policy networks, playing slices of a step.
 
     Args:
-        workers: processes to start (>= 1).
+        workers: actors to start (>= 1).
         policy_config: ``paddlecraft.agents.Policy`` constructor arguments (``policy.config``).
         game: the game's name (``GameSpec.name``).
         baselines: the scripted players anchors may name (sent once, at start).
         name: scope prefix of the workers' networks.
-        threads_per_worker: ``OMP_NUM_THREADS`` of each worker.
-        start_timeout: seconds to wait for a worker to build its network.
+        threads_per_worker: ``OMP_NUM_THREADS`` (and CPUs reserved) of each worker.
+        address: a running Ray cluster (``auto``, ``ray://host:10001``, ``host:6379``);
+            ``None`` joins this process's Ray if one is initialised, else starts a local one.
+        retries: times a dead worker's slice is replayed (on the restarted worker).
     """
 
     def __init__(
@@ -129,39 +184,39 @@ class CollectorPool:
         baselines: Mapping[str, Player],
         name: str = "collector",
         threads_per_worker: int = 1,
-        start_timeout: float = 300.0,
+        address: str | None = None,
+        retries: int = 3,
     ) -> None:
         if workers < 1:
-            raise ValueError(f"arena.collect_workers: a pool needs >= 1 worker, got {workers}")
-        ctx = mp.get_context("spawn")
-        self.workers = int(workers)
-        self._conns: list[Connection] = []
-        self._procs: list[Any] = []
-        with _child_env(OMP_NUM_THREADS=str(threads_per_worker)):
-            for w in range(self.workers):
-                parent, child = ctx.Pipe()
-                p = ctx.Process(
-                    target=_serve,
-                    args=(child, f"{name}_{w}", dict(policy_config), game, dict(baselines)),
-                    name=f"paddlecraft-{name}-{w}",
-                    daemon=True,
-                )
-                p.start()
-                child.close()
-                self._conns.append(parent)
-                self._procs.append(p)
-        self._finalizer = weakref.finalize(self, _shutdown, self._procs, self._conns)
-        for w, conn in enumerate(self._conns):
-            if not conn.poll(start_timeout):
-                self.close()
-                raise RuntimeError(
-                    f"self-play collector {w} did not start within {start_timeout:.0f} s"
-                )
-            status, payload = self._receive(w)
-            if status != "ok":
-                self.close()
-                raise RuntimeError(f"self-play collector {w} could not start:\n{payload}")
-        log.info("self-play collection: %d worker processes", self.workers)
+            raise ValueError(
+                f"arena.collect_workers: Ray collection needs >= 1 worker, got {workers}"
+            )
+        ray = require_ray()
+        self.ray, self.workers, self.retries = ray, int(workers), int(retries)
+        self.started_ray = False
+        if not ray.is_initialized():
+            ray.init(
+                address=address,
+                include_dashboard=False,
+                log_to_driver=False,
+                configure_logging=False,
+                **({} if address else {"num_cpus": max(os.cpu_count() or 1, workers)}),
+            )
+            self.started_ray = address is None
+        actor = ray.remote(_Collector).options(
+            num_cpus=threads_per_worker,
+            max_restarts=retries,
+            scheduling_strategy="SPREAD",
+            runtime_env={"env_vars": {"OMP_NUM_THREADS": str(threads_per_worker)}},
+        )
+        self.actors = [
+            actor.remote(f"{name}_{w}", dict(policy_config), game, dict(baselines))
+            for w in range(self.workers)
+        ]
+        self.restarts = 0  #: slices replayed after a worker died
+        self.bytes_sent = 0  #: pickled task bytes sent by the last play()
+        self.nodes = self._call(lambda w: self.actors[w].where.remote(), range(self.workers))
+        log.info("self-play collection: %d Ray workers", self.workers)
 
     def play(
         self,
@@ -178,23 +233,21 @@ class CollectorPool:
         """
         n = len(seats)
         bounds = np.linspace(0, n, self.workers + 1).astype(int)
-        busy = []
+        plan_ref = self.ray.put(list(plan))  # the weights go once per node, not per worker
+        tasks = {}
         for w in range(self.workers):
             lo, hi = int(bounds[w]), int(bounds[w + 1])
             if hi > lo:
-                task = {"seats": seats[lo:hi], "plan": list(plan), "seed": [*seed, w],
-                        "record": record}  # fmt: skip
-                self._send(w, task)
-                busy.append((w, lo, hi))
-        # receive from every busy worker before raising, so no result is left in a pipe
-        replies = [(w, lo, *self._receive(w)) for w, lo, _ in busy]
-        for w, _, status, payload in replies:
-            if status != "ok":
-                raise RuntimeError(f"self-play collector {w} failed:\n{payload}")
+                tasks[w] = {"seats": seats[lo:hi], "seed": [*seed, w], "record": record}
+        self.bytes_sent = len(pickle.dumps(list(plan))) + sum(
+            len(pickle.dumps(t)) for t in tasks.values()
+        )
+        results = self._call(lambda w: self.actors[w].play.remote(tasks[w], plan_ref), tasks)
         winners: list[np.ndarray] = []
         records: list[dict[str, np.ndarray]] = []
         moves = 0
-        for _, lo, _, (win, recs, m) in replies:
+        for w, (win, recs, m) in zip(tasks, results, strict=True):
+            lo = int(bounds[w])
             winners.append(win)
             for r in recs:
                 r["game"] = r["game"] + lo
@@ -202,97 +255,107 @@ class CollectorPool:
             moves += m
         return np.concatenate(winners), records, moves
 
+    def _call(self, submit: Callable[[int], Any], workers: Iterable[int]) -> list[Any]:
+        """Results of ``submit(w)`` for every worker, in order; a slice whose worker died
+        is submitted again (Ray restarts the actor) up to ``retries`` times."""
+        ray = self.ray
+        workers = list(workers)
+        refs = {w: submit(w) for w in workers}
+        out: dict[int, Any] = {}
+        tries = dict.fromkeys(workers, 0)
+        while refs:
+            w, ref = next(iter(refs.items()))
+            try:
+                out[w] = ray.get(ref)
+                del refs[w]
+            except ray.exceptions.RayActorError as e:
+                tries[w] += 1
+                if tries[w] > self.retries or not self._await_restart(w):
+                    raise CollectorError(
+                        f"self-play collector {w} died and could not be restarted "
+                        f"({type(e).__name__})"
+                    ) from None
+                log.warning("self-play collector %d died; replaying its slice (%d)", w, tries[w])
+                self.restarts += 1
+                refs[w] = submit(w)
+            except ray.exceptions.RayTaskError as e:
+                for other in refs.values():  # no result left behind
+                    with contextlib.suppress(Exception):
+                        ray.get(other)
+                text = str(e)
+                last = [line for line in text.splitlines() if line.strip()][-1].strip()
+                log.error("self-play collector %d failed:\n%s", w, text)
+                raise CollectorError(f"self-play collector {w} failed: {last}", text) from None
+        return [out[w] for w in workers]
+
+    def _await_restart(self, w: int, timeout: float = 300.0) -> bool:
+        """Wait until Ray has restarted worker ``w`` (it answers again); False if it is
+        dead for good (restarts used up) or not back within ``timeout`` seconds."""
+        ray, end = self.ray, time.monotonic() + timeout
+        while time.monotonic() < end:
+            try:
+                ray.get(self.actors[w].where.remote(), timeout=30)
+                return True
+            except ray.exceptions.ActorDiedError:
+                return False
+            except (ray.exceptions.RayActorError, ray.exceptions.GetTimeoutError):
+                time.sleep(0.5)  # still restarting
+        return False
+
     def close(self) -> None:
-        """Stop the workers (idempotent)."""
-        self._finalizer()
-
-    # ------------------------------------------------------------------ plumbing
-    def _send(self, w: int, task: Any) -> None:
-        try:
-            self._conns[w].send(task)
-        except (BrokenPipeError, OSError) as e:
-            self.close()
-            raise RuntimeError(f"self-play collector {w} is gone ({self._exit(w)})") from e
-
-    def _receive(self, w: int) -> tuple[str, Any]:
-        """``("ok", result)`` or ``("error", traceback)``; a dead worker closes the pool."""
-        try:
-            return self._conns[w].recv()
-        except (EOFError, OSError) as e:
-            self.close()
-            raise RuntimeError(f"self-play collector {w} died ({self._exit(w)})") from e
-
-    def _exit(self, w: int) -> str:
-        p = self._procs[w]
-        p.join(timeout=1.0)
-        return f"exit code {p.exitcode}"
+        """Stop the workers (idempotent); shut down the Ray this pool started."""
+        for a in getattr(self, "actors", []):
+            with contextlib.suppress(Exception):
+                self.ray.kill(a)
+        self.actors = []
+        if self.started_ray and self.ray.is_initialized():
+            self.ray.shutdown()
+            self.started_ray = False
 
 
 # ---------------------------------------------------------------------- worker side
-def _serve(conn: Connection, name: str, cfg: dict, game: str, baselines: dict) -> None:
-    """A worker's loop: build the networks, then play tasks until told to stop (None).
+KINDS = ("learner", "search", "snapshot", "anchor")
 
-    Ctrl-C and SIGTERM reach the whole process group; the learner handles them (it
-    finishes the step, checkpoints, then stops its workers), so workers ignore them.
+
+def make_controller(
+    kind: str, actor: Any, rng: np.random.Generator, rules: Any = None, search: Any = None
+) -> Controller:
+    """The one controller factory of collection, in the learner's process and in workers.
+
+    ``actor`` is the network (``learner``: samples and records log-probabilities and
+    values; ``snapshot``: samples; ``search``: PUCT search with the ``search`` settings on
+    ``rules``, records visit targets) or a scripted :class:`Player` (``anchor``). Every
+    draw comes from ``rng``.
     """
-    signal.signal(signal.SIGINT, signal.SIG_IGN)
-    signal.signal(signal.SIGTERM, signal.SIG_IGN)
-    try:
-        spec = GameSpec(game)
-        nets: list[Policy] = []
-
-        def net(k: int) -> Policy:
-            while len(nets) <= k:
-                nets.append(frozen_policy(f"{name}_{len(nets)}", cfg))
-            return nets[k]
-
-        net(0)
-        conn.send(("ok", None))
-    except BaseException:
-        conn.send(("error", traceback.format_exc()))
-        return
-    while True:
-        try:
-            task = conn.recv()
-        except (EOFError, OSError):  # the learner is gone
-            return
-        if task is None:
-            return
-        try:
-            conn.send(("ok", _play_task(task, spec, net, baselines)))
-        except BaseException:
-            conn.send(("error", traceback.format_exc()))
+    if kind == "anchor":
+        return lambda o, m: (actor.act(o, m, rng=rng), None)
+    if kind == "search":
+        return search_controller(actor, rules, search, rng)
+    if kind == "learner":
+        return lambda o, m: _with_info(actor.act(o, m, greedy=False, rng=rng, return_info=True))
+    if kind == "snapshot":
+        return lambda o, m: (actor.act(o, m, greedy=False, rng=rng), None)
+    raise ValueError(f"unknown controller kind {kind!r}: {' | '.join(KINDS)}")
 
 
 def _play_task(
     task: dict, spec: GameSpec, net: Callable[[int], Any], baselines: Mapping[str, Player]
 ) -> tuple[np.ndarray, list[dict[str, np.ndarray]], int]:
+    """A worker's slice: the plan's weights loaded into its own networks, then played."""
     rng = np.random.default_rng(task["seed"])
     controllers: list[Controller] = []
     for k, (kind, arg) in enumerate(task["plan"]):
-        if kind not in ("learner", "search", "snapshot", "anchor"):
-            raise ValueError(
-                f"unknown controller kind {kind!r}: learner | search | snapshot | anchor"
-            )
+        if kind not in KINDS:
+            make_controller(kind, None, rng)  # raises, naming the kinds
+        settings = None
         if kind == "anchor":
-            player = baselines[arg]
-            controllers.append(lambda o, m, p=player: (p.act(o, m, rng=rng), None))
-            continue
-        policy = net(k)
-        weights, settings = arg if kind == "search" else (arg, None)
-        OpponentPool.load_into(policy, Snapshot(kind, 0, weights))
-        if kind == "search":
-            controllers.append(
-                search_controller(policy, spec.rules, SimpleNamespace(**settings), rng)
-            )
-        elif kind == "learner":  # records log-probabilities and values for the update
-            controllers.append(
-                lambda o, m, p=policy: _with_info(
-                    p.act(o, m, greedy=False, rng=rng, return_info=True)
-                )
-            )
+            actor = baselines[arg]
         else:
-            controllers.append(lambda o, m, p=policy: (p.act(o, m, greedy=False, rng=rng), None))
+            actor = net(k)
+            weights, settings = arg if kind == "search" else (arg, None)
+            OpponentPool.load_into(actor, Snapshot(kind, 0, weights))
+        search = SimpleNamespace(**settings) if settings else None
+        controllers.append(make_controller(kind, actor, rng, spec.rules, search))
     seats = np.asarray(task["seats"])
     return play_games(spec, len(seats), seats, controllers, task["record"])
 
@@ -300,32 +363,3 @@ def _play_task(
 def _with_info(out: tuple[np.ndarray, np.ndarray, np.ndarray]) -> tuple[np.ndarray, Any]:
     a, logp, value = out
     return a, {"logp": logp, "value": value}
-
-
-def _shutdown(procs: list[Any], conns: list[Connection]) -> None:
-    for conn in conns:
-        with contextlib.suppress(Exception):
-            conn.send(None)
-    for p in procs:
-        p.join(timeout=5.0)
-        if p.is_alive():  # workers ignore SIGTERM (see _serve)
-            p.kill()
-            p.join(timeout=1.0)
-    for conn in conns:
-        with contextlib.suppress(Exception):
-            conn.close()
-
-
-@contextlib.contextmanager
-def _child_env(**env: str) -> Iterator[None]:
-    """Set environment variables while child processes start (spawned children copy them)."""
-    old = {k: os.environ.get(k) for k in env}
-    os.environ.update(env)
-    try:
-        yield
-    finally:
-        for k, v in old.items():
-            if v is None:
-                os.environ.pop(k, None)
-            else:
-                os.environ[k] = v

@@ -1,0 +1,229 @@
+"""Connect Four judged by a perfect solver: a solver player and the perfect-move rate.
+
+Connect Four is solved; the optional extra ``solver`` (``pip install paddlecraft[solver]``,
+the `bitbully <https://pypi.org/project/bitbully/>`_ solver with its bundled opening book,
+no download at run time) gives every move's exact value. Here it only *judges*: it is an
+anchor in tournaments and evaluations and scores the moves of a trained agent; it never
+appears in training targets, in the search or as a training opponent.
+
+- :class:`SolverPlayer` (baseline names ``solver`` and ``solver<d>``, the latter searching
+  ``d`` plies and then rolling out non-losing moves: a weakened solver);
+- :func:`solver_positions`: a fixed, seeded set of positions from realistic play (plies
+  0-30, only positions where the moves' values differ), each move's exact value attached;
+- :func:`perfect_move_rate`: the share of a player's moves with the best value and the
+  share that keep the position's theoretical result ("good moves").
+
+Values are the solver's scores from the mover's side: > 0 a win (larger: sooner), 0 a
+draw, < 0 a loss; illegal moves are NaN.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from functools import lru_cache
+from typing import Any
+
+import numpy as np
+
+from paddlecraft.agents.settings import ConfigError
+
+from .baselines import Player, TacticalPlayer
+from .connect_four import ConnectFour
+from .core import U64
+
+_INSTALL = "pip install paddlecraft[solver]"
+
+
+def _core() -> Any:
+    """The ``bitbully`` modules, or a one-line :class:`ConfigError` naming the extra."""
+    try:
+        import bitbully_databases
+        from bitbully import bitbully_core
+    except ImportError as e:
+        raise ConfigError(
+            f"the Connect Four solver needs the optional extra 'solver': {_INSTALL} ({e})"
+        ) from None
+    return bitbully_core, bitbully_databases
+
+
+@lru_cache(maxsize=1)
+def _engine() -> Any:
+    """One solver engine per process (loading the opening book takes ~1 s)."""
+    core, databases = _core()
+    from pathlib import Path
+
+    return core.BitBullyCore(Path(databases.BitBullyDatabases.get_database_path("default")))
+
+
+def _spread(bits: np.ndarray) -> np.ndarray:
+    """Our 7-bit column stride (6 cells + sentinel) -> bitbully's 9-bit stride."""
+    out = np.zeros(bits.shape, U64)
+    for c in range(ConnectFour.cols):
+        out |= ((bits >> U64(7 * c)) & U64(0x3F)) << U64(9 * c)
+    return out
+
+
+def solve(cur: Any, mask: Any, max_depth: int = -1) -> np.ndarray:
+    """Exact values ``float [n, 7]`` of every move of the positions ``(cur, mask)``.
+
+    ``cur`` holds the mover's stones and ``mask`` all stones (the bitboards of
+    :class:`~paddlecraft.arenas.games.ConnectFour`). ``max_depth`` >= 0 limits the search
+    (then values are estimates). Illegal moves (full columns) are NaN.
+    """
+    core, _ = _core()
+    engine = _engine()
+    cur, mask = np.atleast_1d(np.asarray(cur, U64)), np.atleast_1d(np.asarray(mask, U64))
+    stones = ConnectFour.popcount(mask)
+    all_, active = _spread(mask), _spread(cur)
+    out = np.full((len(cur), ConnectFour.cols), np.nan)
+    if max_depth >= 0:  # depth-limited values depend on the transposition table: start
+        engine.resetTranspositionTable()  # each call from an empty one (reproducible)
+    board = core.BoardCore()
+    for i in range(len(cur)):
+        board.setRawState(int(all_[i]), int(active[i]), int(42 - stones[i]))
+        scores = np.asarray(engine.scoreMoves(board, max_depth=int(max_depth)), float)
+        out[i] = np.where(scores > -100, scores, np.nan)  # bitbully: < -100 is illegal
+    return out
+
+
+def solve_planes(observations: Any) -> np.ndarray:
+    """:func:`solve` on observation planes ``[n, 6, 7, 2]`` (mover, opponent)."""
+    cur, mask = ConnectFour.from_planes(np.asarray(observations))
+    return solve(cur, mask)
+
+
+class SolverPlayer(Player):
+    """The perfect player (``max_depth=-1``) or a weakened one that searches ``max_depth``
+    plies, then rolls out non-losing moves. Ties between equally valued moves are broken
+    at random (``rng``), so games against it vary."""
+
+    def __init__(self, max_depth: int = -1) -> None:
+        _core()  # fail now, with the one-line message, if the extra is missing
+        self.max_depth = int(max_depth)
+        self.name = "solver" if max_depth < 0 else f"solver{max_depth}"
+
+    def act(self, observations: Any, action_masks: Any, rng: Any = None) -> np.ndarray:
+        rng = rng if rng is not None else np.random
+        legal = self._masks(action_masks)
+        cur, mask = ConnectFour.from_planes(np.asarray(observations))
+        values = solve(cur, mask, self.max_depth)  # [n, 7]
+        values = np.where(legal, np.nan_to_num(values, nan=-1e9), -np.inf)
+        best = values == values.max(axis=1, keepdims=True)
+        noise = rng.random(best.shape)
+        return np.argmax(np.where(best, noise + 1.0, 0.0), axis=1).astype(np.int64)
+
+
+@dataclass
+class SolvedPositions:
+    """Positions with every move's exact value: ``planes int8 [n, 6, 7, 2]`` (mover's
+    side), ``masks bool [n, 7]``, ``values float [n, 7]`` (NaN: illegal), ``plies [n]``."""
+
+    planes: np.ndarray
+    masks: np.ndarray
+    values: np.ndarray
+    plies: np.ndarray
+
+    def __len__(self) -> int:
+        return len(self.plies)
+
+
+@lru_cache(maxsize=4)
+def solver_positions(
+    n: int = 400, seed: int = 0, max_ply: int = 30, strong_share: float = 0.5
+) -> SolvedPositions:
+    """``n`` positions from realistic play, fixed by ``seed``, with exact move values.
+
+    Games mix strong and human-like moves: each move is, with probability
+    ``strong_share``, a best move of a 6-ply solver search (ties at random) and otherwise
+    the one-move-lookahead :class:`~paddlecraft.arenas.games.baselines.TacticalPlayer`
+    (centre-weighted, so its openings look like people's). From each game one position is
+    kept, at a ply drawn uniformly from ``0..max_ply``, if the game is not over there and
+    its legal moves do not all have the same exact value. Cached per process.
+    """
+    rng = np.random.default_rng([seed, 2025])
+    tactical, strong = TacticalPlayer(ConnectFour), SolverPlayer(max_depth=6)
+    planes, masks, values, plies = [], [], [], []
+    kept = 0
+    while kept < n:
+        batch = max(16, (n - kept) * 3 // 2)
+        game = ConnectFour(batch)
+        stop = rng.integers(0, max_ply + 1, batch)
+        for ply in range(max_ply + 1):
+            here = np.flatnonzero((stop == ply) & ~game.done)
+            if len(here):
+                p, m = game.observe(here)
+                v = solve_planes(p)  # exact
+                keep = (np.nanmax(v, axis=1) - np.nanmin(v, axis=1)) > 0
+                planes.append(p[keep])
+                masks.append(m[keep].astype(bool))
+                values.append(v[keep])
+                plies.append(np.full(int(keep.sum()), ply))
+                kept += int(keep.sum())
+            live = np.flatnonzero((stop > ply) & ~game.done)
+            if not len(live):
+                break
+            p, m = game.observe(live)
+            actions = np.where(
+                rng.random(len(live)) < strong_share,
+                strong.act(p, m, rng=rng),
+                tactical.act(p, m, rng=rng),
+            )
+            game.step(actions, live)
+    cat = [np.concatenate(x) for x in (planes, masks, values, plies)]
+    pick = np.sort(rng.choice(kept, n, replace=False))  # an unbiased n of them
+    order = pick[np.argsort(cat[3][pick], kind="stable")]  # by ply
+    return SolvedPositions(*(x[order] for x in cat))
+
+
+def perfect_move_rate(
+    player: Player, positions: SolvedPositions, rng: Any = None, batch: int = 256
+) -> dict[str, float]:
+    """How close to perfect ``player`` plays on ``positions``.
+
+    Returns ``perfect_move_rate`` (share of moves with the best value) and
+    ``good_move_rate`` (share of moves that keep the theoretical result: a winning move
+    where the position is won, a drawing or winning one where it is drawn; every legal
+    move keeps a lost position's result, so those count as good).
+    """
+    rng = rng if rng is not None else np.random.default_rng(0)
+    actions = np.concatenate(
+        [
+            player.act(positions.planes[i : i + batch], positions.masks[i : i + batch], rng=rng)
+            for i in range(0, len(positions), batch)
+        ]
+    )
+    return move_rates(positions.values, actions)
+
+
+def move_rates(values: np.ndarray, actions: np.ndarray) -> dict[str, float]:
+    """``perfect_move_rate`` and ``good_move_rate`` of ``actions [n]`` given the exact
+    ``values [n, 7]`` (NaN: illegal; an illegal action counts as neither)."""
+    values = np.asarray(values, float)
+    chosen = values[np.arange(len(values)), np.asarray(actions, np.int64)]
+    best = np.nanmax(values, axis=1)
+    perfect = chosen == best
+    good = ~np.isnan(chosen) & (np.sign(chosen) == np.sign(best))
+    return {"perfect_move_rate": float(perfect.mean()), "good_move_rate": float(good.mean())}
+
+
+def versus_solver(player: Player, games: int = 1, seed: int = 0) -> dict[str, float]:
+    """``player`` moves first against the perfect solver (ties at random, seeded).
+
+    The first player wins Connect Four with perfect play, so a perfect ``player`` wins
+    every game. Returns ``win_rate`` and ``plies`` (mean game length: how long the
+    player survives when it loses).
+    """
+    rng = np.random.default_rng([seed, 42])
+    solver = SolverPlayer()
+    g = ConnectFour(games)
+    while not g.done.all():
+        idx = np.flatnonzero(~g.done)
+        p, m = g.observe(idx)
+        first = g.to_move[idx] == 0
+        a = np.zeros(len(idx), np.int64)
+        if first.any():
+            a[first] = player.act(p[first], m[first], rng=rng)
+        if (~first).any():
+            a[~first] = solver.act(p[~first], m[~first], rng=rng)
+        g.step(a, idx)
+    return {"win_rate": float((g.winner == 0).mean()), "plies": float(g.moves.mean())}

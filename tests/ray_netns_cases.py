@@ -1,0 +1,213 @@
+"""Ray collection cases, run by tests/test_selfplay_ray.py inside ``unshare -n`` (only the
+loopback interface exists there). Not collected on its own (no ``test_`` prefix)."""
+
+from __future__ import annotations
+
+import os
+import signal
+import threading
+from pathlib import Path
+
+import numpy as np
+import psutil
+import pytest
+import ray
+from hydra import compose, initialize_config_dir
+
+from paddlecraft.agents import Policy
+from paddlecraft.arenas import SelfPlayArena, register_configs
+from paddlecraft.arenas.engine.app import run_from_config
+from paddlecraft.arenas.engine.rng import seed_everything
+from paddlecraft.arenas.games import GameSpec, TicTacToe, make_baseline
+from paddlecraft.arenas.selfplay.league import weights_of
+from paddlecraft.arenas.selfplay.workers import (
+    CollectorError,
+    RayCollectors,
+    _play_task,
+    frozen_policy,
+)
+
+ROOT = Path(__file__).resolve().parents[1]
+TTT_MLP = {
+    "_target_": "paddlecraft.encoders.ImageMLPEncoder",
+    "input_size": 18,
+    "hidden_size": 32,
+    "num_classes": 32,
+}
+CONFIG = {"encoder": TTT_MLP, "obs_shape": [3, 3, 2], "num_actions": 9}
+_names = iter(range(10**6))
+
+
+def _policy() -> Policy:
+    return Policy(f"pol{next(_names)}", **CONFIG, seed=0)
+
+
+def _arena(policy: Policy, workers: int) -> SelfPlayArena:
+    return SelfPlayArena(
+        {"policy": policy},
+        data="tictactoe",
+        games_per_step=48,
+        minibatch_size=64,
+        update_epochs=2,
+        pool_opponents_per_step=2,
+        snapshot_every=1,
+        latest_ratio=0.5,
+        train_anchors={"random": 0.25},
+        eval_games={"random": 4},
+        collect_workers=workers,
+    )
+
+
+@pytest.fixture(scope="module")
+def local_ray():
+    ray.init(num_cpus=4, include_dashboard=False, log_to_driver=False, configure_logging=False)
+    yield
+    ray.shutdown()
+
+
+@pytest.fixture(scope="module")
+def pool(local_ray):
+    p = RayCollectors(2, CONFIG, "tictactoe", {"random": make_baseline("random", TicTacToe)},
+                      name="test_collector")  # fmt: skip
+    yield p
+    p.close()
+
+
+def test_only_loopback_exists_and_ray_listens_on_nothing_else(pool):
+    assert set(psutil.net_if_addrs()) == {"lo"}
+    ray_pids = {p.pid for p in psutil.process_iter(["cmdline"]) if "ray" in " ".join(
+        p.info["cmdline"] or [])}  # fmt: skip
+    listening = [
+        c
+        for c in psutil.net_connections("inet")
+        if c.status == psutil.CONN_LISTEN and (c.pid in ray_pids)  # fmt: skip
+    ]
+    assert listening  # Ray's GCS, raylets and workers do listen
+    loopback = {"127.0.0.1", "::1", "::ffff:127.0.0.1", "0.0.0.0", "::"}  # lo is all there is
+    assert {c.laddr.ip for c in listening} <= loopback
+    node_ip = ray.util.get_node_ip_address()
+    assert node_ip == "127.0.0.1"
+
+
+def test_slices_are_bit_identical_to_playing_them_here_with_the_same_seeds(pool):
+    """What the pool promised: worker w plays games [lo, hi) from default_rng([*seed, w])."""
+    policy, snap = _policy(), _policy()
+    n = 11
+    seats = np.zeros((n, 2), np.int64)
+    seats[np.arange(n) % 3 == 1, 1] = 1  # a snapshot plays second
+    seats[np.arange(n) % 3 == 2, 0] = 2  # the random anchor plays first
+    plan = [("learner", weights_of(policy)), ("snapshot", weights_of(snap)), ("anchor", "random")]
+    got = pool.play(seats, plan, seed=[0, 11, 5])
+    again = pool.play(seats, plan, seed=[0, 11, 5])
+    spec, nets = GameSpec("tictactoe"), []
+
+    def net(k):
+        while len(nets) <= k:
+            nets.append(frozen_policy(f"here{next(_names)}", CONFIG))
+        return nets[k]
+
+    bounds = np.linspace(0, n, 3).astype(int)
+    for w in range(2):
+        lo, hi = bounds[w], bounds[w + 1]
+        task = {"seats": seats[lo:hi], "plan": plan, "seed": [0, 11, 5, w], "record": 0}
+        win, recs, _ = _play_task(task, spec, net, {"random": make_baseline("random", TicTacToe)})
+        assert np.array_equal(got[0][lo:hi], win)
+        mine = [r for r in got[1] if lo <= r["game"].min() < hi]
+        assert len(mine) == len(recs)
+        for a, b in zip(mine, recs, strict=True):
+            assert np.array_equal(a["game"], b["game"] + lo)
+            for k in ("obs", "action", "logp", "value"):
+                assert np.array_equal(a[k], b[k])
+    assert np.array_equal(got[0], again[0]) and got[2] == again[2]
+    assert pool.bytes_sent > sum(v.nbytes for v in weights_of(policy).values())
+
+
+def test_a_raising_worker_is_one_line_and_the_workers_survive(pool):
+    seats = np.zeros((4, 2), np.int64)
+    with pytest.raises(CollectorError) as e:
+        pool.play(seats, [("oracle", None)], seed=[0])
+    msg = str(e.value)
+    assert "unknown controller kind 'oracle'" in msg and "\n" not in msg
+    assert "in _play_task" in e.value.remote_traceback  # the remote frames
+    winner, _, moves = pool.play(seats, [("learner", weights_of(_policy()))], seed=[0])
+    assert len(winner) == 4 and moves >= 20
+
+
+def test_search_collection_in_a_worker_returns_visit_targets(local_ray):
+    """algo=alphazero: a worker plays the learner's moves with PUCT search and returns a
+    policy target (a distribution) for every one of them."""
+    seed_everything(0)
+    policy = _policy()
+    arena = SelfPlayArena({"policy": policy}, data="tictactoe", algo="alphazero", simulations=8,
+                          games_per_step=12, latest_ratio=0.5, eval_games={"random": 4},
+                          collect_workers=1)  # fmt: skip
+    with arena:
+        arena._take_snapshot()
+        rollout = arena._collect()
+        assert rollout["n"] == 12 and len(rollout["winner"]) == 12
+        pi = np.concatenate([r["pi"] for r in rollout["records"]])
+        assert np.allclose(pi.sum(1), 1) and rollout["metrics"]["positions"] == len(pi)
+
+
+def _train(workers: int, steps: int, kill_after: float | None = None) -> tuple[dict, int]:
+    seed_everything(0)
+    policy = Policy("learner", **CONFIG, seed=0)
+    with _arena(policy, workers) as arena:
+        if kill_after is not None:
+            arena._collectors()
+            pid = arena._collectors().nodes[1][1]
+            threading.Timer(kill_after, os.kill, (pid, signal.SIGKILL)).start()
+        for step in range(steps):
+            arena.train_step(step)
+        restarts = arena._pool_workers.restarts
+        weights = {k: v.copy() for k, v in weights_of(policy).items()}
+    policy.release_scopes()
+    return weights, restarts
+
+
+def test_a_worker_killed_mid_run_is_replayed_and_the_weights_match(local_ray):
+    clean, none = _train(2, 4)
+    killed, restarts = _train(2, 4, kill_after=0.5)
+    assert none == 0 and restarts >= 1
+    assert clean.keys() == killed.keys()
+    assert all(np.array_equal(clean[k], killed[k]) for k in clean)
+
+
+def test_run_py_path_with_workers_finishes(local_ray, tmp_path):
+    register_configs()
+    with initialize_config_dir(config_dir=str(ROOT / "conf"), version_base="1.3"):
+        cfg = compose(
+            "config",
+            overrides=["arena=selfplay", "game=tictactoe", "arena.epochs=1",
+                       "arena.steps_per_epoch=2", "arena.games_per_step=32",
+                       "arena.collect_workers=2", "arena.eval_games.random=8",
+                       "arena.eval_games.minimax=8", "arena.final_eval_games.random=8",
+                       "arena.final_eval_games.minimax=8", "trainer.progress=false"],
+        )  # fmt: skip
+    value = run_from_config(cfg, tmp_path)
+    assert 0.0 <= value <= 1.0 and (tmp_path / "results.json").is_file()
+    assert not [a for a in ray.util.list_named_actors()]  # nothing named left behind
+
+
+def test_two_simulated_nodes_share_the_games():
+    from ray.cluster_utils import Cluster
+
+    if ray.is_initialized():
+        ray.shutdown()
+    cluster = Cluster(initialize_head=True, head_node_args={"num_cpus": 1})
+    cluster.add_node(num_cpus=1)
+    try:
+        ray.init(address=cluster.address, log_to_driver=False, configure_logging=False)
+        cluster.wait_for_nodes()
+        pool = RayCollectors(2, CONFIG, "tictactoe", {}, name="two_nodes")
+        nodes = {node for node, _ in pool.nodes}
+        assert len(nodes) == 2  # one worker on each simulated node
+        n = 20
+        winner, recs, _ = pool.play(np.zeros((n, 2), np.int64),
+                                    [("learner", weights_of(_policy()))], seed=[1])  # fmt: skip
+        games = np.concatenate([r["game"] for r in recs])
+        assert len(winner) == n and set(games.tolist()) == set(range(n))  # both halves played
+        pool.close()
+    finally:
+        ray.shutdown()
+        cluster.shutdown()

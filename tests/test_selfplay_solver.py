@@ -1,0 +1,182 @@
+"""The Connect Four solver as a judge: exact values of known positions through our board
+encoding, the solver anchor (perfect and depth-limited), the perfect-move rate and its
+seeded position set, the arena's final-evaluation metrics, the missing-extra message."""
+
+from __future__ import annotations
+
+import sys
+
+import numpy as np
+import pytest
+
+from paddlecraft.agents import Policy
+from paddlecraft.agents.settings import ConfigError
+from paddlecraft.arenas import SelfPlayArena
+from paddlecraft.arenas.games import ConnectFour, TicTacToe, make_baseline
+from paddlecraft.arenas.games.baselines import RandomPlayer
+from paddlecraft.arenas.games.solver import (
+    SolvedPositions,
+    SolverPlayer,
+    move_rates,
+    perfect_move_rate,
+    solve_planes,
+    solver_positions,
+    versus_solver,
+)
+
+C4_MLP = {
+    "_target_": "paddlecraft.encoders.ImageMLPEncoder",
+    "input_size": 84,
+    "hidden_size": 32,
+    "num_classes": 32,
+}
+
+
+def _after(moves: list[int]) -> tuple[np.ndarray, np.ndarray]:
+    """Observation planes and legal masks of the position after ``moves`` (columns)."""
+    g = ConnectFour(1)
+    for a in moves:
+        g.step(np.array([a]))
+    return g.observe()
+
+
+def test_known_values_come_through_our_board_encoding():
+    # the empty board: the centre wins (the first player wins), 2 and 4 draw (Allis 1988)
+    planes, _ = _after([])
+    assert solve_planes(planes)[0].tolist() == [-2, -1, 0, 1, 0, -1, -2]
+    # X has three in a row on the bottom (2, 3, 4) with both ends open: O loses whatever
+    # it plays (every move has the same losing value)
+    v = solve_planes(_after([3, 3, 4, 0, 2])[0])[0]
+    assert (v < 0).all() and len(set(v.tolist())) == 1
+    # X to move with three in column 0: only column 0 wins at once (the best score:
+    # (43 - 7) / 2 = 18 for a win on X's 4th stone); a full column is NaN
+    v = solve_planes(_after([0, 1, 0, 1, 0, 1])[0])[0]
+    assert v[0] == 18 and np.nanargmax(v) == 0 and (np.delete(v, 0) < 18).all()
+    full = solve_planes(_after([3, 3, 3, 3, 3, 3])[0])[0]
+    assert np.isnan(full[3]) and np.isfinite(np.delete(full, 3)).all()
+
+
+def test_move_rates_count_best_and_result_keeping_moves():
+    values = np.array(
+        [
+            [1, 0, -1, np.nan],  # won: only 0 is best and keeps the win
+            [0, 0, -2, -1],  # drawn: 0, 1 are best; 2, 3 lose
+            [-1, -3, -5, -5],  # lost: 0 is best; every move keeps the (lost) result
+            [2, 1, -1, -1],  # won: 0 best, 1 also wins (good, not perfect)
+        ]
+    )
+    assert move_rates(values, np.array([0, 1, 2, 1])) == {
+        "perfect_move_rate": 0.5,  # rows 0 and 1
+        "good_move_rate": 1.0,
+    }
+    assert move_rates(values, np.array([1, 2, 0, 3])) == {
+        "perfect_move_rate": 0.25,  # row 2
+        "good_move_rate": 0.25,  # row 2 only
+    }
+    # an illegal choice is neither perfect nor good
+    assert move_rates(values[:1], np.array([3])) == {
+        "perfect_move_rate": 0.0,
+        "good_move_rate": 0.0,
+    }
+
+
+@pytest.fixture(scope="module")
+def positions() -> SolvedPositions:
+    return solver_positions(40, seed=0)  # the set the arena test uses too
+
+
+def test_positions_are_seeded_realistic_and_decisive(positions):
+    again = solver_positions.__wrapped__(40, seed=0)  # not the cached object
+    assert np.array_equal(again.planes, positions.planes)
+    assert np.array_equal(again.values, positions.values, equal_nan=True)
+    other = solver_positions.__wrapped__(8, seed=1)
+    assert not np.array_equal(other.planes, positions.planes[:8])
+    assert len(positions) == 40
+    assert positions.plies.min() >= 0 and positions.plies.max() <= 30
+    assert len(np.unique(positions.plies)) >= 10  # spread over the opening and middle game
+    stones = positions.planes.sum(axis=(1, 2, 3))
+    assert np.array_equal(stones, positions.plies)
+    # only positions where the moves differ in value; values NaN exactly on full columns
+    assert (np.nanmax(positions.values, 1) > np.nanmin(positions.values, 1)).all()
+    assert np.array_equal(np.isnan(positions.values), ~positions.masks)
+
+
+def test_solver_anchor_is_perfect_and_depth_weakens_it(positions):
+    perfect = make_baseline("solver", ConnectFour)
+    assert isinstance(perfect, SolverPlayer) and perfect.name == "solver"
+    assert perfect_move_rate(perfect, positions) == {
+        "perfect_move_rate": 1.0,
+        "good_move_rate": 1.0,
+    }
+    weak = perfect_move_rate(make_baseline("solver1", ConnectFour), positions)
+    rand = perfect_move_rate(RandomPlayer(), positions)
+    assert rand["perfect_move_rate"] < weak["perfect_move_rate"] < 1.0
+    with pytest.raises(ValueError, match="Connect Four solver"):
+        make_baseline("solver", TicTacToe)
+
+
+def test_solver_wins_as_first_player_against_random():
+    rng = np.random.default_rng(0)
+    g = ConnectFour(4)
+    solver, rand = SolverPlayer(), RandomPlayer()
+    while not g.done.all():
+        idx = np.flatnonzero(~g.done)
+        p, m = g.observe(idx)
+        who = g.to_move[idx]
+        a = np.where(who == 0, solver.act(p, m, rng=rng), rand.act(p, m, rng=rng))
+        g.step(a, idx)
+    assert (g.winner == 0).all()
+
+
+def test_missing_extra_is_one_error_line_naming_it(monkeypatch):
+    monkeypatch.setitem(sys.modules, "bitbully", None)
+    with pytest.raises(ConfigError) as e:
+        SolverPlayer()
+    msg = str(e.value)
+    assert "pip install paddlecraft[solver]" in msg and "\n" not in msg
+
+
+def test_arena_reports_perfect_move_rates_in_the_final_evaluation(make_scope):
+    policy = Policy(make_scope("pol"), encoder=C4_MLP, obs_shape=[6, 7, 2], num_actions=7, seed=0)
+    arena = SelfPlayArena(
+        {"policy": policy},
+        data="connect_four",
+        epochs=1,
+        steps_per_epoch=1,
+        games_per_step=8,
+        eval_games={"random": 2},
+        search_eval_games={"random": 2},
+        eval_simulations=4,
+        solver_positions=40,
+    )
+    arena.updates = 1  # the final evaluation
+    out = arena.evaluate()
+    greedy = np.asarray(policy.act(solver_positions(40, 0).planes, solver_positions(40, 0).masks))
+    assert (
+        out["perfect_move_rate"]
+        == move_rates(solver_positions(40, 0).values, greedy)["perfect_move_rate"]
+    )
+    for k in ("perfect_move_rate", "good_move_rate", "search_perfect_move_rate"):
+        assert 0.0 <= out[k] <= 1.0
+    assert out["good_move_rate"] >= out["perfect_move_rate"]
+    with pytest.raises(ConfigError, match="solver_positions needs game=connect_four"):
+        SelfPlayArena(
+            {
+                "policy": Policy(
+                    make_scope("ttt"),
+                    obs_shape=[3, 3, 2],
+                    num_actions=9,
+                    seed=0,
+                    encoder={**C4_MLP, "input_size": 18},
+                )
+            },  # fmt: skip
+            data="tictactoe",
+            solver_positions=10,
+        )
+
+
+def test_versus_solver_reports_survival_and_perfect_play_wins():
+    perfect = versus_solver(SolverPlayer(), games=1)
+    assert perfect["win_rate"] == 1.0 and perfect["plies"] % 2 == 1  # the first player's move
+    tactical = versus_solver(make_baseline("tactical", ConnectFour), games=2)
+    assert tactical["win_rate"] == 0.0 and 7 <= tactical["plies"] < perfect["plies"]
