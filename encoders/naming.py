@@ -22,14 +22,12 @@ from typing import TypeVar
 from paddle.base.unique_name import UniqueNameGenerator
 from paddle.base.unique_name import guard as _name_guard
 
+from paddlecraft.errors import ScopeError
+
 T = TypeVar("T")
 
 # dotted identifiers; parts after the first may also be indices (``enc.layers.0``)
 _SCOPE_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*(\.([A-Za-z_][A-Za-z0-9_]*|[0-9]+))*$")
-
-
-class ScopeError(ValueError):
-    """A name scope is malformed or already held by a live object."""
 
 
 class _LogicalNameGenerator(UniqueNameGenerator):

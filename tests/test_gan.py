@@ -397,13 +397,13 @@ def test_conditional_run_draws_the_requested_classes(tmp_path):
     assert m["cond_accuracy"] >= 0.9
 
 
-def test_grid_and_visuals(release):
+def test_grid_and_media(release):
     arena = _tiny(grid_rows=4)
     release(arena)
     grid = arena.grid()
     assert grid.dtype == np.uint8 and grid.ndim == 2  # one plane: grey
     assert grid.shape == (4 * 33 + 1, 4 * 33 + 1)  # 8x8 cells upscaled x4, 1 px gaps
-    vis = arena.visuals()["samples"]
+    vis = arena.media()["samples"]
     assert vis.shape == (*grid.shape, 3) and vis.dtype == np.uint8
 
 

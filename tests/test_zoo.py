@@ -7,7 +7,8 @@ import pytest
 
 from paddlecraft.agents import Agent
 from paddlecraft.agents.zoo import zoo_entries, zoo_path
-from paddlecraft.agents.zoo.quality import ENTRIES, measure
+from paddlecraft.agents.zoo.quality import ENTRIES
+from paddlecraft.arenas.zoo import measure
 
 SHIPPED = sorted(zoo_entries())
 

@@ -86,7 +86,8 @@ class ClassifyArena(Arena):
     def train_step(self, batch: tuple[np.ndarray, np.ndarray]) -> dict[str, float]:
         (x, y), share = shard(*batch)  # data-parallel: this process's rows; else all
         agent = self.classifier
-        agent.train()
+        if not agent.training:  # (a walk over every sublayer; evaluation leaves train mode on)
+            agent.train()
         loss = agent.loss(agent.to_tensor(x), agent.to_tensor(y))
         agent.update(loss, batch_share=share)
         return {"loss": float(loss)}

@@ -21,20 +21,17 @@ from omegaconf import DictConfig, OmegaConf
 from omegaconf.errors import InterpolationResolutionError
 
 from paddlecraft.agents import Agent
-from paddlecraft.agents.amp import AmpError, check_amp
-from paddlecraft.agents.device import DeviceError, resolve_device
+from paddlecraft.agents.amp import check_amp
+from paddlecraft.agents.device import resolve_device
 from paddlecraft.agents.distributed import describe, init_if_launched, is_main_process
 from paddlecraft.agents.instantiate import (
-    UnsafeConfigError,
     check_targets,
     safe_instantiate,
     upgrade_targets,
 )
 from paddlecraft.agents.settings import ConfigError, make_settings
-from paddlecraft.craftdata.badfiles import BadDataError
-from paddlecraft.encoders.base import EncoderInputError
-from paddlecraft.encoders.naming import ScopeError
 from paddlecraft.encoders.tensorio import CheckpointError, atomic_write_bytes
+from paddlecraft.errors import PaddleCraftError
 
 from .base import Arena
 from .callbacks import TrainerConfig, standard_callbacks
@@ -45,17 +42,9 @@ from .rng import seed_everything
 log = logging.getLogger("paddlecraft")
 
 
-#: errors in what the user asked for: the command line prints their one-line message
-USER_ERRORS: tuple[type[BaseException], ...] = (
-    ConfigError,
-    BadDataError,
-    UnsafeConfigError,
-    DeviceError,
-    AmpError,
-    CheckpointError,
-    ScopeError,
-    EncoderInputError,
-)
+#: errors in what the user asked for: the command line prints their one-line message.
+#: One base (paddlecraft.errors): a new user error derives from it, nothing to list here.
+USER_ERRORS: tuple[type[BaseException], ...] = (PaddleCraftError,)
 
 
 def validate(cfg: DictConfig) -> None:

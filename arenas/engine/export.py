@@ -28,13 +28,14 @@ from paddle import nn
 from paddlecraft.agents import Agent
 from paddlecraft.agents.export import ExportError, export_layer
 from paddlecraft.encoders.tensorio import CheckpointError
+from paddlecraft.errors import ConfigError
 
 from .checkpoint import latest_good_checkpoint
 
 log = logging.getLogger("paddlecraft")
 
 
-class ExportConfigError(ValueError):
+class ExportConfigError(ConfigError):
     """The export command's settings are wrong; raised before anything is exported."""
 
 

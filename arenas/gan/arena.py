@@ -349,7 +349,7 @@ class GanArena(Arena):
         images = self.generator.generate(self._grid_z, self._grid_labels)
         return render_grid(images, self.grid_rows)
 
-    def visuals(self) -> dict[str, np.ndarray]:
+    def media(self) -> dict[str, np.ndarray]:
         """Images for VisualDL (trainer.visualdl=true): the latest sample grid as RGB."""
         grid = self.last_grid if self.last_grid is not None else self.grid()
         return {"samples": grid if grid.ndim == 3 else np.repeat(grid[:, :, None], 3, axis=2)}
