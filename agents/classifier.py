@@ -33,7 +33,6 @@ class Classifier(Agent):
 
     def __init__(self, name: str, **settings: Any) -> None:
         super().__init__(name, **settings)
-        self.label_smoothing = self.cfg.label_smoothing
         with self.seeded():
             self.encoder = self.make_encoder(self.cfg.encoder)
         if "prediction" not in self.encoder.output_names:
@@ -49,7 +48,7 @@ class Classifier(Agent):
 
     def loss(self, x: paddle.Tensor, y: paddle.Tensor) -> paddle.Tensor:
         """Mean cross-entropy of logits against integer labels [B]."""
-        return F.cross_entropy(self(x), y, label_smoothing=self.label_smoothing)
+        return F.cross_entropy(self(x), y, label_smoothing=self.cfg.label_smoothing)
 
     @paddle.no_grad()
     def predict(self, x: Any, batch_size: int = 1024) -> np.ndarray:

@@ -41,11 +41,8 @@ def measure(name: str) -> float:
         from paddlecraft.craftdata import load_digits
 
         agent = Agent.pretrained(name)
-        try:
-            test = load_digits(seed=0).test
-            return float((agent.predict(test.x) == test.y).mean())
-        finally:
-            agent.release_scopes()
+        test = load_digits(seed=0).test
+        return float((agent.predict(test.x) == test.y).mean())
     if name == "tictactoe-policy":
         import numpy as np
 
@@ -54,23 +51,17 @@ def measure(name: str) -> float:
         from paddlecraft.arenas.selfplay.tournament import play_pair
 
         agent = Agent.pretrained(name)
-        try:
-            outcomes = play_pair(  # +1 / 0 / -1 for the policy
-                PolicyPlayer(agent),
-                MinimaxPlayer(),
-                "tictactoe",
-                200,
-                np.random.default_rng(0),
-            )
-            return float((outcomes >= 0).mean())
-        finally:
-            agent.release_scopes()
+        outcomes = play_pair(  # +1 / 0 / -1 for the policy
+            PolicyPlayer(agent),
+            MinimaxPlayer(),
+            "tictactoe",
+            200,
+            np.random.default_rng(0),
+        )
+        return float((outcomes >= 0).mean())
     if name in ("shapes-captioner", "spoken-digit-recognizer"):
         agent = Agent.pretrained(name)
-        try:
-            if name == "shapes-captioner":
-                return _captioner_exact_match(agent)
-            return _recognizer_exact_match(agent)
-        finally:
-            agent.release_scopes()
+        if name == "shapes-captioner":
+            return _captioner_exact_match(agent)
+        return _recognizer_exact_match(agent)
     raise KeyError(f"no measurement for zoo entry {name!r}; known: {sorted(ENTRIES)}")

@@ -142,7 +142,6 @@ def selfplay_vs_pettingzoo(seconds: float, games: int | None = None) -> dict:
         env.step(int(a[0]))
         moves += 1
     pz = moves / (time.perf_counter() - t0)
-    policy.release_scopes()
     ours, mix = arena["selfplay_moves_per_s"], arena["collect_moves_per_s"]
     return {
         "arena_selfplay_moves_per_s": ours,

@@ -45,25 +45,22 @@ def bench_search(size: str = "full") -> dict:
         "tiny": (8, 4, 1),
     }[size]
     policy = _network()
-    try:
-        rng = np.random.default_rng(0)
-        g = ConnectFour(games)
-        for _ in range(6):
-            g.step(random_legal(g.legal_mask(), rng))
-        search = PUCTSearch(ConnectFour, policy.priors_and_values, simulations=sims)
-        search.search(g.cur[:8], g.mask[:8])  # warm-up
-        t = time.perf_counter()
-        batched = search.search(g.cur, g.mask)
-        t_batched = time.perf_counter() - t
-        t = time.perf_counter()
-        same = 0
-        for i in range(plain_positions):
-            v = search_one(ConnectFour, policy.priors_and_values, int(g.cur[i]), int(g.mask[i]),
-                           sims)  # fmt: skip
-            same += int(v.argmax() == batched.visits[i].argmax())
-        t_plain = time.perf_counter() - t
-    finally:
-        policy.release_scopes()
+    rng = np.random.default_rng(0)
+    g = ConnectFour(games)
+    for _ in range(6):
+        g.step(random_legal(g.legal_mask(), rng))
+    search = PUCTSearch(ConnectFour, policy.priors_and_values, simulations=sims)
+    search.search(g.cur[:8], g.mask[:8])  # warm-up
+    t = time.perf_counter()
+    batched = search.search(g.cur, g.mask)
+    t_batched = time.perf_counter() - t
+    t = time.perf_counter()
+    same = 0
+    for i in range(plain_positions):
+        v = search_one(ConnectFour, policy.priors_and_values, int(g.cur[i]), int(g.mask[i]),
+                       sims)  # fmt: skip
+        same += int(v.argmax() == batched.visits[i].argmax())
+    t_plain = time.perf_counter() - t
     batched_rate = games * sims / t_batched
     plain_rate = plain_positions * sims / t_plain
     return {

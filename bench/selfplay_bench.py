@@ -168,8 +168,6 @@ def bench_arena(
     t = time.perf_counter()
     MCTSPlayer(ConnectFour, mcts_simulations).act(obs, mask, rng=rng)
     out["mcts100_s_per_move_100_games"] = time.perf_counter() - t
-    for a in agents.values():
-        a.release_scopes()
     return out
 
 
@@ -197,33 +195,29 @@ def bench_workers(seconds: float, games: int = 1024, workers: tuple[int, ...] = 
             )
         seed_everything(0)
         agents = build_agents(cfg)
-        try:
-            with build_arena(cfg, agents) as arena:
-                arena._take_snapshot()
-                arena._collect()  # starts the workers; warm-up
-                moves, steps, t = 0.0, 0, time.perf_counter()
-                while time.perf_counter() - t < seconds or steps < 2:
-                    r = arena._collect()
-                    moves += r["metrics"]["moves_per_game"] * r["n"]
-                    steps += 1
-                out["moves_per_s"][str(w)] = moves / (time.perf_counter() - t)
-                if w == max(workers):  # traffic of one step, per worker
-                    sent = sum(
-                        a.nbytes
-                        for kind, ws in arena._wire_plan(
-                            [("learner", None)]
-                            + [
-                                ("snapshot", s)
-                                for s in arena.pool.snapshots[: arena.cfg.pool_opponents_per_step]
-                            ]
-                        )
-                        for a in ws.values()
+        with build_arena(cfg, agents) as arena:
+            arena._take_snapshot()
+            arena._collect()  # starts the workers; warm-up
+            moves, steps, t = 0.0, 0, time.perf_counter()
+            while time.perf_counter() - t < seconds or steps < 2:
+                r = arena._collect()
+                moves += r["metrics"]["moves_per_game"] * r["n"]
+                steps += 1
+            out["moves_per_s"][str(w)] = moves / (time.perf_counter() - t)
+            if w == max(workers):  # traffic of one step, per worker
+                sent = sum(
+                    a.nbytes
+                    for kind, ws in arena._wire_plan(
+                        [("learner", None)]
+                        + [
+                            ("snapshot", s)
+                            for s in arena.pool.snapshots[: arena.cfg.pool_opponents_per_step]
+                        ]
                     )
-                    got = sum(a.nbytes for rec in r["records"] for a in rec.values()) / w
-                    out["mib_per_worker_step"] = {"sent": sent / 2**20, "returned": got / 2**20}
-        finally:
-            for a in agents.values():
-                a.release_scopes()
+                    for a in ws.values()
+                )
+                got = sum(a.nbytes for rec in r["records"] for a in rec.values()) / w
+                out["mib_per_worker_step"] = {"sent": sent / 2**20, "returned": got / 2**20}
     base = out["moves_per_s"]["0"]
     out["speedup"] = {k: v / base for k, v in out["moves_per_s"].items() if k != "0"}
     best = max(out["speedup"], key=out["speedup"].get)

@@ -52,7 +52,6 @@ class ClassifyArena(Arena):
         self.require_agents("classifier")
         self.classifier = self.agents["classifier"]
         self.data = safe_instantiate(data)
-        self.batch_size, self.eval_batch_size = self.cfg.batch_size, self.cfg.eval_batch_size
         self._loaders: dict[str, BatchLoader] = {}
         self._bound_to: str | None = None
 
@@ -68,7 +67,7 @@ class ClassifyArena(Arena):
             train = split == "train"
             self._loaders[split] = BatchLoader(
                 getattr(self.data, split),
-                self.batch_size if train else self.eval_batch_size,
+                self.cfg.batch_size if train else self.cfg.eval_batch_size,
                 seed=self.seed,
                 shuffle=train,
                 workers=getattr(self.data, "workers", 0),

@@ -170,18 +170,14 @@ def run_from_config(
         atomic_write_bytes(run_dir / "config.yaml", saved.encode())
     seed_everything(int(cfg.seed))
     agents = build_agents(cfg)
-    try:
-        with build_arena(cfg, agents) as arena:
-            results = run_arena(
-                arena,
-                run_dir,
-                trainer_callbacks(cfg, overrides),
-                resume=bool(resume),
-                max_steps=cfg.trainer.max_steps,
-            )
-    finally:  # the next job of an in-process sweep reuses the agent names
-        for agent in agents.values():
-            agent.release_scopes()
+    with build_arena(cfg, agents) as arena:
+        results = run_arena(
+            arena,
+            run_dir,
+            trainer_callbacks(cfg, overrides),
+            resume=bool(resume),
+            max_steps=cfg.trainer.max_steps,
+        )
     return float(results["headline_value"])
 
 
