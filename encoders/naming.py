@@ -98,6 +98,7 @@ def check_unique_names(params: Iterable[Any], where: str, fix: str) -> None:
         if first.setdefault(p.name, id(p)) != id(p) and p.name not in clash:
             clash.append(p.name)
     if clash:
+        clash.sort()
         shown = ", ".join(clash[:4]) + (f" and {len(clash) - 4} more" if len(clash) > 4 else "")
         raise ScopeError(
             f"{where} would hold {len(clash)} pair(s) of different parameters with the same "
