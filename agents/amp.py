@@ -20,13 +20,11 @@ from typing import Any
 
 import paddle
 
+from paddlecraft.errors import AmpError
+
 #: setting value -> Paddle dtype
 AMP_DTYPES: dict[str, str | None] = {"off": None, "bf16": "bfloat16", "fp16": "float16"}
 AMP_LEVELS = ("O1", "O2")
-
-
-class AmpError(ValueError):
-    """An ``amp`` setting this device or build cannot honour."""
 
 
 @cache

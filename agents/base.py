@@ -12,6 +12,7 @@ import importlib
 import inspect
 import json
 import os
+import warnings
 import zlib
 from collections.abc import Iterable, Iterator, Mapping
 from contextlib import contextmanager
@@ -26,7 +27,7 @@ from hydra.utils import get_object
 from paddle import nn
 
 from paddlecraft.encoders.base import Encoder
-from paddlecraft.encoders.naming import build_named, check_scope_syntax
+from paddlecraft.encoders.naming import build_named, check_scope_syntax, check_unique_names
 from paddlecraft.encoders.tensorio import (
     CheckpointError,
     assign_by_name,
@@ -142,11 +143,6 @@ class Agent(nn.Layer):
         c = self.cfg
         self.device = resolve_device(c.device, setting=f"agents.{name}.device")
         self.place = place_of(self.device)
-        self.seed = c.seed
-        self.lr = float(c.lr)
-        self.grad_clip = c.grad_clip
-        self._optimizer_cfg = to_plain(c.optimizer) or dict(DEFAULT_OPTIMIZER)
-        self._scheduler_cfg = to_plain(c.lr_scheduler)
         self.amp = Amp(c.amp, c.amp_level, self.device, setting=f"agents.{name}.amp")
         #: what agent.json stores and Agent.load rebuilds from
         self.config: dict = {
@@ -156,6 +152,16 @@ class Agent(nn.Layer):
         self.optimizer: paddle.optimizer.Optimizer | None = None
         self.scheduler: paddle.optimizer.lr.LRScheduler | None = None
         self.step_count = 0
+
+    @property
+    def seed(self) -> int | None:
+        """``cfg.seed``: seeds the agent's initial weights (None: the global stream)."""
+        return self.cfg.seed
+
+    @property
+    def lr(self) -> float:
+        """``cfg.lr``: the base learning rate (a scheduler's starting value)."""
+        return float(self.cfg.lr)
 
     # ------------------------------------------------------------------ building
     @contextmanager
@@ -291,27 +297,34 @@ class Agent(nn.Layer):
         # frozen weights stay in the optimizer (it skips stop_gradient parameters), so
         # unfreezing mid-training needs no rebuild
         params = self.own_parameters()
+        check_unique_names(
+            params,
+            f"agents.{self.name}'s optimizer",
+            "Build each of the agent's encoders under its own role "
+            "(self.make_encoder(cfg, role=...)), and each head under its own make_head role.",
+        )
         #: what the optimizer steps (update() reads it instead of walking the layers each step)
         self._optimized: list = params
         if not params:  # a fixed actor (e.g. a synthesiser) has nothing to optimise
             self.optimizer = None
             return
         lr: Any = self.lr
-        if self._scheduler_cfg:
-            self.scheduler = safe_instantiate(self._scheduler_cfg)(learning_rate=self.lr)
+        scheduler = to_plain(self.cfg.lr_scheduler)
+        if scheduler:
+            self.scheduler = safe_instantiate(scheduler)(learning_rate=self.lr)
             lr = self.scheduler
-        factory = safe_instantiate(self._optimizer_cfg)
-        clip = nn.ClipGradByGlobalNorm(self.grad_clip) if self.grad_clip else None
+        factory = safe_instantiate(to_plain(self.cfg.optimizer) or dict(DEFAULT_OPTIMIZER))
+        clip = nn.ClipGradByGlobalNorm(self.cfg.grad_clip) if self.cfg.grad_clip else None
         self.optimizer = factory(learning_rate=lr, parameters=params, grad_clip=clip)
 
     def release_scopes(self) -> None:
-        """Free the name scopes this agent's encoders hold (call when the agent is done)."""
-        from paddlecraft.encoders.base import Encoder
-        from paddlecraft.encoders.naming import release_scope
-
-        for layer in self.sublayers(include_self=False):
-            if isinstance(layer, Encoder):
-                release_scope(layer.scope)
+        """Deprecated, does nothing: agents hold no process-wide scopes any more (physical
+        names are checked per optimizer, in :meth:`build_optimizer`). Kept so 0.1 code runs."""
+        warnings.warn(
+            "Agent.release_scopes() is no longer needed (scopes are not held); remove the call",
+            DeprecationWarning,
+            stacklevel=2,
+        )
 
     # ------------------------------------------------------------------ parameters
     def own_parameters(self) -> list:

@@ -37,7 +37,6 @@ class Classifier(Agent):
 
     def __init__(self, name: str, **settings: Any) -> None:
         super().__init__(name, **settings)
-        self.label_smoothing = self.cfg.label_smoothing
         inputs = image_inputs(self.cfg.input_shape)
         inputs["num_classes"] = self.cfg.num_classes
         with self.seeded():
@@ -55,7 +54,7 @@ class Classifier(Agent):
 
     def loss(self, x: paddle.Tensor, y: paddle.Tensor) -> paddle.Tensor:
         """Mean cross-entropy of logits against integer labels [B]."""
-        return F.cross_entropy(self(x), y, label_smoothing=self.label_smoothing)
+        return F.cross_entropy(self(x), y, label_smoothing=self.cfg.label_smoothing)
 
     @paddle.no_grad()
     def predict(self, x: Any, batch_size: int = 1024) -> np.ndarray:

@@ -6,10 +6,7 @@ import re
 
 import paddle
 
-
-class DeviceError(ValueError):
-    """A requested device cannot be used on this machine or Paddle build."""
-
+from paddlecraft.errors import DeviceError
 
 _DEVICE_RE = re.compile(r"^(cpu|gpu)(?::(\d+))?$")
 

@@ -11,6 +11,8 @@ from typing import Any
 from hydra.utils import get_object, instantiate
 from omegaconf import DictConfig, ListConfig, OmegaConf
 
+from paddlecraft.errors import UnsafeConfigError
+
 DEFAULT_ALLOWED: tuple[str, ...] = (
     "paddlecraft.",
     "paddle.optimizer.",
@@ -44,10 +46,6 @@ def upgrade_targets(cfg: Any) -> Any:
     if isinstance(cfg, (list, tuple)):
         return [upgrade_targets(v) for v in cfg]
     return cfg
-
-
-class UnsafeConfigError(ValueError):
-    """A config names a ``_target_`` outside the allow-list."""
 
 
 def iter_targets(cfg: Any, path: str = "") -> Iterator[tuple[str, str]]:

@@ -34,11 +34,9 @@ from typing import Any, Optional, TypeVar, Union  # noqa: UP035 (OmegaConf needs
 from omegaconf import MISSING, DictConfig, ListConfig, OmegaConf
 from omegaconf.errors import OmegaConfBaseException
 
+from paddlecraft.errors import ConfigError
+
 T = TypeVar("T")
-
-
-class ConfigError(ValueError):
-    """A setting is unknown, missing or of the wrong type; raised before any work starts."""
 
 
 def _plain(value: Any) -> Any:

@@ -70,6 +70,5 @@ __all__ = [
     "run_arena",
     "run_from_config",
     "search_player",
-    "search_player",
     "standard_callbacks",
 ]

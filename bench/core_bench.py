@@ -63,7 +63,6 @@ def bench_overhead(steps: int = 200, repeats: int = 5) -> dict:
         t = time.perf_counter()
         loop.run()
         dt = (time.perf_counter() - t) / steps
-        agent.release_scopes()
         return dt
 
     def hand_written(rep: int) -> float:

@@ -64,7 +64,7 @@ def bench_decoding(
     t = time.perf_counter()
     batched = dec.beam_search(cond, beam_size=beam)
     t_batched = time.perf_counter() - t
-    m = max(16, n_sentences // 8)  # the slow path: time a subset, report the rate
+    m = min(n_sentences, max(16, n_sentences // 8))  # the slow path: a subset, its rate
     t = time.perf_counter()
     single = [dec.beam_search(cond[i : i + 1], beam_size=beam)[0] for i in range(m)]
     t_single = time.perf_counter() - t

@@ -145,14 +145,12 @@ def _child(code: str, env: dict[str, str] | None = None) -> dict:
     return json.loads(out.stdout.strip().splitlines()[-1])
 
 
-def bench_gan_vs_torch(quick: bool = False) -> dict:
+def bench_gan_vs_torch(steps: int = 300, repeats: int = 3) -> dict:
     """Median steps/s of the GAN arena and the PyTorch DCGAN, and their ratio."""
     try:
         import torch  # noqa: F401
     except ImportError as e:
         raise RuntimeError("needs PyTorch: pip install torch==2.13.0 (the 'bench' extra)") from e
-    steps = 60 if quick else 300
-    repeats = 2 if quick else 3
     pd_runs, raw_runs, th_rates = [], [], []
     for _ in range(repeats):  # alternating, so each pair saw about the same machine load
         pd_runs.append(_child(_PADDLE.format(root=str(ROOT), conf=str(ROOT / "conf"), steps=steps)))
@@ -194,7 +192,8 @@ def main() -> None:
     from paddlecraft.encoders.cpu_tuning import apply_cpu_tuning
 
     apply_cpu_tuning()  # in this process's environment: every child (peers too) inherits it
-    print(json.dumps(bench_gan_vs_torch(parser.parse_args().quick), indent=2))
+    quick = parser.parse_args().quick
+    print(json.dumps(bench_gan_vs_torch(60 if quick else 300, 2 if quick else 3), indent=2))
 
 
 if __name__ == "__main__":

@@ -26,8 +26,8 @@ sys.path.insert(0, {root!r})
 from paddlecraft.encoders.cpu_tuning import apply_cpu_tuning; apply_cpu_tuning()  # as run.py
 import numpy as np
 rng = np.random.default_rng(0)
-B, STEPS = 32, {steps}
-xs = rng.standard_normal((STEPS + 3, B, 3, 64, 64)).astype("float32")
+B, STEPS = {batch}, {steps}
+xs = rng.standard_normal((STEPS + 3, B, 3, {image}, {image})).astype("float32")
 ys = rng.integers(0, 10, (STEPS + 3, B)).astype("int64")
 def timed(step):
     for i in range(3): step(xs[i], ys[i])          # warm-up
@@ -92,14 +92,15 @@ def _child(code: str) -> dict:
     return json.loads(out.stdout.strip().splitlines()[-1])
 
 
-def bench_resnet(quick: bool = False) -> dict:
-    """Median steps/s of the three peers (interleaved repeats) and their ratios."""
-    steps, repeats = (8, 1) if quick else (30, 3)
+def bench_resnet(steps: int = 30, repeats: int = 3, batch: int = 32, image: int = 64) -> dict:
+    """Median steps/s of the three peers (interleaved repeats) and their ratios, on
+    ``batch`` RGB images of ``image`` x ``image`` pixels."""
     rates: dict[str, list[float]] = {"agent": [], "paddle_vision": [], "torch": []}
     for _ in range(repeats):
         for key, code in (("agent", _AGENT), ("paddle_vision", _PLAIN), ("torch", _TORCH)):
             try:
-                rates[key].append(_child(code.format(root=str(ROOT), steps=steps))["steps_per_s"])
+                child = code.format(root=str(ROOT), steps=steps, batch=batch, image=image)
+                rates[key].append(_child(child)["steps_per_s"])
             except RuntimeError:
                 if key != "torch":
                     raise
@@ -123,7 +124,8 @@ def bench_resnet(quick: bool = False) -> dict:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true")
-    print(json.dumps(bench_resnet(parser.parse_args().quick), indent=2))
+    quick = parser.parse_args().quick
+    print(json.dumps(bench_resnet(8 if quick else 30, 1 if quick else 3), indent=2))
 
 
 if __name__ == "__main__":

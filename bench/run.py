@@ -2,6 +2,7 @@
 
     python bench/run.py            # full suite (~10 min on 2 cores), writes bench/results.json
     python bench/run.py --quick    # reduced sizes, under 2 minutes
+    python bench/run.py --size tiny  # every section at a toy size: checks the benches run
     python bench/run.py --only overhead,decode
 
 Sections: toolkit overhead vs a hand-written loop; training FLOP/s vs numpy sgemm (with and
@@ -75,12 +76,14 @@ runpy.run_path(sys.argv[0], run_name="__main__")
 """
 
 
-def peak_rss(quick: bool) -> dict:
+def peak_rss(size: str) -> dict:
     """Peak resident memory (MiB) of each default arena run, each in its own process."""
     arenas = [p.stem for p in sorted((ROOT / "conf" / "arena").glob("*.yaml"))]
-    if quick:  # the conditional GAN's footprint is the GAN's
+    if size != "full":  # the conditional GAN's footprint is the GAN's
         arenas = [a for a in arenas if a != "gan_conditional"]
-    steps = "5" if quick else "200"
+    if size == "tiny":  # the mechanism only; the arenas' own tests run each arena
+        arenas = arenas[:1]
+    steps = {"full": "200", "quick": "5", "tiny": "1"}[size]
     out = {}
     for arena in arenas:
         run_dir = Path(os.environ.get("TMPDIR", "/tmp")) / f"pc_rss_{arena}_{os.getpid()}"
@@ -102,13 +105,15 @@ def peak_rss(quick: bool) -> dict:
     return out
 
 
-def selfplay_vs_pettingzoo(seconds: float) -> dict:
+def selfplay_vs_pettingzoo(seconds: float, games: int | None = None) -> dict:
     """Moves/s: the arena's batched self-play collection (policy in the loop) vs the
     PettingZoo way, ``connect_four_v3.env()`` with one policy call per move (same policy)."""
     import numpy as np
     import selfplay_bench
 
-    arena = selfplay_bench.bench_arena(seconds)
+    arena = selfplay_bench.bench_arena(
+        seconds, games=games, mcts_simulations=100 if games is None else 4
+    )
     from hydra import compose, initialize_config_dir
     from pettingzoo.classic import connect_four_v3  # the pettingzoo extra
 
@@ -138,7 +143,6 @@ def selfplay_vs_pettingzoo(seconds: float) -> dict:
         env.step(int(a[0]))
         moves += 1
     pz = moves / (time.perf_counter() - t0)
-    policy.release_scopes()
     ours, mix = arena["selfplay_moves_per_s"], arena["collect_moves_per_s"]
     return {
         "arena_selfplay_moves_per_s": ours,
@@ -154,30 +158,43 @@ def selfplay_vs_pettingzoo(seconds: float) -> dict:
     }
 
 
-def _sections(quick: bool) -> dict[str, Callable[[], dict]]:
+#: the benchmark sizes: ``full`` gives the figures, ``quick`` a rough look in under two
+#: minutes, ``tiny`` only checks that every section still runs (tests/test_bench.py)
+SIZES = ("full", "quick", "tiny")
+
+
+def _sections(size: str) -> dict[str, Callable[[], dict]]:
+    """Each section's measurement at ``size`` (one of :data:`SIZES`), by name."""
     import core_bench
     import decode_bench
+    import gan_bench
+    import resnet_bench
+    import search_bench
+    import selfplay_bench
 
-    sections: dict[str, Callable[[], dict]] = {
-        "overhead": lambda: core_bench.bench_overhead(100 if quick else 200, 3 if quick else 5),
-        "flops": lambda: core_bench.bench_flops(20 if quick else 60),
-        "decode": lambda: decode_bench.bench_decoding(128 if quick else 256),
+    def pick(full, quick, tiny):  # noqa: ANN001, ANN202
+        return {"full": full, "quick": quick, "tiny": tiny}[size]
+
+    return {
+        "overhead": lambda: core_bench.bench_overhead(pick(200, 100, 3), pick(5, 3, 1)),
+        "flops": lambda: core_bench.bench_flops(pick(60, 20, 1)),
+        "decode": lambda: decode_bench.bench_decoding(
+            pick(256, 128, 4), train_steps=pick(150, 150, 2)
+        ),
+        "gan_vs_torch": lambda: gan_bench.bench_gan_vs_torch(pick(300, 60, 2), pick(3, 2, 1)),
+        "resnet": lambda: resnet_bench.bench_resnet(
+            pick(30, 8, 1), pick(3, 1, 1), batch=pick(32, 32, 2), image=pick(64, 64, 32)
+        ),
+        "selfplay": lambda: selfplay_bench.bench_selfplay(size),
+        "search": lambda: search_bench.bench_search(size),
+        "selfplay_policy": lambda: selfplay_vs_pettingzoo(
+            pick(4.0, 1.5, 0.05), games=pick(None, None, 16)
+        ),
+        "selfplay_workers": lambda: selfplay_bench.bench_workers(
+            pick(6.0, 2.0, 0.05), games=pick(1024, 1024, 16), workers=pick((1, 2), (1, 2), (1,))
+        ),
+        "peak_rss": lambda: peak_rss(size),
     }
-    for name, module, fn in (
-        ("gan_vs_torch", "gan_bench", "bench_gan_vs_torch"),
-        ("resnet", "resnet_bench", "bench_resnet"),
-        ("selfplay", "selfplay_bench", "bench_selfplay"),
-        ("search", "search_bench", "bench_search"),
-    ):
-        if (ROOT / "bench" / f"{module}.py").exists():
-            mod = __import__(module)
-            sections[name] = lambda m=mod, f=fn: getattr(m, f)(quick=quick)
-    sections["selfplay_policy"] = lambda: selfplay_vs_pettingzoo(1.5 if quick else 4.0)
-    sections["selfplay_workers"] = lambda: __import__("selfplay_bench").bench_workers(
-        2.0 if quick else 6.0
-    )
-    sections["peak_rss"] = lambda: peak_rss(quick)
-    return sections
 
 
 def _row(name: str, r: dict) -> str:
@@ -212,6 +229,9 @@ def _row(name: str, r: dict) -> str:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="reduced sizes; under 2 minutes")
+    parser.add_argument(
+        "--size", choices=SIZES, default=None, help="full (default), quick (= --quick) or tiny"
+    )
     parser.add_argument("--only", default="", help="comma-separated section names")
     parser.add_argument("--out", default=str(ROOT / "bench" / "results.json"))
     args = parser.parse_args()
@@ -220,13 +240,14 @@ def main() -> None:
     # before paddle, as run.py does, and before _sections(): some bench modules import
     # paddle, which would set OMP_NUM_THREADS=1 that every child process then inherits
     apply_cpu_tuning()
-    sections = _sections(args.quick)
+    size = args.size or ("quick" if args.quick else "full")
+    sections = _sections(size)
     wanted = [s for s in args.only.split(",") if s] or list(sections)
     unknown = set(wanted) - set(sections)
     if unknown:
         parser.error(f"unknown sections {sorted(unknown)}; have {list(sections)}")
 
-    results: dict = {"machine": machine(), "quick": args.quick, "sections": {}}
+    results: dict = {"machine": machine(), "size": size, "sections": {}}
     t0 = time.time()
     for name in wanted:
         t = time.time()

@@ -34,34 +34,33 @@ def _network():
     return Policy("search_bench_policy", encoder=enc, obs_shape=[6, 7, 2], num_actions=7, seed=0)
 
 
-def bench_search(quick: bool = False) -> dict:
+def bench_search(size: str = "full") -> dict:
     """Simulations/s of the batched search and of the plain loop, and the ratio."""
     from paddlecraft.arenas.games import ConnectFour, random_legal
     from paddlecraft.arenas.games.search import PUCTSearch, search_one
 
-    games = 128 if quick else 256
-    sims = 50 if quick else 100
-    plain_positions = 3 if quick else 6
+    games, sims, plain_positions = {
+        "full": (256, 100, 6),
+        "quick": (128, 50, 3),
+        "tiny": (8, 4, 1),
+    }[size]
     policy = _network()
-    try:
-        rng = np.random.default_rng(0)
-        g = ConnectFour(games)
-        for _ in range(6):
-            g.step(random_legal(g.legal_mask(), rng))
-        search = PUCTSearch(ConnectFour, policy.priors_and_values, simulations=sims)
-        search.search(g.cur[:8], g.mask[:8])  # warm-up
-        t = time.perf_counter()
-        batched = search.search(g.cur, g.mask)
-        t_batched = time.perf_counter() - t
-        t = time.perf_counter()
-        same = 0
-        for i in range(plain_positions):
-            v = search_one(ConnectFour, policy.priors_and_values, int(g.cur[i]), int(g.mask[i]),
-                           sims)  # fmt: skip
-            same += int(v.argmax() == batched.visits[i].argmax())
-        t_plain = time.perf_counter() - t
-    finally:
-        policy.release_scopes()
+    rng = np.random.default_rng(0)
+    g = ConnectFour(games)
+    for _ in range(6):
+        g.step(random_legal(g.legal_mask(), rng))
+    search = PUCTSearch(ConnectFour, policy.priors_and_values, simulations=sims)
+    search.search(g.cur[:8], g.mask[:8])  # warm-up
+    t = time.perf_counter()
+    batched = search.search(g.cur, g.mask)
+    t_batched = time.perf_counter() - t
+    t = time.perf_counter()
+    same = 0
+    for i in range(plain_positions):
+        v = search_one(ConnectFour, policy.priors_and_values, int(g.cur[i]), int(g.mask[i]),
+                       sims)  # fmt: skip
+        same += int(v.argmax() == batched.visits[i].argmax())
+    t_plain = time.perf_counter() - t
     batched_rate = games * sims / t_batched
     plain_rate = plain_positions * sims / t_plain
     return {
@@ -85,7 +84,7 @@ def main() -> None:
     args = ap.parse_args()
     import paddlecraft.encoders  # noqa: F401  (CPU tuning before paddle, as run.py does)
 
-    r = bench_search(args.quick)
+    r = bench_search("quick" if args.quick else "full")
     print(r["summary"])
     (ROOT / "bench" / "results_search.json").write_text(json.dumps(r, indent=2) + "\n")
 

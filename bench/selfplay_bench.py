@@ -111,21 +111,30 @@ def bench_pettingzoo(seconds: float) -> float | None:
     return moves / dt
 
 
-def bench_arena(seconds: float) -> dict[str, float]:
+def bench_arena(
+    seconds: float, games: int | None = None, mcts_simulations: int = 100
+) -> dict[str, float]:
+    """The arena's own loop on Connect Four: collection, update and pure self-play rates
+    (``games`` per step; default: the game config's)."""
     from hydra import compose, initialize_config_dir
 
     from paddlecraft.arenas import register_configs
     from paddlecraft.arenas.engine.app import build_agents, build_arena
     from paddlecraft.arenas.engine.rng import seed_everything
+    from paddlecraft.arenas.selfplay.workers import play_games
 
     register_configs()
+    overrides = ["arena=selfplay", "game=connect_four"]
+    if games is not None:
+        overrides.append(f"arena.games_per_step={games}")
     with initialize_config_dir(config_dir=str(ROOT / "conf"), version_base="1.3"):
-        cfg = compose("config", overrides=["arena=selfplay", "game=connect_four"])
+        cfg = compose("config", overrides=overrides)
     seed_everything(0)
     agents = build_agents(cfg)
     arena = build_arena(cfg, agents)
     arena._take_snapshot()
-    out: dict[str, float] = {"games_per_step": float(arena.games_per_step)}
+    n = arena.games_now()
+    out: dict[str, float] = {"games_per_step": float(n)}
     t_col = t_upd = 0.0
     positions = moves = 0.0
     steps = 0
@@ -138,21 +147,21 @@ def bench_arena(seconds: float) -> dict[str, float]:
         arena._update(rollout)
         t_upd += time.perf_counter() - t
         positions += rollout["metrics"]["positions"]
-        moves += rollout["metrics"]["moves_per_game"] * arena.games_per_step
+        moves += rollout["metrics"]["moves_per_game"] * rollout["n"]
         steps += 1
     out["collect_positions_per_s"] = positions / t_col
     out["collect_moves_per_s"] = moves / t_col
     # pure self-play: the learner on both seats of every game (sampling, recording its
     # moves), as the PettingZoo loop it is compared with plays the policy against itself
-    n = arena.games_per_step
     seats = np.zeros((n, 2), np.int64)
+    learner = arena._controller(0, ("learner", None), np.random.default_rng(0))
     sp_moves, t = 0, time.perf_counter()
     while time.perf_counter() - t < seconds / 2 or sp_moves == 0:
-        sp_moves += arena.run_games(n, seats, [arena._learner_controller], record=0)[2]
+        sp_moves += play_games(arena.spec, n, seats, [learner], record=0)[2]
     out["selfplay_moves_per_s"] = sp_moves / (time.perf_counter() - t)
     out["update_positions_per_s"] = positions / t_upd
     out["seconds_per_update"] = (t_col + t_upd) / steps
-    # MCTS-100: one move for 100 positions at once (early middle game)
+    # MCTS-k (k = 100; fewer at toy sizes): one move for 100 positions at once
     g = ConnectFour(100)
     rng = np.random.default_rng(0)
     for _ in range(8):
@@ -160,10 +169,8 @@ def bench_arena(seconds: float) -> dict[str, float]:
         g.reset(g.done)
     obs, mask = g.observe()
     t = time.perf_counter()
-    MCTSPlayer(ConnectFour, 100).act(obs, mask, rng=rng)
+    MCTSPlayer(ConnectFour, mcts_simulations).act(obs, mask, rng=rng)
     out["mcts100_s_per_move_100_games"] = time.perf_counter() - t
-    for a in agents.values():
-        a.release_scopes()
     return out
 
 
@@ -206,23 +213,19 @@ def bench_workers(seconds: float, games: int = 1024, workers: tuple[int, ...] = 
             )
         seed_everything(0)
         agents = build_agents(cfg)
-        try:
-            with build_arena(cfg, agents) as arena:
-                arena._take_snapshot()
-                arena._collect()  # starts the workers; warm-up
-                moves, steps, t = 0.0, 0, time.perf_counter()
-                while time.perf_counter() - t < seconds or steps < 2:
-                    r = arena._collect()
-                    moves += r["metrics"]["moves_per_game"] * r["n"]
-                    steps += 1
-                out["moves_per_s"][str(w)] = moves / (time.perf_counter() - t)
-                if w:  # traffic of one update, all workers together
-                    sent = arena._pool_workers.bytes_sent
-                    got = len(pickle.dumps((r["winner"], r["records"])))
-                    out["mib_per_update"][str(w)] = {"sent": sent / 2**20, "returned": got / 2**20}
-        finally:
-            for a in agents.values():
-                a.release_scopes()
+        with build_arena(cfg, agents) as arena:
+            arena._take_snapshot()
+            arena._collect()  # starts the workers; warm-up
+            moves, steps, t = 0.0, 0, time.perf_counter()
+            while time.perf_counter() - t < seconds or steps < 2:
+                r = arena._collect()
+                moves += r["metrics"]["moves_per_game"] * r["n"]
+                steps += 1
+            out["moves_per_s"][str(w)] = moves / (time.perf_counter() - t)
+            if w:  # traffic of one update, all workers together
+                sent = arena._pool_workers.bytes_sent
+                got = len(pickle.dumps((r["winner"], r["records"])))
+                out["mib_per_update"][str(w)] = {"sent": sent / 2**20, "returned": got / 2**20}
     base = out["moves_per_s"]["0"]
     out["speedup"] = {k: v / base for k, v in out["moves_per_s"].items() if k != "0"}
     best = max(out["speedup"], key=out["speedup"].get)
@@ -252,10 +255,12 @@ def _cpu_model() -> str:
     return platform.processor() or platform.machine()
 
 
-def bench_selfplay(quick: bool = False) -> dict:
-    """Every figure of this benchmark as a dict (``bench/run.py`` calls this)."""
-    sec = 1.0 if quick else 3.0
-    n = 1024
+def bench_selfplay(size: str = "full") -> dict:
+    """Every figure of this benchmark as a dict (``bench/run.py`` calls this with its size:
+    full, quick or tiny)."""
+    sec = {"full": 3.0, "quick": 1.0, "tiny": 0.02}[size]
+    tiny = size == "tiny"
+    n = 16 if tiny else 1024
     res: dict = {
         "machine": {
             "cpu": _cpu_model(),
@@ -270,7 +275,7 @@ def bench_selfplay(quick: bool = False) -> dict:
     core = bench_core(n, sec)
     one = bench_one_at_a_time_native(sec)
     pz = bench_pettingzoo(sec)
-    arena = bench_arena(3 * sec)
+    arena = bench_arena(3 * sec, games=16 if tiny else None, mcts_simulations=4 if tiny else 100)
     res["random_moves_per_s"] = {
         "vector_env_1024": vec,
         "core_arrays_1024": core,
@@ -281,7 +286,7 @@ def bench_selfplay(quick: bool = False) -> dict:
     res["arena_connect_four"] = arena
     res["machine"]["load_avg_1min_after"] = os.getloadavg()[0]
     res["summary"] = (
-        f"random moves/s on 1024 Connect Four games {vec:,.0f} (vector env) = "
+        f"random moves/s on {n} Connect Four games {vec:,.0f} (vector env) = "
         + (f"{vec / pz:,.0f}x PettingZoo one game at a time ({pz:,.0f}); " if pz else "; ")
         + f"arena collects {arena['collect_positions_per_s']:,.0f} learner positions/s"
     )
@@ -311,7 +316,7 @@ def main() -> None:
         else:
             sys.stdout.write(json.dumps(res, indent=2) + "\n" + res["summary"] + "\n")
         return
-    res = bench_selfplay(args.quick)
+    res = bench_selfplay("quick" if args.quick else "full")
     r, arena, m = res["random_moves_per_s"], res["arena_connect_four"], res["machine"]
     vec, core, one, pz = (
         r["vector_env_1024"],

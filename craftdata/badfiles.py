@@ -14,6 +14,8 @@ import struct
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from paddlecraft.errors import BadDataError
+
 __all__ = ["ON_BAD_FILE", "BadDataError", "BadFiles", "check_audio_file", "check_image_file"]
 
 log = logging.getLogger("paddlecraft.data")
@@ -24,10 +26,6 @@ _PNG_END = b"IEND\xaeB`\x82"
 _JPEG_MAGIC = b"\xff\xd8\xff"
 _JPEG_END = b"\xff\xd9"
 _JPEG_TAIL = 1024  # bytes searched for the end-of-image marker (some writers pad after it)
-
-
-class BadDataError(ValueError):
-    """A data file or folder cannot be used; the message names it and the setting to change."""
 
 
 def bad_file_message(path: str | os.PathLike, problem: str) -> str:

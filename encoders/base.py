@@ -32,7 +32,7 @@ from typing import Any
 import paddle
 from paddle import nn
 
-from .naming import SCOPES, build_named
+from .naming import build_named, check_scope_syntax, check_unique_names
 from .pretrained import LoadReport
 from .pretrained import load_pretrained as _load_pretrained
 from .specs import EncoderInputError, InputSpec, LayerSpec, SharedSpec, check_inputs
@@ -112,7 +112,7 @@ class Encoder(nn.Layer):
 
     def __init__(self, scope: str) -> None:
         super().__init__()
-        SCOPES.claim(scope, self)
+        check_scope_syntax(scope)
         self.scope = scope
         self.model: dict[str, LayerSpec | SharedSpec] = {}
         self._declared: dict[str, tuple] = {}
@@ -218,6 +218,12 @@ class Encoder(nn.Layer):
             # encoders with a ``pretrained`` setting load their file right after building
             self.load_pretrained(self.pretrained, strict=getattr(self, "pretrained_strict", True))
         if static:
+            check_unique_names(
+                paddle.static.default_main_program().global_block().all_parameters(),
+                f"the static program {self._who()} builds into",
+                f"Give this encoder a scope no other encoder of the program uses (not "
+                f"{self.scope!r}), or build it into a new program.",
+            )
             build_static_io(self)
         return self
 

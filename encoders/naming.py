@@ -11,25 +11,21 @@ same physical names in dynamic and static mode.
 
 from __future__ import annotations
 
-import gc
 import re
-import threading
-import weakref
-from collections.abc import Callable, Iterator
+import warnings
+from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
-from typing import TypeVar
+from typing import Any, TypeVar
 
 from paddle.base.unique_name import UniqueNameGenerator
 from paddle.base.unique_name import guard as _name_guard
+
+from paddlecraft.errors import ScopeError
 
 T = TypeVar("T")
 
 # dotted identifiers; parts after the first may also be indices (``enc.layers.0``)
 _SCOPE_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*(\.([A-Za-z_][A-Za-z0-9_]*|[0-9]+))*$")
-
-
-class ScopeError(ValueError):
-    """A name scope is malformed or already held by a live object."""
 
 
 class _LogicalNameGenerator(UniqueNameGenerator):
@@ -87,51 +83,34 @@ def check_scope_syntax(scope: str) -> None:
         )
 
 
-class ScopeRegistry:
-    """Which name scopes are held by live objects in this process.
+def check_unique_names(params: Iterable[Any], where: str, fix: str) -> None:
+    """Raise :class:`ScopeError` when two different parameters in ``params`` share a name.
 
-    Physical names must be unique per optimizer (Adam keys its moments by name, see
-    PADDLE_NOTES) and per static program, so two live encoders may not share a scope.
-    The registry holds weak references: a scope is free again once its owner is
-    garbage-collected, or after :meth:`release`. This is the one piece of process-wide
-    state in the toolkit, on purpose: uniqueness "in the process" needs it.
+    Physical names must be unique per optimizer (Adam keys its moments by ``param.name``:
+    two parameters with one name share one set of moments, see PADDLE_NOTES) and per
+    static program (a parameter there IS its name). So this is checked where an optimizer
+    or a program is built, over what it holds; two encoders elsewhere in the process may
+    use one scope. ``where`` names the optimizer or program, ``fix`` the remedy.
     """
-
-    def __init__(self) -> None:
-        self._owners: weakref.WeakValueDictionary[str, object] = weakref.WeakValueDictionary()
-        self._lock = threading.Lock()
-
-    def claim(self, scope: str, owner: object) -> None:
-        """Record ``owner`` as the holder of ``scope``; raise :class:`ScopeError` if taken."""
-        check_scope_syntax(scope)
-        with self._lock:
-            held = self._owners.get(scope)
-            if held is not None and held is not owner:
-                gc.collect()  # layers hold reference cycles; a dead owner may still linger
-                held = self._owners.get(scope)
-            if held is not None and held is not owner:
-                raise ScopeError(
-                    f"scope {scope!r} is already used by a live {type(held).__name__} in this "
-                    "process; two encoders in one scope would get the same physical parameter "
-                    "names. Give this one another scope (e.g. "
-                    f"{scope + '_2'!r}), or call encoders.release_scope({scope!r}) "
-                    "once the old one is no longer used."
-                )
-            self._owners[scope] = owner
-
-    def release(self, scope: str) -> None:
-        """Free ``scope`` whether or not its owner is still alive."""
-        with self._lock:
-            self._owners.pop(scope, None)
-
-    def owner(self, scope: str) -> object | None:
-        """The live object holding ``scope``, or None."""
-        return self._owners.get(scope)
-
-
-SCOPES = ScopeRegistry()
+    first: dict[str, int] = {}
+    clash: list[str] = []
+    for p in params:
+        if first.setdefault(p.name, id(p)) != id(p) and p.name not in clash:
+            clash.append(p.name)
+    if clash:
+        clash.sort()
+        shown = ", ".join(clash[:4]) + (f" and {len(clash) - 4} more" if len(clash) > 4 else "")
+        raise ScopeError(
+            f"{where} would hold {len(clash)} pair(s) of different parameters with the same "
+            f"physical name ({shown}): two encoders or agents were built in one scope. {fix}"
+        )
 
 
 def release_scope(scope: str) -> None:
-    """Free a name scope so a new encoder may use it (the old one keeps its names)."""
-    SCOPES.release(scope)
+    """Deprecated, does nothing: scopes are no longer held by the process (names are
+    checked per optimizer and per static program instead). Kept so 0.1 code runs."""
+    warnings.warn(
+        "release_scope() is no longer needed (scopes are not held); remove the call",
+        DeprecationWarning,
+        stacklevel=2,
+    )

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
@@ -10,12 +11,10 @@ import numpy as np
 import paddle
 from paddle import nn
 
+from paddlecraft.errors import EncoderInputError
+
 if TYPE_CHECKING:
     from .base import Encoder
-
-
-class EncoderInputError(ValueError):
-    """An input given to an encoder has the wrong shape or dtype."""
 
 
 @dataclass(eq=False)
@@ -77,18 +76,19 @@ def check_inputs(
             f"{who}: expected {len(items)} input(s) ({', '.join(n for n, _ in items)}), "
             f"got {len(inputs)}"
         )
+    dynamic = paddle.in_dynamic_mode()
     out = []
     for (name, spec), x in zip(items, inputs):
         if isinstance(x, np.ndarray):
             x = paddle.to_tensor(x)
-        if not paddle.in_dynamic_mode() or not isinstance(x, paddle.Tensor):
+        if not dynamic or not isinstance(x, paddle.Tensor):
             out.append(x)  # static Values: shapes were fixed by paddle.static.data
             continue
-        dtype = str(x.dtype).replace("paddle.", "")
-        shape = list(x.shape)
-        ok = dtype in spec.allowed_dtypes() and len(shape) >= 1
+        # runs on every forward pass: plain Python on the shape, no numpy, no dtype strings
+        shape = x.shape
+        ok = len(shape) >= 1 and x.dtype in [getattr(paddle, d) for d in spec.allowed_dtypes()]
         if ok and spec.flatten:
-            ok = int(np.prod(shape[1:])) == int(np.prod(list(spec.shape)))
+            ok = math.prod(shape[1:]) == math.prod(spec.shape)
             if ok and len(shape) != 1 + len(spec.shape):
                 x = x.reshape([shape[0], *spec.shape])
         elif ok:
@@ -96,8 +96,9 @@ def check_inputs(
                 d is None or d == s for d, s in zip(spec.shape, shape[1:])
             )
         if not ok:
+            dtype = str(x.dtype).replace("paddle.", "")
             raise EncoderInputError(
-                f"{who} input {name!r}: expected {spec.describe()}, got {shape} {dtype}. "
+                f"{who} input {name!r}: expected {spec.describe()}, got {list(shape)} {dtype}. "
                 f"{fix(name, spec)}"
             )
         out.append(x)

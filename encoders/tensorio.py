@@ -15,9 +15,7 @@ import paddle
 from safetensors import safe_open
 from safetensors.paddle import save as _st_save
 
-
-class CheckpointError(RuntimeError):
-    """A weights file is missing, corrupted, or does not match the model it is loaded into."""
+from paddlecraft.errors import CheckpointError
 
 
 def atomic_write_bytes(path: str | os.PathLike, data: bytes) -> None:

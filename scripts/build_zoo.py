@@ -29,7 +29,8 @@ from paddlecraft.encoders.cpu_tuning import apply_cpu_tuning  # noqa: E402
 # settings, and Paddle would otherwise have set OMP_NUM_THREADS=1 for them
 apply_cpu_tuning()
 
-from paddlecraft.agents.zoo.quality import ENTRIES, measure  # noqa: E402
+from paddlecraft.agents.zoo.quality import ENTRIES  # noqa: E402
+from paddlecraft.arenas.zoo import measure  # noqa: E402
 
 
 def cpu_model() -> str:
@@ -62,7 +63,7 @@ def build(name: str) -> dict:
     record = {
         "metric": spec["metric"],
         "value": value,
-        "measured_by": "python -c 'from paddlecraft.agents.zoo.quality import measure; "
+        "measured_by": "python -c 'from paddlecraft.arenas.zoo import measure; "
         f'print(measure("{name}"))\'',
         "trained_by": "python run.py " + " ".join(spec["overrides"]),
         "cpu": cpu_model(),

@@ -161,7 +161,6 @@ def _train(workers: int, steps: int, kill_after: float | None = None) -> tuple[d
             arena.train_step(step)
         restarts = arena._pool_workers.restarts
         weights = {k: v.copy() for k, v in weights_of(policy).items()}
-    policy.release_scopes()
     return weights, restarts
 
 

@@ -20,8 +20,7 @@ from paddlecraft.agents import (
     check_targets,
     resolve_device,
 )
-from paddlecraft.encoders import CheckpointError, release_scope
-from paddlecraft.encoders.naming import SCOPES
+from paddlecraft.encoders import CheckpointError, ScopeError
 
 IN, HID, NC = 16, 16, 4
 MLP = {
@@ -368,7 +367,6 @@ def test_classifier_on_gpu_fails_before_building(make_scope, monkeypatch):
     with pytest.raises(DeviceError, match=rf"agents\.{name}\.device='gpu:0'"):
         Classifier(name, encoder=MLP, device="gpu:0")
     assert built == []
-    assert SCOPES.owner(name) is None
 
 
 # ---------------------------------------------------------------------------- config safety
@@ -419,7 +417,6 @@ def test_same_seed_different_names_give_different_weights(make_scope):
 def test_seeded_weights_do_not_depend_on_global_stream(make_scope):
     name = make_scope("clf")
     first = _params_np(_clf(name, seed=3))  # the agent is dropped right away
-    release_scope(name)
     gc.collect()
     paddle.rand([7])
     paddle.randn([3, 5])
@@ -429,7 +426,6 @@ def test_seeded_weights_do_not_depend_on_global_stream(make_scope):
     for n in first:
         np.testing.assert_array_equal(first[n], second[n], err_msg=n)
     # a different seed under the same name gives different weights
-    release_scope(name)
     del second_agent
     gc.collect()
     other = _params_np(_clf(name, seed=4))
@@ -476,7 +472,6 @@ def test_freeze_setting_freezes_logical_layers_at_start(make_scope):
     agent.unfreeze("hidden_layer_1")
     assert not e.is_frozen("hidden_layer_1")
     assert agent.config["freeze"] == ["hidden_layer_1"]  # saved with the agent
-    agent.release_scopes()
     with pytest.raises(ConfigError) as err:
         Classifier(make_scope("frz"), encoder=enc, freeze=["stem"])
     assert "'stem'" in str(err.value) and "hidden_layer_1" in str(err.value)
@@ -543,3 +538,37 @@ def test_an_agent_saved_before_the_namespace_loads(make_scope, tmp_path):
     assert b.config["encoder"]["_target_"] == "paddlecraft.encoders.ImageMLPEncoder"
     x = _batches(1)[0][0]
     np.testing.assert_array_equal(a(x).numpy(), b(x).numpy())
+
+
+# ---------------------------------------------------------------------------- physical names
+class _TwoEncoders(Classifier):
+    """A careless agent: its second encoder is built in the same scope as the first."""
+
+    def __init__(self, name, role=None, **settings):
+        super().__init__(name, **settings)
+        with self.seeded():
+            self.second = self.make_encoder(MLP, role=role)
+        self.build_optimizer()
+
+
+def test_one_optimizer_refuses_two_parameters_with_one_name(make_scope):
+    name = make_scope("clf")
+    with pytest.raises(ScopeError) as e:
+        _TwoEncoders(name, encoder=MLP)
+    msg = str(e.value)
+    assert f"agents.{name}'s optimizer" in msg and f"{name}.hidden_layer_1.w_0" in msg
+    assert "role" in msg  # the fix
+    ok = _TwoEncoders(make_scope("clf"), role="second", encoder=MLP)
+    assert len(ok.optimizer._parameter_list) == 12  # two MLPs, each stepped once
+
+
+def test_two_agents_may_share_a_name_each_with_its_own_optimizer(make_scope):
+    """What names must be unique across is an optimizer, not the process: two live agents
+    of one name train apart (a frozen opponent beside its learner, a sweep's next job)."""
+    name = make_scope("clf")
+    a, b = _clf(name, seed=1), _clf(name, seed=2)
+    ((x, y),) = _batches(1)
+    before = _params_np(b)
+    a.update(a.loss(x, y))
+    after = _params_np(b)
+    assert all(np.array_equal(before[k], after[k]) for k in before)  # b untouched by a's step

@@ -64,11 +64,6 @@ def _recognizer(name, **kw):
     return Recognizer(name, encoder=TINY_SPEECH, seed=0, **kw)
 
 
-def _release(*agents):
-    for a in agents:
-        a.release_scopes()
-
-
 # ----------------------------------------------------------------------------- agents
 def test_beam_search_with_beam_1_equals_greedy(make_scope, shapes):
     cap = _captioner(make_scope("cap"))
@@ -82,7 +77,6 @@ def test_beam_search_with_beam_1_equals_greedy(make_scope, shapes):
     assert cap.caption(shapes.test.images, beam_size=1) == cap.vocab.decode_batch(greedy)
     wide = cap.caption(shapes.test.images, beam_size=3)
     assert len(wide) == len(shapes.test) and all(isinstance(c, str) for c in wide)
-    _release(cap)
 
 
 def test_agents_save_and_load_outside_the_arena(make_scope, shapes, tmp_path):
@@ -100,7 +94,6 @@ def test_agents_save_and_load_outside_the_arena(make_scope, shapes, tmp_path):
     choice = lis2.choose(shapes.test.captions, cands)
     assert choice.dtype == np.int64 and choice.shape == (8,) and choice.max() < 4
     assert np.array_equal(choice, lis.choose(shapes.test.captions, cands))
-    _release(cap, lis, cap2, lis2)
 
 
 def test_listener_masks_same_caption_negatives(make_scope, shapes):
@@ -108,7 +101,6 @@ def test_listener_masks_same_caption_negatives(make_scope, shapes):
     caps = [shapes.train.captions[0]] * 4
     loss = float(lis.loss(caps, shapes.train.images[:4]))
     assert np.isfinite(loss) and loss < 1.0  # identical texts are not treated as negatives
-    _release(lis)
 
 
 def test_ctc_greedy_merges_repeats_and_drops_blanks():
@@ -141,7 +133,6 @@ def test_recognizer_and_speaker_round_trip(make_scope, tmp_path):
     rec2 = Agent.load(tmp_path / "rec", name=make_scope("rec"))
     assert isinstance(spk2, Speaker) and spk2.voices == ["m1", "f2"]
     assert rec2.transcribe(waves, 16000) == out
-    _release(rec, rec2)
 
 
 def test_settings_are_declared_once_checked_and_saved_resolved(make_scope, tmp_path):
@@ -164,7 +155,6 @@ def test_settings_are_declared_once_checked_and_saved_resolved(make_scope, tmp_p
     assert spk.cfg.voice_seed == 3 and spk.voice_seed == 3
     with pytest.raises(ConfigError, match="voice_sed"):
         Speaker(make_scope("spk"), voice_sed=3)
-    _release(cap)
 
 
 @pytest.mark.parametrize(
@@ -196,7 +186,6 @@ def test_captioner_and_listener_take_any_image_encoder(make_scope, shapes, encod
     assert len(cap.caption(shapes.test.images[:2])) == 2
     with pytest.raises(ConfigError, match=r"agents\.cap\d+\.encoder: TextEncoder reads 'tokens'"):
         Captioner(make_scope("cap"), encoder={**TINY_TEXT, "vocab_size": 5}, decoder=TINY_DEC)
-    _release(cap, lis)
 
 
 @pytest.mark.parametrize("variant", ["captioner_resnet", "captioner_vit", "captioner_resnet_gpt"])
@@ -205,15 +194,12 @@ def test_captioner_encoder_variants_compose_and_caption(variant, compose_config,
 
     cfg = compose_config("arena=caption", f"agent@agents.captioner={variant}")
     agents = build_agents(cfg)
-    try:
-        cap = agents["captioner"]
-        assert type(cap.encoder).__name__ == ("ViTEncoder" if "vit" in variant else "ResNetEncoder")
-        decoder = "TransformerTextDecoder" if "gpt" in variant else "TextDecoder"
-        assert type(cap.decoder).__name__ == decoder
-        assert cap.decoder.cond_dim == cap.encoder.feature_dim
-        assert len(cap.caption(shapes.test.images[:2])) == 2
-    finally:
-        _release(*agents.values())
+    cap = agents["captioner"]
+    assert type(cap.encoder).__name__ == ("ViTEncoder" if "vit" in variant else "ResNetEncoder")
+    decoder = "TransformerTextDecoder" if "gpt" in variant else "TextDecoder"
+    assert type(cap.decoder).__name__ == decoder
+    assert cap.decoder.cond_dim == cap.encoder.feature_dim
+    assert len(cap.caption(shapes.test.images[:2])) == 2
 
 
 def test_metrics_group_by_hop_per_split():
@@ -266,7 +252,6 @@ def test_chain_must_line_up(make_scope):
 
     with pytest.raises(ConfigError, match="n_tran"):
         _arena([cap, lis], [cap, lis], data={"n_tran": 3})
-    _release(cap, lis)
 
 
 def test_default_chain_passes_check_arena_with_resume(make_scope, tmp_path):
@@ -285,7 +270,6 @@ def test_default_chain_passes_check_arena_with_resume(make_scope, tmp_path):
     assert Path(files["telephone"]).stat().st_size > 1000
     hops = json.loads(Path(files["hops"]).read_text())
     assert set(hops["test"]) == {cap.name, lis.name, "end_to_end"}
-    _release(cap, lis)
 
 
 def test_spoken_chain_with_finetuning_resumes_bit_identically(make_scope):
@@ -315,7 +299,6 @@ def test_spoken_chain_with_finetuning_resumes_bit_identically(make_scope):
         "chain_accuracy",
         f"comp_{rec.name}_wer",
     } <= set(m)
-    _release(cap, rec, lis)
 
 
 # ----------------------------------------------------------------------------- run.py

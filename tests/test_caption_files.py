@@ -207,11 +207,6 @@ def _weights(agents) -> dict[str, np.ndarray]:
     return {p.name: p.numpy() for a in agents.values() for p in a.parameters()}
 
 
-def _release(agents) -> None:
-    for a in agents.values():
-        a.release_scopes()
-
-
 def test_caption_files_resume_with_workers_is_bit_identical(tmp_path, compose_config):
     path = jsonl_folder(tmp_path, n=15)
     cfg = compose_config(
@@ -225,14 +220,12 @@ def test_caption_files_resume_with_workers_is_bit_identical(tmp_path, compose_co
     out = run_arena(full, tmp_path / "full", standard_callbacks(progress=False, checkpoint_every=4))
     ref, ref_m = _weights(agents), out["metrics"]
     full.close()
-    _release(agents)
 
     seed_everything(0)
     agents, part = _build(cfg)
     run_arena(part, tmp_path / "part", standard_callbacks(progress=False, checkpoint_every=4),
               max_steps=9)  # fmt: skip
     part.close()
-    _release(agents)
     shutil.rmtree(list_checkpoints(tmp_path / "part")[0])  # "crash" after step 8: mid-epoch 2
     seed_everything(123)
     agents, resumed = _build(cfg)
@@ -247,7 +240,6 @@ def test_caption_files_resume_with_workers_is_bit_identical(tmp_path, compose_co
         tmp_path / "full" / SPLIT_FILE
     ).read_bytes()
     resumed.close()
-    _release(agents)
 
 
 # ----------------------------------------------------------------------------- bad data

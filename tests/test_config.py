@@ -52,7 +52,6 @@ def test_every_arena_config_composes_and_instantiates(arena, compose_config):
     assert built.headline
     for a in agents.values():
         assert all(p.name.startswith(a.name + ".") for p in a.own_parameters())
-    _release(agents)
 
 
 @pytest.mark.parametrize("encoder", IMAGE_ENCODERS)
@@ -63,7 +62,6 @@ def test_every_encoder_config_instantiates_in_the_classifier(encoder, compose_co
     agents = build_agents(cfg)
     x = np.zeros((2, 1, 8, 8), np.float32)
     assert agents["classifier"].predict(x).shape == (2,)
-    _release(agents)
 
 
 @pytest.mark.parametrize("encoder", SEQUENCE_ENCODERS)
@@ -102,7 +100,6 @@ def test_mnist_data_config_reads_idx_files(tmp_path, compose_config):
     assert agents["classifier"].encoder.input_size == 784  # filled in from the data
     arena = build_arena(cfg, agents)
     assert arena.data.train.x.shape == (40, 1, 28, 28)
-    _release(agents)
 
 
 def test_typo_in_key_fails_at_compose_naming_the_full_key(compose_config):
@@ -161,11 +158,6 @@ def test_gpu_on_cpu_build_is_one_clear_line_before_work(tmp_path, compose_config
     assert not (tmp_path / "run").exists()
 
 
-def _release(agents):
-    for a in agents.values():
-        a.release_scopes()
-
-
 SWEEPS = sorted(p.stem for p in (CONF / "sweep").glob("*.yaml"))
 
 
@@ -194,7 +186,6 @@ def test_every_chain_config_composes_and_builds_its_agents(chain, compose_config
     validate(cfg)
     agents = build_agents(cfg)  # the arena itself (data generation) is built by test_caption
     assert set(agents) == set(cfg.agents) and len(agents) >= (1 if chain == "asr" else 2)
-    _release(agents)
 
 
 def _decoder_schema(name: str) -> str:
@@ -214,7 +205,6 @@ def test_every_gan_body_config_builds_in_the_gan(slot, name, compose_config):
     agents = build_agents(cfg)
     n = sum(int(np.prod(p.shape)) for p in agents[slot.split(".")[0]].own_parameters())
     assert n > 0
-    _release(agents)
 
 
 @pytest.mark.parametrize("name", [d for d in DECODERS if _decoder_schema(d) != "image_decoder"])
@@ -225,7 +215,6 @@ def test_every_text_decoder_config_builds_in_the_captioner(name, compose_config)
     assert cap.decoder.cond_dim == cap.encoder.feature_dim and cap.decoder.vocab_size == len(
         cap.vocab
     )
-    _release(agents)
 
 
 def test_every_agent_config_is_used_by_some_arena_or_chain(compose_config):
@@ -265,7 +254,6 @@ def test_every_data_config_composes(data, compose_config, tmp_path):
     if arena == "caption":  # the arena and its agents build from the files alone
         agents = build_agents(cfg)
         build_arena(cfg, agents).close()
-        _release(agents)
 
 
 LAUNCHERS = sorted(p.stem for p in (CONF / "hydra" / "launcher").glob("*.yaml"))

@@ -52,7 +52,6 @@ def test_site_home_page_keeps_the_readme_arena_table():
 
 def test_readme_python_example_runs():
     """The landing page's Python block runs as written (in-process; nothing downloaded)."""
-    from paddlecraft.encoders import release_scope
 
     text = (ROOT / "README.md").read_text()
     blocks = re.findall(r"```python\n(.*?)```", text, re.S)
@@ -67,7 +66,6 @@ def test_readme_python_example_runs():
         assert type(ns["clf"]).__name__ == "Classifier"
     finally:
         ns.clear()
-        release_scope("model1")
 
 
 def test_results_page_is_generated_from_its_sources():

@@ -19,7 +19,6 @@ from paddlecraft.encoders import (
     ImageMLPEncoder,
     ScopeError,
     physical_names,
-    release_scope,
 )
 
 
@@ -56,15 +55,27 @@ def test_two_scopes_never_collide(make_scope):
     assert not {p.name for p in a.parameters()} & {p.name for p in b.parameters()}
 
 
-def test_scope_in_use_is_a_clear_error_and_frees_after_release(scope):
-    enc = _mlp(scope)
-    with pytest.raises(ScopeError, match=f"scope '{scope}' is already used"):
-        ImageMLPEncoder(scope)
-    del enc
-    gc.collect()
-    ImageMLPEncoder(scope)  # freed once the owner is gone
-    release_scope(scope)
-    ImageMLPEncoder(scope)  # explicitly released
+def test_one_scope_twice_is_fine_apart_and_refused_in_one_program(scope):
+    """Names must be unique per optimizer and per static program, not per process: two
+    live encoders may share a scope, but not one static program (where a parameter IS
+    its name: the second would silently reuse the first's weights)."""
+    a, b = _mlp(scope), _mlp(scope)  # both alive, each could have its own optimizer
+    assert [p.name for p in a.parameters()] == [p.name for p in b.parameters()]
+    assert a.layers["prediction"].weight is not b.layers["prediction"].weight
+    paddle.enable_static()
+    try:
+        main, startup = paddle.static.Program(), paddle.static.Program()
+        with paddle.static.program_guard(main, startup):
+            _mlp(f"{scope}_static")
+            with pytest.raises(ScopeError) as e:
+                _mlp(f"{scope}_static")
+        assert f"{scope}_static.hidden_layer_1.w_0" in str(e.value)
+        assert "static program" in str(e.value) and "scope" in str(e.value)
+        for _ in range(2):  # one per program is fine
+            with paddle.static.program_guard(paddle.static.Program(), paddle.static.Program()):
+                _mlp(f"{scope}_static")
+    finally:
+        paddle.disable_static()
 
 
 def test_bad_scope_syntax_rejected():

@@ -220,7 +220,6 @@ def test_run_py_exports_an_agent_from_a_run(tmp_path):
 def test_export_part_of_a_saved_agent(make_scope, tmp_path):
     cap = Captioner(make_scope("cap"), encoder=TINY_CNN, decoder=TINY_DEC, seed=0)
     cap.save(tmp_path / "captioner")
-    cap.release_scopes()
     record = export_run(ExportSettings(run=str(tmp_path / "captioner"), part="encoder"))
     assert record["outputs"] == ["pooled"]
     assert record["inputs"] == [{"name": "input", "shape": [None, 3, 16, 16], "dtype": "float32"}]

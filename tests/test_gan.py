@@ -95,14 +95,12 @@ def _tiny(loss="vanilla", conditional=False, d_encoder=None, **kw):
 
 
 @pytest.fixture
-def release():
-    """Close the arenas and release the agents' scopes after the test (GAN agents use fixed names)."""
+def closing():
+    """Close the arenas made in a test (their data loaders) when it ends."""
     made: list = []
     yield made.append
     for arena in made:
         arena.close()
-        for agent in arena.agents.values():
-            agent.release_scopes()
 
 
 def _snapshot(agent) -> dict[str, np.ndarray]:
@@ -167,9 +165,9 @@ def test_histogram_entropy_and_inception_score():
     assert gm.class_histogram(np.array([0, 0, 2]), 3).tolist() == [2, 0, 1]
 
 
-def test_feature_net_real_vs_real_and_single_class_fakes(release):
+def test_feature_net_real_vs_real_and_single_class_fakes(closing):
     arena = _tiny()
-    release(arena)
+    closing(arena)
     d = arena.data
     net = arena.featnet
     assert net.test_accuracy > 0.85
@@ -184,29 +182,23 @@ def test_feature_net_real_vs_real_and_single_class_fakes(release):
     assert single["coverage"] < 0.2 and single["class_entropy"] < 0.1
     assert single["classes_generated"] == 1 and single["class_share_0"] > 0.95
     assert single["fid"] > 5 * real_test["fid"]
-    # reused from the disk cache: another cache object (while this one is still live, so
-    # in another scope) loads the same weights; close() releases what a cache loaded
+    # reused from the disk cache: another cache object, while this one is still live,
+    # loads the same weights under the same scope (each net has its own optimizer or none)
     other = fn.FeatureNetCache()
     again = other.get(d.train.x, d.train.y, d.test.x, d.test.y, 10,
                       fn.FeatureNetConfig(**FAST_FEATNET))  # fmt: skip
     assert again is not net and again.path == net.path
-    assert again.encoder.scope == f"featnet_{net.key}_2"
+    assert again.encoder.scope == net.encoder.scope == f"featnet_{net.key}"
     f1, p1 = net(d.test.x)
     f2, p2 = again(d.test.x)
     assert np.array_equal(f1, f2) and np.array_equal(p1, p2)
     other.close()
-    arena.close()  # frees featnet_<key>: a new cache gets the canonical scope again
-    third = fn.FeatureNetCache()
-    net3 = third.get(d.train.x, d.train.y, d.test.x, d.test.y, 10,
-                     fn.FeatureNetConfig(**FAST_FEATNET))  # fmt: skip
-    assert net3.encoder.scope == f"featnet_{net.key}"
-    assert np.array_equal(net3(d.test.x)[0], f1)
-    third.close()
+    assert other._nets == {}
 
 
-def test_collapse_warning(release, caplog):
+def test_collapse_warning(closing, caplog):
     arena = _tiny()
-    release(arena)
+    closing(arena)
     zeros = arena.data.train.x[arena.data.train.y == 0]
     m = arena.measure(zeros)
     with caplog.at_level(logging.WARNING, logger="paddlecraft"):
@@ -233,9 +225,9 @@ def test_collapse_warning(release, caplog):
         ),
     ],
 )  # fmt: skip
-def test_each_step_leaves_the_other_agent_untouched(release, loss, conditional, d_encoder):
+def test_each_step_leaves_the_other_agent_untouched(closing, loss, conditional, d_encoder):
     arena = _tiny(loss, conditional, d_encoder)
-    release(arena)
+    closing(arena)
     g, d = arena.generator, arena.discriminator
     x, y = next(iter(arena.batches(0)))
     for _ in range(2):  # warm both optimizers first
@@ -262,58 +254,45 @@ def test_each_step_leaves_the_other_agent_untouched(release, loss, conditional, 
     assert [p.stop_gradient for p in d.parameters()] == flags  # G's step restored them
 
 
-def test_wgan_gp_refuses_a_batch_norm_discriminator(release):
+def test_wgan_gp_refuses_a_batch_norm_discriminator(closing):
     enc = {"_target_": "paddlecraft.encoders.ImageCNNEncoder", "channels": [8], "num_classes": None}
     agents = _agents(d_encoder=enc)
-    try:
-        with pytest.raises(ValueError, match="batch norm"):
-            GanArena(agents, data=DIGITS, loss="wgan_gp", featnet=FAST_FEATNET)
-    finally:
-        for a in agents.values():
-            a.release_scopes()
+    with pytest.raises(ValueError, match="batch norm"):
+        GanArena(agents, data=DIGITS, loss="wgan_gp", featnet=FAST_FEATNET)
 
 
-def test_conditional_mismatch_is_explained(release):
+def test_conditional_mismatch_is_explained(closing):
     agents = _agents(conditional=False)
-    try:
-        with pytest.raises(ValueError, match="gan_conditional"):
-            GanArena(agents, data=DIGITS, conditional=True, featnet=FAST_FEATNET)
-    finally:
-        for a in agents.values():
-            a.release_scopes()
+    with pytest.raises(ValueError, match="gan_conditional"):
+        GanArena(agents, data=DIGITS, conditional=True, featnet=FAST_FEATNET)
 
 
 # ----------------------------------------------------------------------------- resume
 @pytest.mark.parametrize("loss, n_critic", [("vanilla", 1), ("wgan_gp", 2)])
-def test_check_arena_resume_is_bit_identical(release, loss, n_critic):
+def test_check_arena_resume_is_bit_identical(closing, loss, n_critic):
     seed_everything(0)
     arena = _tiny(loss, conditional=loss == "wgan_gp", n_critic=n_critic, epochs=1)
-    release(arena)
+    closing(arena)
     passed = check_arena(arena, steps=3)
     assert "resume from a checkpoint is bit-identical" in passed
 
 
-def test_resume_mid_training_matches_uninterrupted_run(tmp_path, release):
+def test_resume_mid_training_matches_uninterrupted_run(tmp_path, closing):
     seed_everything(0)
     full = _tiny(epochs=2, batch_size=128)
-    release(full)
+    closing(full)
     out_full = run_arena(full, tmp_path / "full", standard_callbacks(progress=False))
     ref = _snapshot(full.generator) | _snapshot(full.discriminator)
-    for a in full.agents.values():
-        a.release_scopes()
-
     seed_everything(0)
     part = _tiny(epochs=2, batch_size=128)
     run_arena(part, tmp_path / "part", standard_callbacks(progress=False, checkpoint_every=7),
               max_steps=15)  # fmt: skip
-    for a in part.agents.values():
-        a.release_scopes()
     import shutil
 
     shutil.rmtree(list_checkpoints(tmp_path / "part")[0])  # "crash" after step 14
     seed_everything(123)
     resumed = _tiny(epochs=2, batch_size=128)
-    release(resumed)
+    closing(resumed)
     out = run_arena(resumed, tmp_path / "part", standard_callbacks(progress=False), resume=True)
     assert out["status"] == "finished" and out["step"] == out_full["step"] == 22
     got = _snapshot(resumed.generator) | _snapshot(resumed.discriminator)
@@ -369,10 +348,7 @@ def test_two_step_smoke_run(tmp_path, arena):
 
     ckpt = list_checkpoints(tmp_path / "run")[0] / "agents" / "generator"
     gen = Agent.load(ckpt, name=f"loaded_{arena}")
-    try:
-        assert isinstance(gen, Generator) and gen.sample(5).shape == (5, 1, 8, 8)
-    finally:
-        gen.release_scopes()
+    assert isinstance(gen, Generator) and gen.sample(5).shape == (5, 1, 8, 8)
 
 
 # ----------------------------------------------------------------------------- acceptance
@@ -397,13 +373,13 @@ def test_conditional_run_draws_the_requested_classes(tmp_path):
     assert m["cond_accuracy"] >= 0.9
 
 
-def test_grid_and_visuals(release):
+def test_grid_and_media(closing):
     arena = _tiny(grid_rows=4)
-    release(arena)
+    closing(arena)
     grid = arena.grid()
     assert grid.dtype == np.uint8 and grid.ndim == 2  # one plane: grey
     assert grid.shape == (4 * 33 + 1, 4 * 33 + 1)  # 8x8 cells upscaled x4, 1 px gaps
-    vis = arena.visuals()["samples"]
+    vis = arena.media()["samples"]
     assert vis.shape == (*grid.shape, 3) and vis.dtype == np.uint8
 
 
@@ -428,14 +404,10 @@ def test_mnist_sized_data_builds_and_trains(tmp_path):
         "arena=gan", "data=mnist", f"data.loader.path={tmp_path}", "arena.eval_samples=50"
     )
     agents = build_agents(cfg)
-    try:
-        arena = build_arena(cfg, agents)
-        metrics = arena.train_step(next(iter(arena.batches(0))))
-        assert np.isfinite(list(metrics.values())).all()
-        assert arena.generator.sample(3).shape == (3, 1, 28, 28)
-    finally:
-        for a in agents.values():
-            a.release_scopes()
+    arena = build_arena(cfg, agents)
+    metrics = arena.train_step(next(iter(arena.batches(0))))
+    assert np.isfinite(list(metrics.values())).all()
+    assert arena.generator.sample(3).shape == (3, 1, 28, 28)
 
 
 def test_shapes_images_plug_in_as_data():
@@ -454,15 +426,11 @@ def test_shapes_images_plug_in_as_data():
         "arena.eval_samples=50",
     )
     agents = build_agents(cfg)
-    try:
-        arena = build_arena(cfg, agents)
-        assert arena.num_classes == 9
-        metrics = arena.train_step(next(iter(arena.batches(0))))
-        assert np.isfinite(list(metrics.values())).all()
-        assert arena.generator.sample(2, labels=[0, 8]).shape == (2, 3, 32, 32)
-    finally:
-        for a in agents.values():
-            a.release_scopes()
+    arena = build_arena(cfg, agents)
+    assert arena.num_classes == 9
+    metrics = arena.train_step(next(iter(arena.batches(0))))
+    assert np.isfinite(list(metrics.values())).all()
+    assert arena.generator.sample(2, labels=[0, 8]).shape == (2, 3, 32, 32)
 
 
 # ----------------------------------------------------------------------------- critic body
@@ -512,13 +480,13 @@ def test_dcgan_arch_is_the_dcgan_discriminator_body_and_twice_differentiable(sco
         ImageCNNEncoder(f"{scope}_r", arch="resnet", norm="none")
 
 
-def test_a_training_step_walks_no_layer_tree(release, monkeypatch):
+def test_a_training_step_walks_no_layer_tree(closing, monkeypatch):
     """The step's own cost: parameter lists, batch-norm buffers and devices are looked up
     once, at construction, not per step (the arena once walked every layer ~10 times a step)."""
     from paddle import nn
 
     arena = _tiny(d_encoder={**CRITIC, "norm": "batch"})  # BN in D: its statistics are kept
-    release(arena)
+    closing(arena)
     batch = next(iter(arena.batches(0)))
     arena.train_step(batch)
     walks = []
@@ -535,7 +503,7 @@ def test_a_training_step_walks_no_layer_tree(release, monkeypatch):
     assert all(isinstance(v, float) and np.isfinite(v) for v in metrics.values())
 
 
-def test_settings_are_one_dataclass_each(release):
+def test_settings_are_one_dataclass_each(closing):
     """GanArena/Generator/Discriminator settings: a mistyped key fails naming it; the record is the dataclass."""
     from dataclasses import asdict
 
@@ -543,15 +511,11 @@ def test_settings_are_one_dataclass_each(release):
     from paddlecraft.arenas.gan import GanConfig
 
     agents = _agents()
-    try:
-        with pytest.raises(ConfigError, match="n_critc"):
-            GanArena(agents, data=DIGITS, n_critc=2)
-        with pytest.raises(ConfigError, match="agents.discriminator"):
-            Discriminator("discriminator", encoder=CRITIC, num_clases=3)
-        d = agents["discriminator"]
-        assert d.config["encoder"] == CRITIC and d.config["num_classes"] is None
-        assert d.config == {**asdict(d.cfg)}
-    finally:
-        for a in agents.values():
-            a.release_scopes()
+    with pytest.raises(ConfigError, match="n_critc"):
+        GanArena(agents, data=DIGITS, n_critc=2)
+    with pytest.raises(ConfigError, match="agents.discriminator"):
+        Discriminator("discriminator", encoder=CRITIC, num_clases=3)
+    d = agents["discriminator"]
+    assert d.config["encoder"] == CRITIC and d.config["num_classes"] is None
+    assert d.config == {**asdict(d.cfg)}
     assert GanConfig().loss == "lsgan" and GanConfig().featnet.embedding_dim == 64

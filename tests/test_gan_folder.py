@@ -50,25 +50,18 @@ def _agents() -> dict:
 
 
 def _arena(folder: Path, in_memory=False, workers=2, hflip=True, bad="stop", **kw) -> GanArena:
-    """A tiny conditional GAN on ``folder``; its agents are released if the set-up fails."""
+    """A tiny conditional GAN on ``folder``."""
     data = {"_target_": "paddlecraft.craftdata.load_image_folder", "path": str(folder), "image_size": 8,
             "workers": workers, "hflip": hflip, "in_memory": in_memory,
             "on_bad_file": bad}  # fmt: skip
     kw = {"epochs": 2, "batch_size": 4, "eval_samples": 60, "ref_samples": 30,
           "final_samples": 30, "grid_rows": 3, "featnet": TINY_FEATNET, **kw}  # fmt: skip
     agents = _agents()
-    try:
-        return GanArena(agents, data=data, conditional=True, seed=3, **kw)
-    except Exception:
-        for agent in agents.values():
-            agent.release_scopes()
-        raise
+    return GanArena(agents, data=data, conditional=True, seed=3, **kw)
 
 
-def _release(arena: GanArena) -> None:
-    arena.close()
-    for agent in arena.agents.values():
-        agent.release_scopes()
+def _close(arena: GanArena) -> None:
+    arena.close()  # the data loader's worker processes
 
 
 def _weights(arena: GanArena) -> dict[str, bytes]:
@@ -127,7 +120,7 @@ def test_lazy_and_in_memory_give_the_same_batches_and_weights(folder, tmp_path) 
     assert lazy.real.loader()._loader is not None  # decoded by worker processes
     run_arena(lazy, tmp_path / "lazy", standard_callbacks(progress=False), max_steps=7)
     got, lazy_x = _weights(lazy), lazy.real.arrays("train")[0]
-    _release(lazy)
+    _close(lazy)
 
     seed_everything(0)
     mem = _arena(folder, in_memory=True, hflip=False)
@@ -140,7 +133,7 @@ def test_lazy_and_in_memory_give_the_same_batches_and_weights(folder, tmp_path) 
     run_arena(mem, tmp_path / "mem", standard_callbacks(progress=False), max_steps=7)
     ref = _weights(mem)
     np.testing.assert_array_equal(lazy_x, mem.data.train.x)  # eval sample: all of a small split
-    _release(mem)
+    _close(mem)
     assert got.keys() == ref.keys() and len(got) > 0
     assert all(got[k] == ref[k] for k in ref)
 
@@ -150,19 +143,19 @@ def test_resume_with_workers_is_bit_identical(folder, tmp_path) -> None:
     full = _arena(folder)
     out_full = run_arena(full, tmp_path / "full", standard_callbacks(progress=False))
     ref = _weights(full)
-    _release(full)
+    _close(full)
 
     seed_everything(0)
     part = _arena(folder)
     cbs = standard_callbacks(progress=False, checkpoint_every=7)
     run_arena(part, tmp_path / "part", cbs, max_steps=15)
-    _release(part)
+    _close(part)
     shutil.rmtree(list_checkpoints(tmp_path / "part")[0])  # "crash" after step 14: mid-epoch 2
     seed_everything(123)
     resumed = _arena(folder)
     out = run_arena(resumed, tmp_path / "part", standard_callbacks(progress=False), resume=True)
     got = _weights(resumed)
-    _release(resumed)
+    _close(resumed)
     assert out["status"] == "finished" and out["step"] == out_full["step"] == 24
     assert got.keys() == ref.keys() and all(got[k] == ref[k] for k in ref)
     assert out["metrics"] == out_full["metrics"]
@@ -183,7 +176,7 @@ def test_check_arena_resumes_mid_epoch_without_decoding_skipped_steps(folder, mo
         order = np.random.default_rng([3, 0]).permutation(48)  # (seed, epoch)
         assert loads == order[36:48].tolist()
     finally:
-        _release(arena)
+        _close(arena)
 
 
 def test_evaluation_decodes_a_bounded_seeded_sample(folder) -> None:
@@ -206,7 +199,7 @@ def test_evaluation_decodes_a_bounded_seeded_sample(folder) -> None:
             assert y[k] == data.data.train.y[idx[k]]
         assert not hasattr(data.data.train, "x")  # the training split holds no pixels
     finally:
-        _release(arena)
+        _close(arena)
 
 
 def test_bad_settings_are_explained(folder) -> None:
@@ -228,4 +221,4 @@ def test_a_file_failing_to_decode_is_skipped_and_the_step_refilled(folder) -> No
         assert arena.real.metrics() == {"bad_files_skipped": 1.0}
         assert arena.arena_state()["bad_files"] == dict(arena.real.bad_files.skipped)
     finally:
-        _release(arena)
+        _close(arena)

@@ -9,7 +9,7 @@ import paddle
 import paddle.nn.functional as F
 import pytest
 
-from paddlecraft.encoders import EncoderInputError, release_scope
+from paddlecraft.encoders import EncoderInputError
 from paddlecraft.encoders.image_decoder import ImageDecoder, start_size
 
 
@@ -129,7 +129,6 @@ def test_save_load_round_trip(scope, tmp_path):
     before = dec.sample(3, labels=[2, 0, 1], seed=7)
     path = tmp_path / "decoder.safetensors"
     dec.save(path)
-    release_scope(scope)
     del dec
     gc.collect()
     dec2 = ImageDecoder(scope, **kw).load(path)

@@ -69,13 +69,6 @@ def _train(agent, loss_fn, steps: int = 3) -> list[float]:
     return losses
 
 
-def _release(agents: dict) -> None:
-    for a in agents.values():
-        release = getattr(a, "release_scopes", None)
-        if release is not None:
-            release()
-
-
 def _config_error(build, *args) -> ConfigError:
     """The ConfigError building raises (Hydra wraps it; the command line prints its line)."""
     with pytest.raises(Exception) as info:
@@ -95,32 +88,26 @@ def _first_input(enc) -> tuple:
 @pytest.mark.parametrize("name", IMAGE_ENCODERS)
 def test_classifier_takes_every_image_encoder(name, compose_config):
     agents = _build(compose_config, "arena=classify", *_encoder("classifier", "encoder", name))
-    try:
-        clf = agents["classifier"]
-        enc = clf.encoder
-        # sized from the data (8x8 grey digits, 10 classes), head only because a classifier asks
-        assert enc.num_classes == 10 and "prediction" in enc.output_names
-        assert enc.forward_all(paddle.rand([2, 1, 8, 8]))["pooled"].shape == [2, enc.feature_dim]
-        rng = np.random.default_rng(0)
-        x = paddle.to_tensor(rng.random((16, 1, 8, 8), np.float32))
-        y = paddle.to_tensor(rng.integers(0, 10, 16))
-        losses = _train(clf, lambda: clf.loss(x, y))
-        assert losses[-1] < losses[0]  # the same batch, three Adam steps
-    finally:
-        _release(agents)
+    clf = agents["classifier"]
+    enc = clf.encoder
+    # sized from the data (8x8 grey digits, 10 classes), head only because a classifier asks
+    assert enc.num_classes == 10 and "prediction" in enc.output_names
+    assert enc.forward_all(paddle.rand([2, 1, 8, 8]))["pooled"].shape == [2, enc.feature_dim]
+    rng = np.random.default_rng(0)
+    x = paddle.to_tensor(rng.random((16, 1, 8, 8), np.float32))
+    y = paddle.to_tensor(rng.integers(0, 10, 16))
+    losses = _train(clf, lambda: clf.loss(x, y))
+    assert losses[-1] < losses[0]  # the same batch, three Adam steps
 
 
 @pytest.mark.parametrize("name", IMAGE_ENCODERS)
 def test_discriminator_takes_every_image_encoder(name, compose_config):
     agents = _build(compose_config, "arena=gan", *_encoder("discriminator", "encoder", name))
-    try:
-        disc = agents["discriminator"]
-        assert disc.encoder.output_names[0] == "pooled"  # headless
-        assert disc.critic.weight.shape == [disc.encoder.feature_dim, 1]
-        x = paddle.rand([8, 1, 8, 8])
-        _train(disc, lambda: ((disc(x) - 1.0) ** 2).mean())
-    finally:
-        _release(agents)
+    disc = agents["discriminator"]
+    assert disc.encoder.output_names[0] == "pooled"  # headless
+    assert disc.critic.weight.shape == [disc.encoder.feature_dim, 1]
+    x = paddle.rand([8, 1, 8, 8])
+    _train(disc, lambda: ((disc(x) - 1.0) ** 2).mean())
 
 
 def _boards(rng, n: int) -> tuple[np.ndarray, np.ndarray]:
@@ -134,23 +121,20 @@ def test_policy_takes_every_image_encoder(name, compose_config):
     agents = _build(
         compose_config, "arena=selfplay", "game=tictactoe", *_encoder("policy", "encoder", name)
     )
-    try:
-        pol = agents["policy"]
-        # sized from the 3x3x2 board: planes first for image encoders, flat for the MLP
-        shape = _first_input(pol.encoder)
-        assert shape == {"mlp": (18,), "resnet18": (2, None, None)}.get(name, (2, 3, 3))
-        rng = np.random.default_rng(0)
-        obs, masks = _boards(rng, 32)
-        actions = pol.act(obs, masks, greedy=False, rng=rng)
-        assert masks[np.arange(32), actions].all()
+    pol = agents["policy"]
+    # sized from the 3x3x2 board: planes first for image encoders, flat for the MLP
+    shape = _first_input(pol.encoder)
+    assert shape == {"mlp": (18,), "resnet18": (2, None, None)}.get(name, (2, 3, 3))
+    rng = np.random.default_rng(0)
+    obs, masks = _boards(rng, 32)
+    actions = pol.act(obs, masks, greedy=False, rng=rng)
+    assert masks[np.arange(32), actions].all()
 
-        def loss():
-            logp, entropy, value = pol.evaluate_actions(obs, masks, actions)
-            return -logp.mean() + (value**2).mean() - 0.01 * entropy.mean()
+    def loss():
+        logp, entropy, value = pol.evaluate_actions(obs, masks, actions)
+        return -logp.mean() + (value**2).mean() - 0.01 * entropy.mean()
 
-        _train(pol, loss)
-    finally:
-        _release(agents)
+    _train(pol, loss)
 
 
 def _shapes(n: int) -> np.ndarray:
@@ -167,41 +151,32 @@ def test_captioner_takes_every_image_encoder(name, compose_config):
         "agents.captioner.decoder.dim=16",
         "agents.captioner.decoder.depth=1",
     )
-    try:
-        cap = agents["captioner"]
-        assert type(cap.decoder).__name__ == "TransformerTextDecoder"
-        assert cap.decoder.cond_dim == cap.encoder.feature_dim  # the contract's width
-        images = _shapes(4)
-        captions = CAPTIONS * 2
-        _train(cap, lambda: cap.loss(images, captions))
-        assert len(cap.caption(images[:2])) == 2
-    finally:
-        _release(agents)
+    cap = agents["captioner"]
+    assert type(cap.decoder).__name__ == "TransformerTextDecoder"
+    assert cap.decoder.cond_dim == cap.encoder.feature_dim  # the contract's width
+    images = _shapes(4)
+    captions = CAPTIONS * 2
+    _train(cap, lambda: cap.loss(images, captions))
+    assert len(cap.caption(images[:2])) == 2
 
 
 @pytest.mark.parametrize("name", IMAGE_ENCODERS)
 def test_listener_takes_every_image_encoder(name, compose_config):
     agents = _build(compose_config, "arena=caption", *_encoder("listener", "encoder", name))
-    try:
-        lis = agents["listener"]
-        images = _shapes(4)
-        _train(lis, lambda: lis.loss(CAPTIONS * 2, images))
-        assert lis.choose(CAPTIONS, images[:4].reshape(1, 4, 64, 64, 3).repeat(2, 0)).shape == (2,)
-    finally:
-        _release(agents)
+    lis = agents["listener"]
+    images = _shapes(4)
+    _train(lis, lambda: lis.loss(CAPTIONS * 2, images))
+    assert lis.choose(CAPTIONS, images[:4].reshape(1, 4, 64, 64, 3).repeat(2, 0)).shape == (2,)
 
 
 def test_listener_takes_bert_mini_as_its_text_encoder(compose_config):
     agents = _build(
         compose_config, "arena=caption", *_encoder("listener", "text_encoder", "bert_mini")
     )
-    try:
-        lis = agents["listener"]
-        assert type(lis.text_encoder).__name__ == "TransformerTextEncoder"
-        assert lis.text_encoder.vocab_size == len(lis.vocab)  # filled in from the words
-        _train(lis, lambda: lis.loss(CAPTIONS * 2, _shapes(4)))
-    finally:
-        _release(agents)
+    lis = agents["listener"]
+    assert type(lis.text_encoder).__name__ == "TransformerTextEncoder"
+    assert lis.text_encoder.vocab_size == len(lis.vocab)  # filled in from the words
+    _train(lis, lambda: lis.loss(CAPTIONS * 2, _shapes(4)))
 
 
 @pytest.mark.parametrize("chain", ["spoken", "asr"])
@@ -210,15 +185,12 @@ def test_recognizer_takes_whisper_tiny(chain, compose_config):
         compose_config, "arena=caption", f"chain={chain}",
         *_encoder("recognizer", "encoder", "whisper_tiny"),
     )  # fmt: skip
-    try:
-        rec = agents["recognizer"]
-        assert type(rec.encoder).__name__ == "WhisperStyleEncoder" and rec.encoder.waveform_input
-        rng = np.random.default_rng(0)
-        waves = rec.prepare([rng.standard_normal(n).astype(np.float32) * 0.1 for n in (8000, 6000)])
-        _train(rec, lambda: rec.loss(waves, ["a red circle", "a blue square"]))
-        assert len(rec.transcribe(list(waves))) == 2
-    finally:
-        _release(agents)
+    rec = agents["recognizer"]
+    assert type(rec.encoder).__name__ == "WhisperStyleEncoder" and rec.encoder.waveform_input
+    rng = np.random.default_rng(0)
+    waves = rec.prepare([rng.standard_normal(n).astype(np.float32) * 0.1 for n in (8000, 6000)])
+    _train(rec, lambda: rec.loss(waves, ["a red circle", "a blue square"]))
+    assert len(rec.transcribe(list(waves))) == 2
 
 
 def test_presets_stay_shorthands_and_the_one_form_overrides_them(compose_config):
@@ -251,10 +223,7 @@ def test_a_patch_size_that_does_not_divide_the_board_fails_naming_the_setting(co
         "game=connect_four",
         *_encoder("policy", "encoder", "vit_tiny"),
     )
-    try:
-        assert agents["policy"].encoder.patch_size == 1
-    finally:
-        _release(agents)
+    assert agents["policy"].encoder.patch_size == 1
 
 
 def test_a_size_restated_against_the_data_fails_before_any_work(compose_config):
@@ -324,20 +293,16 @@ def test_a_users_encoder_plugs_into_classifier_discriminator_and_policy(make_sco
     pol = Policy(
         make_scope("pol"), encoder=USER, obs_shape=[3, 3, 2], num_actions=9, allow_targets=allow
     )
-    try:
-        # filled in: in_channels from each agent's input; a head only for the classifier
-        assert clf.encoder.in_channels == 1 and clf.encoder.num_classes == 10
-        assert disc.encoder.num_classes is None and pol.encoder.in_channels == 2
-        x = paddle.to_tensor(rng.random((16, 1, 8, 8), np.float32))
-        y = paddle.to_tensor(rng.integers(0, 10, 16))
-        _train(clf, lambda: clf.loss(x, y))
-        _train(disc, lambda: ((disc(x) - 1.0) ** 2).mean())
-        obs, masks = _boards(rng, 16)
-        actions = pol.act(obs, masks, greedy=False, rng=rng)
-        _train(pol, lambda: -pol.evaluate_actions(obs, masks, actions)[0].mean())
-    finally:
-        for a in (clf, disc, pol):
-            a.release_scopes()
+    # filled in: in_channels from each agent's input; a head only for the classifier
+    assert clf.encoder.in_channels == 1 and clf.encoder.num_classes == 10
+    assert disc.encoder.num_classes is None and pol.encoder.in_channels == 2
+    x = paddle.to_tensor(rng.random((16, 1, 8, 8), np.float32))
+    y = paddle.to_tensor(rng.integers(0, 10, 16))
+    _train(clf, lambda: clf.loss(x, y))
+    _train(disc, lambda: ((disc(x) - 1.0) ** 2).mean())
+    obs, masks = _boards(rng, 16)
+    actions = pol.act(obs, masks, greedy=False, rng=rng)
+    _train(pol, lambda: -pol.evaluate_actions(obs, masks, actions)[0].mean())
 
 
 def test_an_encoder_without_the_contract_is_refused_naming_the_slot(make_scope):

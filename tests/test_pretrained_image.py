@@ -392,5 +392,3 @@ def test_encoder_config_pretrained_key_loads_the_file(scope, tmp_path, compose_c
         enc.layers["layer4"][1].conv2.weight.numpy(), flat["layer4.1.conv2.weight"]
     )
     np.testing.assert_array_equal(enc.layers["prediction"].weight.numpy(), flat["fc.weight"])
-    for a in agents.values():
-        a.release_scopes()

@@ -253,20 +253,17 @@ def test_spoken_game_hears_messages_at_one_snr():
         steps_per_epoch=4,
         **{k: v for k, v in kw.items() if k in ("vocab_size", "max_len")},
     )
-    try:
-        wave = arena.voice.say(np.array([[1, 2], [3, 3]]), 5.0, np.random.default_rng(1))
-        again = arena.voice.say(np.array([[1, 2], [3, 3]]), 5.0, np.random.default_rng(1))
-        assert wave.ndim == 2 and wave.shape[1] > 0.2 * 8000 and np.array_equal(wave, again)
-        before = [p.numpy().copy() for p in li.ear.parameters()]
-        for b in arena.batches(0):
-            m = arena.train_step(b)
-        assert np.isfinite(m["loss"])
-        assert any(not np.array_equal(a, p.numpy()) for a, p in zip(before, li.ear.parameters()))
-        ev = arena.evaluate()
-        assert {"accuracy_snr_0", "accuracy_snr_20"} <= set(ev)
-        assert all(0.0 <= ev[k] <= 1.0 for k in ("accuracy_snr_0", "accuracy_snr_20"))
-    finally:
-        li.release_scopes()
+    wave = arena.voice.say(np.array([[1, 2], [3, 3]]), 5.0, np.random.default_rng(1))
+    again = arena.voice.say(np.array([[1, 2], [3, 3]]), 5.0, np.random.default_rng(1))
+    assert wave.ndim == 2 and wave.shape[1] > 0.2 * 8000 and np.array_equal(wave, again)
+    before = [p.numpy().copy() for p in li.ear.parameters()]
+    for b in arena.batches(0):
+        m = arena.train_step(b)
+    assert np.isfinite(m["loss"])
+    assert any(not np.array_equal(a, p.numpy()) for a, p in zip(before, li.ear.parameters()))
+    ev = arena.evaluate()
+    assert {"accuracy_snr_0", "accuracy_snr_20"} <= set(ev)
+    assert all(0.0 <= ev[k] <= 1.0 for k in ("accuracy_snr_0", "accuracy_snr_20"))
 
 
 CLASSES = {"vit_tiny": "ViTEncoder", "resnet18": "ResNetEncoder", "mlp": "ImageMLPEncoder",
@@ -293,5 +290,3 @@ def test_image_encoders_plug_into_speaker_and_listener_by_one_override(
         assert type(enc).__name__ == CLASSES[want]
         feats = enc.forward_features(images)
         assert feats.shape == [2, enc.feature_dim]  # the contract's pooled features
-    for agent in built.values():
-        agent.release_scopes()

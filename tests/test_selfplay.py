@@ -205,11 +205,8 @@ def _arena(policy, **kw):
 def test_check_arena_passes_on_selfplay():
     seed_everything(0)
     policy = Policy("policy", encoder=TTT_MLP, obs_shape=[3, 3, 2], num_actions=9, seed=0)
-    try:
-        passed = check_arena(_arena(policy, keep_best="no_loss_rate_vs_minimax"), steps=2)
-        assert "resume from a checkpoint is bit-identical" in passed
-    finally:
-        policy.release_scopes()
+    passed = check_arena(_arena(policy, keep_best="no_loss_rate_vs_minimax"), steps=2)
+    assert "resume from a checkpoint is bit-identical" in passed
 
 
 def test_resume_in_a_fresh_arena_restores_pool_and_ratings(tmp_path):
@@ -225,7 +222,6 @@ def test_resume_in_a_fresh_arena_restores_pool_and_ratings(tmp_path):
     out = run_arena(full, tmp_path / "full", cbs())
     ref = {k: v.numpy().copy() for k, v in p1.state_dict().items()}
     ref_state = json.loads(json.dumps(full.arena_state()))
-    p1.release_scopes()
     assert out["status"] == "finished" and out["step"] == 4
 
     seed_everything(0)
@@ -236,32 +232,27 @@ def test_resume_in_a_fresh_arena_restores_pool_and_ratings(tmp_path):
         cbs(),
         max_steps=3,
     )
-    p2.release_scopes()
     shutil.rmtree(list_checkpoints(tmp_path / "part")[0])  # "crash" after step 2's checkpoint
 
     seed_everything(123)
     p3 = build()
     resumed = _arena(p3, algo="a2c", keep_best="win_rate_vs_random")
     out = run_arena(resumed, tmp_path / "part", cbs(), resume=True)
-    try:
-        assert out["step"] == 4
-        # keep_best: the final evaluation played the best policy of the two evaluations
-        assert out["metrics"]["selected_update"] in (2.0, 4.0)
-        assert got_best(resumed) == got_best(full)
-        for k, v in p3.state_dict().items():
-            assert np.array_equal(v.numpy(), ref[k]), k
-        got = json.loads(json.dumps(resumed.arena_state()))
-        assert got["pool"] == ref_state["pool"] and got["league"] == ref_state["league"]
-        assert len(resumed.pool) >= 2
-        assert_chart(tmp_path / "part" / "ratings.png", (900, 520))
-        league = json.loads((tmp_path / "part" / "league.json").read_text())
-        assert league["matchups"]["random"] and league["table"]
-        loaded = Agent.load(tmp_path / "part" / "policy", name="policy_loaded")
-        obs, masks = _boards(16, np.random.default_rng(0))
-        assert np.array_equal(loaded.act(obs, masks), p3.act(obs, masks))
-        loaded.release_scopes()
-    finally:
-        p3.release_scopes()
+    assert out["step"] == 4
+    # keep_best: the final evaluation played the best policy of the two evaluations
+    assert out["metrics"]["selected_update"] in (2.0, 4.0)
+    assert got_best(resumed) == got_best(full)
+    for k, v in p3.state_dict().items():
+        assert np.array_equal(v.numpy(), ref[k]), k
+    got = json.loads(json.dumps(resumed.arena_state()))
+    assert got["pool"] == ref_state["pool"] and got["league"] == ref_state["league"]
+    assert len(resumed.pool) >= 2
+    assert_chart(tmp_path / "part" / "ratings.png", (900, 520))
+    league = json.loads((tmp_path / "part" / "league.json").read_text())
+    assert league["matchups"]["random"] and league["table"]
+    loaded = Agent.load(tmp_path / "part" / "policy", name="policy_loaded")
+    obs, masks = _boards(16, np.random.default_rng(0))
+    assert np.array_equal(loaded.act(obs, masks), p3.act(obs, masks))
 
 
 @pytest.mark.parametrize("game", ["tictactoe", "connect_four"])
@@ -286,7 +277,6 @@ def test_mirror_augmentation_matches_mirrored_play(game, make_scope):
         assert m["logp"] is data["logp"]  # the behaviour probability carries over
         g.step(a)
         mirror.step(m["action"])
-    policy.release_scopes()
 
 
 def got_best(arena):
@@ -305,15 +295,11 @@ def test_game_configs_compose_and_instantiate(game):
     with initialize_config_dir(config_dir=str(ROOT / "conf"), version_base="1.3"):
         cfg = compose("config", overrides=["arena=selfplay", f"game={game}"])
     agents = build_agents(cfg)
-    try:
-        arena = build_arena(cfg, agents)
-        assert arena.spec.name == game
-        assert arena.headline == (
-            "no_loss_rate_vs_minimax" if game == "tictactoe" else "win_rate_vs_mcts100"
-        )
-    finally:
-        for a in agents.values():
-            a.release_scopes()
+    arena = build_arena(cfg, agents)
+    assert arena.spec.name == game
+    assert arena.headline == (
+        "no_loss_rate_vs_minimax" if game == "tictactoe" else "win_rate_vs_mcts100"
+    )
 
 
 def test_pettingzoo_game_runs_in_the_arena():
@@ -321,21 +307,18 @@ def test_pettingzoo_game_runs_in_the_arena():
     pytest.importorskip("pygame")
     seed_everything(0)
     policy = Policy("pz_policy", encoder=TTT_MLP, obs_shape=[3, 3, 2], num_actions=9, seed=0)
-    try:
-        arena = SelfPlayArena(
-            {"policy": policy},
-            data="pettingzoo:tictactoe_v3",
-            games_per_step=8,
-            minibatch_size=32,
-            eval_games={"random": 4, "minimax": 4},
-            train_anchors={"random": 0.25},
-        )
-        m = arena.train_step(0)
-        assert np.isfinite(m["loss"]) and m["positions"] > 0
-        e = arena.evaluate()
-        assert 0 <= e["no_loss_rate_vs_minimax"] <= 1
-    finally:
-        policy.release_scopes()
+    arena = SelfPlayArena(
+        {"policy": policy},
+        data="pettingzoo:tictactoe_v3",
+        games_per_step=8,
+        minibatch_size=32,
+        eval_games={"random": 4, "minimax": 4},
+        train_anchors={"random": 0.25},
+    )
+    m = arena.train_step(0)
+    assert np.isfinite(m["loss"]) and m["positions"] > 0
+    e = arena.evaluate()
+    assert 0 <= e["no_loss_rate_vs_minimax"] <= 1
 
 
 # ---------------------------------------------------------------------- acceptance (slow)

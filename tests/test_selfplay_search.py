@@ -65,7 +65,6 @@ def test_alphazero_targets_are_visit_distributions_and_outcomes(make_scope):
     assert np.array_equal(data["z"] == 0, w < 0)
     m = arena.train_step(0)
     assert np.isfinite(m["loss"]) and m["policy_loss"] > 0 and "clip_frac" not in m
-    policy.release_scopes()
 
 
 def test_completed_q_targets_are_the_search_improved_policy(make_scope):
@@ -89,17 +88,13 @@ def test_completed_q_targets_are_the_search_improved_policy(make_scope):
     assert (info["pi"][~masks] == 0).all() and (res.visits[np.arange(6), actions] > 0).all()
     m = arena.train_step(0)
     assert np.isfinite(m["loss"]) and m["policy_loss"] > 0
-    policy.release_scopes()
 
 
 def test_alphazero_run_resumes_bit_identically():
     seed_everything(0)
     policy = Policy("policy", encoder=TTT_MLP, obs_shape=[3, 3, 2], num_actions=9, seed=0)
-    try:
-        passed = check_arena(_az_arena(policy), steps=2)
-        assert "resume from a checkpoint is bit-identical" in passed
-    finally:
-        policy.release_scopes()
+    passed = check_arena(_az_arena(policy), steps=2)
+    assert "resume from a checkpoint is bit-identical" in passed
 
 
 # search collection in Ray workers: tests/ray_netns_cases.py (loopback-only namespace)
@@ -140,8 +135,6 @@ def test_search_player_plays_legal_full_games_in_pettingzoo(game, make_scope, tm
         ended += sum(env.rewards.values()) == 0 and not env.agents
     env.close()
     assert ended == 3 and moves >= 3 * (2 if game == "tictactoe" else 3)
-    policy.release_scopes()
-    player.player.policy.release_scopes()
 
 
 def test_bradley_terry_fit_recovers_known_ratings():
@@ -184,7 +177,6 @@ def test_tournament_command_writes_table_and_plot(make_scope, tmp_path):
     for f in ("tournament.json", "tournament.md"):
         assert (tmp_path / "out" / f).stat().st_size > 100
     assert_chart(tmp_path / "out" / "tournament.png", (900, 200))  # 3 rows
-    policy.release_scopes()
 
 
 def test_init_policy_starts_from_saved_weights(make_scope, tmp_path):
@@ -207,8 +199,6 @@ def test_init_policy_starts_from_saved_weights(make_scope, tmp_path):
     assert not np.array_equal(before, values(source))
     with pytest.raises(ValueError, match="init_policy"):
         _az_arena(policy, init_policy=str(tmp_path / "nothing"))
-    source.release_scopes()
-    policy.release_scopes()
 
 
 def _ppo_then_search(policy, **kw):
@@ -244,7 +234,6 @@ def test_ppo_then_search_switches_algorithm_games_and_lr(make_scope):
     # 8 x 0.75 in the search update
     assert [s[:2] for s in seen] == [(0.0, True)] * 3 + [(1.0, False)]
     assert [s[2] for s in seen] == [9.0, 9.0, 9.0, 6.0]
-    policy.release_scopes()
 
 
 def test_search_every_interleaves_ppo_and_search_updates(make_scope):
@@ -262,7 +251,6 @@ def test_search_every_interleaves_ppo_and_search_updates(make_scope):
         seen.append((m["search_update"], "clip_frac" in m, m["games_vs_self"] + m["games_vs_pool"]))
         assert policy.optimizer.get_lr() == pytest.approx([0.005, 0.02][update % 2])
     assert seen == [(0.0, True, 9.0), (1.0, False, 6.0)] * 2
-    policy.release_scopes()
 
 
 def test_interleaved_search_resumes_bit_identically():
@@ -270,11 +258,9 @@ def test_interleaved_search_resumes_bit_identically():
     policy = Policy(
         "policy", encoder=TTT_MLP, obs_shape=[3, 3, 2], num_actions=9, seed=0, lr_scheduler=POLY
     )
-    try:  # the checkpoint falls between a search update and a PPO update
-        arena = _ppo_then_search(policy, search_updates=4, search_every=2)
-        assert "resume from a checkpoint is bit-identical" in check_arena(arena, steps=2)
-    finally:
-        policy.release_scopes()
+    # the checkpoint falls between a search update and a PPO update
+    arena = _ppo_then_search(policy, search_updates=4, search_every=2)
+    assert "resume from a checkpoint is bit-identical" in check_arena(arena, steps=2)
 
 
 def test_ppo_then_search_resumes_bit_identically_across_the_switch():
@@ -282,11 +268,9 @@ def test_ppo_then_search_resumes_bit_identically_across_the_switch():
     policy = Policy(
         "policy", encoder=TTT_MLP, obs_shape=[3, 3, 2], num_actions=9, seed=0, lr_scheduler=POLY
     )
-    try:  # the checkpoint is taken after update 2: the resumed half does PPO, then search
-        passed = check_arena(_ppo_then_search(policy), steps=2)
-        assert "resume from a checkpoint is bit-identical" in passed
-    finally:
-        policy.release_scopes()
+    # the checkpoint is taken after update 2: the resumed half does PPO, then search
+    passed = check_arena(_ppo_then_search(policy), steps=2)
+    assert "resume from a checkpoint is bit-identical" in passed
 
 
 @pytest.mark.parametrize(
@@ -306,7 +290,6 @@ def test_search_phase_settings_are_checked(make_scope, setting, value, words):
     with pytest.raises(ConfigError) as e:
         _ppo_then_search(policy, **{setting: value})
     assert words in str(e.value)
-    policy.release_scopes()
 
 
 def test_policy_coef_zero_trains_the_value_only(make_scope):
@@ -319,4 +302,3 @@ def test_policy_coef_zero_trains_the_value_only(make_scope):
     moved = {p.name for p in policy.parameters() if not np.array_equal(before[p.name], p.numpy())}
     assert moved and not any(".policy_head." in n for n in moved)
     assert any(".value_head." in n for n in moved)
-    policy.release_scopes()

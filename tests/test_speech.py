@@ -10,7 +10,7 @@ import paddle.nn.functional as F
 import pytest
 from paddle.audio.features import LogMelSpectrogram
 
-from paddlecraft.encoders import EncoderInputError, release_scope
+from paddlecraft.encoders import EncoderInputError
 from paddlecraft.encoders.speech import SpeechEncoder
 
 SR = 8000
@@ -185,7 +185,6 @@ def test_save_load_round_trip(scope, tmp_path):
     before = enc.forward_all(x)
     path = tmp_path / "speech.safetensors"
     enc.save(path)
-    release_scope(scope)
     del enc
     gc.collect()
     enc2 = _small(scope).load(path)

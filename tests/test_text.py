@@ -12,7 +12,7 @@ import paddle
 import paddle.nn.functional as F
 import pytest
 
-from paddlecraft.encoders import EncoderInputError, TextDecoder, TextEncoder, Vocab, release_scope
+from paddlecraft.encoders import EncoderInputError, TextDecoder, TextEncoder, Vocab
 from paddlecraft.encoders.vocab import BOS, EOS, PAD, UNK
 
 SENTENCES = [
@@ -196,7 +196,6 @@ def test_text_decoder_save_load_round_trip(scope: str, vocab: Vocab, tmp_path) -
     before = dec(cond, inputs).numpy()
     dec.save(tmp_path / "dec.safetensors")
     del dec
-    release_scope(scope)
     fresh = TextDecoder(scope, len(vocab), cond_dim=6, embed_dim=16, hidden_size=24)
     assert np.abs(fresh(cond, inputs).numpy() - before).max() > 1e-4  # other random init
     fresh.load(tmp_path / "dec.safetensors")

@@ -170,5 +170,3 @@ def test_caption_chain_media_has_sheet_texts_and_a_spoken_hop(make_scope, monkey
     assert isinstance(hop, Audio) and hop.sample_rate == spk.sample_rate and len(hop.samples)
     # the clip is the first item's: its length matches the speaker's note in that row
     assert f"{len(hop.samples) / spk.sample_rate:.1f} s)" in table[2].split(" | ")[2]
-    for a in chain:
-        a.release_scopes()

@@ -1,4 +1,8 @@
-"""How each zoo entry is trained and how its quality is measured (build script and test share it)."""
+"""How each zoo entry is trained: its run.py overrides and the metric its quality names.
+
+The measurement itself needs the arenas' data and games, so it lives a layer up, in
+:func:`paddlecraft.arenas.zoo.measure` (agents never import arenas).
+"""
 
 from __future__ import annotations
 
@@ -43,67 +47,3 @@ ENTRIES: dict[str, dict[str, Any]] = {
 }
 
 SEED = 0  # every entry is trained and measured on the seed-0 splits
-
-
-def _captioner_exact_match(agent: Any) -> float:
-    from paddlecraft.arenas.caption.data import CaptionDataConfig, build_world
-    from paddlecraft.arenas.caption.metrics import exact_match
-
-    world = build_world("shapes", SEED, k=4, data=CaptionDataConfig())  # the arena's test split
-    return exact_match(agent.caption(world.test.images, beam_size=1), world.test.texts)
-
-
-def _recognizer_exact_match(agent: Any) -> float:
-    from paddlecraft.arenas.caption.metrics import exact_match
-    from paddlecraft.craftdata import load_digits
-    from paddlecraft.craftdata.speech import DIGIT_WORDS, split_voices, spoken_split
-
-    # the digits chain's test clips: the first 360 test digits' words, held-out voices,
-    # synthesised with the arena's stream ([seed, 0x52]; see arenas.caption.data)
-    words = [DIGIT_WORDS[int(y)] for y in load_digits(SEED).test.y[:360]]
-    _, test_voices = split_voices(0, 0.2)
-    clips = spoken_split(words, test_voices, [SEED, 0x52], 16000)
-    return exact_match(agent.transcribe(clips.waveforms, 16000), clips.texts)
-
-
-def measure(name: str) -> float:
-    """Measure zoo entry ``name`` the way its ``quality.json`` says (deterministic data)."""
-    from paddlecraft.agents import Agent
-
-    if name == "digits-mlp":
-        from paddlecraft.craftdata import load_digits
-
-        agent = Agent.pretrained(name)
-        try:
-            test = load_digits(seed=0).test
-            return float((agent.predict(test.x) == test.y).mean())
-        finally:
-            agent.release_scopes()
-    if name == "tictactoe-policy":
-        import numpy as np
-
-        from paddlecraft.arenas.games import MinimaxPlayer
-        from paddlecraft.arenas.selfplay.player import PolicyPlayer
-        from paddlecraft.arenas.selfplay.tournament import play_pair
-
-        agent = Agent.pretrained(name)
-        try:
-            outcomes = play_pair(  # +1 / 0 / -1 for the policy
-                PolicyPlayer(agent),
-                MinimaxPlayer(),
-                "tictactoe",
-                200,
-                np.random.default_rng(0),
-            )
-            return float((outcomes >= 0).mean())
-        finally:
-            agent.release_scopes()
-    if name in ("shapes-captioner", "spoken-digit-recognizer"):
-        agent = Agent.pretrained(name)
-        try:
-            if name == "shapes-captioner":
-                return _captioner_exact_match(agent)
-            return _recognizer_exact_match(agent)
-        finally:
-            agent.release_scopes()
-    raise KeyError(f"no measurement for zoo entry {name!r}; known: {sorted(ENTRIES)}")

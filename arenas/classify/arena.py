@@ -59,7 +59,6 @@ class ClassifyArena(Arena):
                 "would be right). For data=image_folder, data.path needs one sub-folder per "
                 "class"
             )
-        self.batch_size, self.eval_batch_size = self.cfg.batch_size, self.cfg.eval_batch_size
         self._loaders: dict[str, BatchLoader] = {}
         self._bound_to: str | None = None
         self._majority_share: float | None = None  # of the test labels, seen at evaluation
@@ -76,7 +75,7 @@ class ClassifyArena(Arena):
             train = split == "train"
             self._loaders[split] = BatchLoader(
                 getattr(self.data, split),
-                self.batch_size if train else self.eval_batch_size,
+                self.cfg.batch_size if train else self.cfg.eval_batch_size,
                 seed=self.seed,
                 shuffle=train,
                 workers=getattr(self.data, "workers", 0),
@@ -94,7 +93,8 @@ class ClassifyArena(Arena):
     def train_step(self, batch: tuple[np.ndarray, np.ndarray]) -> dict[str, float]:
         (x, y), share = shard(*batch)  # data-parallel: this process's rows; else all
         agent = self.classifier
-        agent.train()
+        if not agent.training:  # (a walk over every sublayer; evaluation leaves train mode on)
+            agent.train()
         loss = agent.loss(agent.to_tensor(x), agent.to_tensor(y))
         agent.update(loss, batch_share=share)
         return {"loss": float(loss)}

@@ -23,22 +23,17 @@ from omegaconf import DictConfig, OmegaConf
 from omegaconf.errors import InterpolationResolutionError
 
 from paddlecraft.agents import Agent
-from paddlecraft.agents.amp import AmpError, check_amp
-from paddlecraft.agents.device import DeviceError, resolve_device
+from paddlecraft.agents.amp import check_amp
+from paddlecraft.agents.device import resolve_device
 from paddlecraft.agents.distributed import describe, init_if_launched, is_main_process
 from paddlecraft.agents.instantiate import (
-    UnsafeConfigError,
     check_targets,
     safe_instantiate,
     upgrade_targets,
 )
 from paddlecraft.agents.settings import ConfigError, make_settings
-from paddlecraft.craftdata.badfiles import BadDataError
-from paddlecraft.craftdata.speech import SpeechUnavailableError
-from paddlecraft.encoders.base import EncoderInputError
-from paddlecraft.encoders.naming import ScopeError
-from paddlecraft.encoders.pretrained import PretrainedLoadError
 from paddlecraft.encoders.tensorio import CheckpointError, atomic_write_bytes
+from paddlecraft.errors import PaddleCraftError
 
 from .base import Arena
 from .callbacks import TrainerConfig, standard_callbacks
@@ -46,25 +41,14 @@ from .checkpoint import latest_good_checkpoint, list_checkpoints, restore_checkp
 from .loop import Callback, Loop
 from .resume import apply_changes, record_changes, resume_changes
 from .rng import seed_everything
-from .runlock import RunDirError, RunLock
+from .runlock import RunLock
 
 log = logging.getLogger("paddlecraft")
 
 
-#: errors in what the user asked for: the command line prints their one-line message
-USER_ERRORS: tuple[type[BaseException], ...] = (
-    ConfigError,
-    BadDataError,
-    UnsafeConfigError,
-    DeviceError,
-    AmpError,
-    CheckpointError,
-    ScopeError,
-    EncoderInputError,
-    RunDirError,
-    PretrainedLoadError,
-    SpeechUnavailableError,
-)
+#: errors in what the user asked for: the command line prints their one-line message.
+#: One base (paddlecraft.errors): a new user error derives from it, nothing to list here.
+USER_ERRORS: tuple[type[BaseException], ...] = (PaddleCraftError,)
 #: exit code of a refused command (a user mistake)
 USAGE = 2
 #: exit code of a run stopped by a non-finite training metric (see docs/reliability.md)
@@ -213,8 +197,6 @@ def build_agents(cfg: DictConfig) -> dict[str, Agent]:
                 acfg, name=name, allow=allow, allow_targets=allow, _recursive_=False
             )
     except BaseException:  # free the names of those built (an in-process retry reuses them)
-        for agent in out.values():
-            agent.release_scopes()
         raise
     return out
 
@@ -301,31 +283,26 @@ def run_config(
     lock = RunLock(run_dir, resume=bool(resume)) if is_main_process() else nullcontext()
     with lock:
         seed_everything(int(cfg.seed))
-        agents: dict[str, Agent] = {}
         try:
-            try:
-                agents = build_agents(cfg)
-                arena = build_arena(cfg, agents)
-            except BaseException:
-                if isinstance(lock, RunLock) and not resume:
-                    lock.discard()  # refused before any work: leave nothing like a run
-                raise
-            with arena:
-                if is_main_process() and (not resume or changes):
-                    saved = OmegaConf.to_yaml(cfg, resolve=True)
-                    atomic_write_bytes(run_dir / "config.yaml", saved.encode())
-                    record_changes(run_dir, changes, start_step)
-                results = run_arena(
-                    arena,
-                    run_dir,
-                    trainer_callbacks(cfg, overrides),
-                    resume=bool(resume),
-                    max_steps=cfg.trainer.max_steps,
-                    lock=False,  # held above
-                )
-        finally:  # the next job of an in-process sweep reuses the agent names
-            for agent in agents.values():
-                agent.release_scopes()
+            agents = build_agents(cfg)
+            arena = build_arena(cfg, agents)
+        except BaseException:
+            if isinstance(lock, RunLock) and not resume:
+                lock.discard()  # refused before any work: leave nothing like a run
+            raise
+        with arena:
+            if is_main_process() and (not resume or changes):
+                saved = OmegaConf.to_yaml(cfg, resolve=True)
+                atomic_write_bytes(run_dir / "config.yaml", saved.encode())
+                record_changes(run_dir, changes, start_step)
+            results = run_arena(
+                arena,
+                run_dir,
+                trainer_callbacks(cfg, overrides),
+                resume=bool(resume),
+                max_steps=cfg.trainer.max_steps,
+                lock=False,  # held above
+            )
     return results
 
 

@@ -29,13 +29,14 @@ from paddle import nn
 from paddlecraft.agents import Agent
 from paddlecraft.agents.export import ExportError, export_layer
 from paddlecraft.encoders.tensorio import CheckpointError
+from paddlecraft.errors import ConfigError
 
 from .checkpoint import latest_good_checkpoint
 
 log = logging.getLogger("paddlecraft")
 
 
-class ExportConfigError(ValueError):
+class ExportConfigError(ConfigError):
     """The export command's settings are wrong; raised before anything is exported."""
 
 
@@ -111,24 +112,21 @@ def export_run(settings: ExportSettings) -> dict[str, Any]:
     run = Path(settings.run)
     folder = agent_folder(run, settings.agent)
     agent = Agent.load(folder)
-    try:
-        layer: nn.Layer = agent
-        label = agent.name
-        if settings.part:
-            layer = getattr(agent, settings.part, None)
-            if not isinstance(layer, nn.Layer):
-                parts = [n for n, _ in agent.named_children()]
-                raise ExportConfigError(
-                    f"export.part={settings.part!r}: {type(agent).__name__} {agent.name!r} has "
-                    f"no such layer; its parts are {parts}"
-                )
-            label = f"{agent.name}.{settings.part}"
-        out = Path(settings.out) if settings.out else run / "export" / label
-        record = export_layer(
-            layer, out, onnx=settings.onnx, opset=settings.opset, what=f"agent {label!r}"
-        )
-    finally:  # the scope names are free again for the next load in this process
-        agent.release_scopes()
+    layer: nn.Layer = agent
+    label = agent.name
+    if settings.part:
+        layer = getattr(agent, settings.part, None)
+        if not isinstance(layer, nn.Layer):
+            parts = [n for n, _ in agent.named_children()]
+            raise ExportConfigError(
+                f"export.part={settings.part!r}: {type(agent).__name__} {agent.name!r} has "
+                f"no such layer; its parts are {parts}"
+            )
+        label = f"{agent.name}.{settings.part}"
+    out = Path(settings.out) if settings.out else run / "export" / label
+    record = export_layer(
+        layer, out, onnx=settings.onnx, opset=settings.opset, what=f"agent {label!r}"
+    )
     log.info("exported %s from %s -> %s (%s)", label, folder, out, record["checks"])
     return record
 

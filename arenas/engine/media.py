@@ -1,8 +1,7 @@
 """What an arena shows besides numbers: images, audio, text, at each evaluation.
 
 An arena returns them from ``media()``, ``{tag: item}``; loggers (the VisualDL callback)
-write each item as its kind. A bare array is an image, so the older ``visuals()``
-(``{tag: HWC uint8 array}``) still works::
+write each item as its kind. A bare array (HWC uint8) is an image::
 
     def media(self) -> dict[str, Any]:
         return {
@@ -77,10 +76,7 @@ def audio_float(samples: np.ndarray) -> np.ndarray:
 
 
 def arena_media(arena: Any) -> dict[str, Media]:
-    """Everything ``arena.media()`` (and the older ``arena.visuals()``) returns, typed."""
-    out: dict[str, Media] = {}
-    for hook in ("visuals", "media"):
-        fn = getattr(arena, hook, None)
-        if callable(fn):
-            out.update({tag: as_media(item, tag) for tag, item in (fn() or {}).items()})
-    return out
+    """Everything ``arena.media()`` returns, typed."""
+    fn = getattr(arena, "media", None)
+    items = (fn() or {}) if callable(fn) else {}
+    return {tag: as_media(item, tag) for tag, item in items.items()}

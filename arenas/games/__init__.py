@@ -111,11 +111,6 @@ class GameSpec:
         return self.name.split(":", 1)[-1]
 
 
-def make_game(name: str, num_envs: int = 1) -> Any:
-    """``GameSpec(name).make(num_envs)``."""
-    return GameSpec(name).make(num_envs)
-
-
 __all__ = [
     "GAMES",
     "BoardGame",
@@ -131,6 +126,5 @@ __all__ = [
     "TicTacToe",
     "TicTacToeVectorEnv",
     "make_baseline",
-    "make_game",
     "random_legal",
 ]

@@ -149,7 +149,7 @@ class GanArena(Arena):
         self._eval_z, self._eval_labels = self._noise(self.eval_samples, 1)
         self._grid_z, self._grid_labels = self._noise(self.grid_rows**2, 2, per_row=True)
         self._untrained = self.generator.generate(self._eval_z, self._eval_labels)
-        self._featnets = FeatureNetCache()  # released by close()
+        self._featnets = FeatureNetCache()  # forgotten by close()
         self._ref: dict[str, Any] = {}
         self._baseline: dict[str, float] = {}
         self.steps_done = 0
@@ -349,7 +349,7 @@ class GanArena(Arena):
         images = self.generator.generate(self._grid_z, self._grid_labels)
         return render_grid(images, self.grid_rows)
 
-    def visuals(self) -> dict[str, np.ndarray]:
+    def media(self) -> dict[str, np.ndarray]:
         """Images for VisualDL (trainer.visualdl=true): the latest sample grid as RGB."""
         grid = self.last_grid if self.last_grid is not None else self.grid()
         return {"samples": grid if grid.ndim == 3 else np.repeat(grid[:, :, None], 3, axis=2)}
@@ -402,6 +402,6 @@ class GanArena(Arena):
             return {}
 
     def close(self) -> None:
-        """Release the feature nets (their name scopes) and the data loader; safe twice."""
+        """Forget the feature nets and close the data loader; safe twice."""
         self._featnets.close()
         self.real.close()

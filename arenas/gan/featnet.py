@@ -8,9 +8,9 @@ and the seed, so every run on the same data reuses the same network and the numb
 comparable.
 
 In memory, loaded nets live in a :class:`FeatureNetCache` that its owner (the GAN arena)
-releases on ``close()``: no process-wide state. Two live caches may load the same net;
-each gets its own encoder scope (``featnet_<key>``, then ``featnet_<key>_2``...), and
-the file stores the canonical names, so the weights are the same either way.
+forgets on ``close()``: no process-wide state. Every copy of a net has the scope
+``featnet_<key>``; each is trained by its own optimizer (or not at all), so copies in one
+process do not clash, and the file stores the same names.
 """
 
 from __future__ import annotations
@@ -28,7 +28,6 @@ import paddle
 import paddle.nn.functional as F
 
 from paddlecraft.arenas.engine.rng import capture_rng, restore_rng
-from paddlecraft.encoders.naming import ScopeError, release_scope
 from paddlecraft.encoders.tensorio import (
     CheckpointError,
     assign_by_name,
@@ -85,13 +84,9 @@ class FeatureNet:
             probs.append(F.softmax(out["prediction"], axis=-1).numpy())
         return np.concatenate(feats).astype(np.float64), np.concatenate(probs).astype(np.float64)
 
-    def release(self) -> None:
-        """Free the encoder's name scope (the net must not be used afterwards)."""
-        release_scope(self.encoder.scope)
-
 
 class FeatureNetCache:
-    """Feature nets loaded by one owner, by key; :meth:`close` releases them all."""
+    """Feature nets loaded by one owner, by key; :meth:`close` forgets them."""
 
     def __init__(self) -> None:
         self._nets: dict[str, FeatureNet] = {}
@@ -114,9 +109,7 @@ class FeatureNetCache:
         return self._nets[key]
 
     def close(self) -> None:
-        """Release every net's scope and forget them; safe to call twice."""
-        for net in self._nets.values():
-            net.release()
+        """Forget every net (their memory goes with the last reference); safe to call twice."""
         self._nets.clear()
 
 
@@ -128,10 +121,7 @@ def load_feature_net(
     num_classes: int,
     **settings: Any,
 ) -> FeatureNet:
-    """One feature net (``settings``: :class:`FeatureNetConfig` fields), outside any cache object.
-
-    Call ``net.release()`` when done with it.
-    """
+    """One feature net (``settings``: :class:`FeatureNetConfig` fields), outside any cache object."""
     return FeatureNetCache().get(
         train_x, train_y, test_x, test_y, num_classes, FeatureNetConfig(**settings)
     )
@@ -168,32 +158,20 @@ def _identity(train_x, train_y, test_x, test_y, num_classes: int, cfg: FeatureNe
     }
 
 
-def _new_encoder(key: str, arch: dict) -> Any:
-    """An untrained feature-net encoder in the first free scope ``featnet_<key>[_n]``."""
-    from paddlecraft.encoders import ImageCNNEncoder
-
-    for n in range(1, 100):
-        scope = f"featnet_{key}" if n == 1 else f"featnet_{key}_{n}"
-        try:
-            return ImageCNNEncoder(scope, **arch).build()
-        except ScopeError:
-            continue
-    raise ScopeError(f"no free scope for feature net {key}: release the FeatureNetCaches in use")
-
-
 def _load_or_train(key, ident, train_x, train_y, test_x, test_y, cfg) -> FeatureNet:
     folder = cache_root() / "featnet" / key
     rng_state = capture_rng()
     try:
         paddle.seed(cfg.seed)
-        enc = _new_encoder(key, ident["arch"])
-        canonical = f"featnet_{key}"
-        meta = _read_cache(folder, enc, canonical)
+        from paddlecraft.encoders import ImageCNNEncoder
+
+        # its own optimizer, so one scope per key serves every copy in the process
+        enc = ImageCNNEncoder(f"featnet_{key}", **ident["arch"]).build()
+        meta = _read_cache(folder, enc)
         if meta is None:
             acc = _train(enc, train_x, train_y, test_x, test_y, cfg)
             folder.mkdir(parents=True, exist_ok=True)
-            # stored under the canonical scope, whatever scope this encoder got
-            tensors = {canonical + p.name[len(enc.scope) :]: p for p in enc.parameters()}
+            tensors = {p.name: p for p in enc.parameters()}
             digest = save_tensors(folder / "weights.safetensors", tensors, {"format": FORMAT})
             meta = {**ident, "key": key, "test_accuracy": acc, "weights_sha256": digest}
             atomic_write_json(folder / "meta.json", meta)
@@ -208,7 +186,7 @@ def _load_or_train(key, ident, train_x, train_y, test_x, test_y, cfg) -> Feature
     return FeatureNet(enc, key, folder, float(meta["test_accuracy"]), ident["arch"]["num_classes"])
 
 
-def _read_cache(folder: Path, enc: Any, canonical: str) -> dict | None:
+def _read_cache(folder: Path, enc: Any) -> dict | None:
     meta_file, weights = folder / "meta.json", folder / "weights.safetensors"
     if not (meta_file.is_file() and weights.is_file()):
         return None
@@ -217,7 +195,6 @@ def _read_cache(folder: Path, enc: Any, canonical: str) -> dict | None:
         if meta.get("format") != FORMAT or sha256_file(weights) != meta.get("weights_sha256"):
             raise CheckpointError("checksum or format mismatch")
         arrays, _ = load_tensors(weights)
-        arrays = {enc.scope + k[len(canonical) :]: v for k, v in arrays.items()}
         assign_by_name(enc.parameters(), arrays, what=f"feature net {folder}")
     except (OSError, ValueError, CheckpointError) as e:
         log.warning("feature net cache %s is unusable (%s); retraining it", folder, e)

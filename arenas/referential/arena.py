@@ -385,10 +385,6 @@ class ReferentialArena(Arena):
 
         return write_artifacts(self, run_dir)
 
-    def close(self) -> None:
-        for a in self._grown:
-            a.release_scopes()
-
 
 def _check_settings(c: ReferentialConfig) -> None:
     if c.game not in GAMES:

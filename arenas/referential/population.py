@@ -78,7 +78,6 @@ def teach_newcomer(arena: ReferentialArena) -> dict[str, float]:
             newcomer.update(loss)
             curve.append(float(acc.mean()))
     finally:
-        newcomer.release_scopes()
         restore_rng(saved)
     first = steps_to_reach(arena.history, goal)
     new = steps_to_reach(curve, goal)

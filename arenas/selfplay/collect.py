@@ -52,7 +52,7 @@ class Collection:
     def _twin(self, k: int) -> Policy:
         """Frozen opponent networks (same architecture, own scope, never trained)."""
         while len(self._twins) <= k:
-            name = f"{self.policy.name}_opponent_{id(self):x}_{len(self._twins)}"
+            name = f"{self.policy.name}_opponent_{len(self._twins)}"
             self._twins.append(frozen_policy(name, self.policy.config))
         return self._twins[k]
 

@@ -70,12 +70,6 @@ class OpponentPool:
             self.snapshots.pop(0)
         return snap
 
-    def get(self, name: str) -> Snapshot:
-        for s in self.snapshots:
-            if s.name == name:
-                return s
-        raise KeyError(f"no snapshot {name!r} in the pool ({[s.name for s in self.snapshots]})")
-
     def sample(self, k: int, rng: Any, weights: np.ndarray | None = None) -> list[Snapshot]:
         """``k`` snapshots drawn with replacement (uniformly, or by ``weights``)."""
         if not self.snapshots:

@@ -153,21 +153,16 @@ def run_tournament(
     if "random" not in names:
         raise ValueError("--players must include 'random': its rating is the zero point")
     results: dict[tuple[int, int], np.ndarray] = {}
-    try:
-        for i in range(len(entrants)):
-            for j in range(i + 1, len(entrants)):
-                if focus and names[i] not in focus and names[j] not in focus:
-                    continue
-                t = time.time()
-                o = play_pair(entrants[i].player, entrants[j].player, game, games,
-                              np.random.default_rng([seed, i, j]))  # fmt: skip
-                results[(i, j)] = o
-                log.info("%s vs %s: +%d =%d -%d (%.0f s)", names[i], names[j], (o > 0).sum(),
-                         (o == 0).sum(), (o < 0).sum(), time.time() - t)  # fmt: skip
-    finally:  # the loaded networks' scopes
-        for e in entrants:
-            if hasattr(e.player, "policy"):
-                e.player.policy.release_scopes()
+    for i in range(len(entrants)):
+        for j in range(i + 1, len(entrants)):
+            if focus and names[i] not in focus and names[j] not in focus:
+                continue
+            t = time.time()
+            o = play_pair(entrants[i].player, entrants[j].player, game, games,
+                          np.random.default_rng([seed, i, j]))  # fmt: skip
+            results[(i, j)] = o
+            log.info("%s vs %s: +%d =%d -%d (%.0f s)", names[i], names[j], (o > 0).sum(),
+                     (o == 0).sum(), (o < 0).sum(), time.time() - t)  # fmt: skip
     ratings, se = fit_ratings(names, results, names.index("random"))
     table = []
     for k, name in enumerate(names):

@@ -1,0 +1,93 @@
+"""Every section of ``bench/run.py`` runs at its tiny size, so a benchmark that breaks
+(a renamed setting, a moved helper) fails here instead of in the next person's bench run.
+
+The figures at this size mean nothing; the tests check that each section measures what its
+report line names: finite positive rates and ratios, and the promised equalities
+(batched and one-at-a-time decoding and search agree)."""
+
+from __future__ import annotations
+
+import importlib.util
+import math
+import sys
+from pathlib import Path
+from types import ModuleType
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+SECTIONS = (
+    "overhead",
+    "flops",
+    "decode",
+    "gan_vs_torch",
+    "resnet",
+    "selfplay",
+    "search",
+    "selfplay_policy",
+    "selfplay_workers",
+    "peak_rss",
+)
+
+
+@pytest.fixture(scope="module")
+def bench_run() -> ModuleType:
+    """``bench/run.py`` imported as a module (it puts bench/ on sys.path itself)."""
+    spec = importlib.util.spec_from_file_location(
+        "paddlecraft_bench_run", ROOT / "bench" / "run.py"
+    )
+    module = importlib.util.module_from_spec(spec)
+    saved = list(sys.path)
+    spec.loader.exec_module(module)
+    yield module
+    sys.path[:] = saved
+
+
+def _positive(x: float) -> bool:
+    return isinstance(x, (int, float)) and math.isfinite(x) and x > 0
+
+
+def test_sections_are_the_listed_ones(bench_run: ModuleType) -> None:
+    """A new section gets a tiny size and a test here; none is dropped silently."""
+    assert tuple(bench_run._sections("tiny")) == SECTIONS
+    assert set(bench_run._sections("full")) == set(SECTIONS)
+
+
+@pytest.mark.parametrize("name", SECTIONS)
+def test_section_runs_at_tiny_size(bench_run: ModuleType, name: str, tmp_path, monkeypatch) -> None:
+    monkeypatch.setenv("TMPDIR", str(tmp_path))  # run folders of the timed runs
+    r = bench_run._sections("tiny")[name]()
+    assert "error" not in r
+    line = bench_run._row(name, r)  # the report line formats
+    assert line.startswith(name) and "ERROR" not in line
+    if name == "overhead":
+        assert _positive(r["ratio"]) and r["steps"] == 3
+        assert r["ratio"] == pytest.approx(r["toolkit_s_per_step"] / r["hand_written_s_per_step"])
+    elif name == "flops":
+        for side in ("tuned", "paddle_default"):
+            assert _positive(r[side]["train_gflops"]) and _positive(r[side]["numpy_sgemm_gflops"])
+        assert r["paddle_default"]["tuning"] == "0"  # the peer really ran without the tuning
+    elif name == "decode":
+        assert r["same_output"] is True and _positive(r["speedup"])
+    elif name == "gan_vs_torch":
+        assert all(_positive(r[k]) for k in ("ratio", "toolkit_vs_hand_written_paddle"))
+    elif name == "resnet":
+        assert _positive(r["agent_time_vs_paddle_vision"]) and _positive(r["agent_vs_torch_speed"])
+    elif name == "selfplay":
+        arena = r["arena_connect_four"]
+        assert arena["games_per_step"] == 16
+        assert _positive(arena["collect_positions_per_s"]) and _positive(
+            arena["selfplay_moves_per_s"]
+        )
+        assert _positive(r["random_moves_per_s"]["vector_env_vs_pettingzoo_x"])
+    elif name == "search":
+        assert r["same_best_move"] == "1/1" and _positive(r["speedup"])
+    elif name == "selfplay_policy":
+        assert r["games_per_step"] == 16 and _positive(r["ratio"])
+    elif name == "selfplay_workers":
+        assert set(r["moves_per_s"]) == {"0", "1"} and _positive(r["speedup"]["1"])
+        assert _positive(r["mib_per_worker_step"]["sent"])
+    elif name == "peak_rss":
+        runs = {k: v for k, v in r.items() if isinstance(v, dict)}
+        assert len(runs) == 1
+        assert all(v["ok"] and _positive(v["peak_rss_mib"]) for v in runs.values())
