@@ -38,6 +38,8 @@ from pathlib import Path
 
 import numpy as np
 
+from paddlecraft.errors import PaddleCraftError
+
 __all__ = [
     "ACCENTS",
     "DIGIT_WORDS",
@@ -75,7 +77,7 @@ CACHE_VERSION = "paddlecraft-speech-2"
 CHUNK = 400  #: utterances per worker process (fixed: the chunking is part of the result)
 
 
-class SpeechUnavailableError(RuntimeError):
+class SpeechUnavailableError(PaddleCraftError, RuntimeError):
     """eSpeak NG cannot be loaded (the ``espeakng-loader`` wheel is missing or broken)."""
 
 

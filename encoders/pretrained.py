@@ -50,6 +50,8 @@ import numpy as np
 import paddle
 from paddle import nn
 
+from paddlecraft.errors import PaddleCraftError
+
 log = logging.getLogger(__name__)
 
 #: the globals a ``paddle.save(state_dict)`` pickle needs (checked on Paddle 3.3.1 / numpy 2.x;
@@ -67,7 +69,7 @@ _PICKLE_ALLOWED = frozenset(
 )
 
 
-class PretrainedLoadError(RuntimeError):
+class PretrainedLoadError(PaddleCraftError, RuntimeError):
     """External weights do not fit the encoder (``.report`` says how), or the file is unsafe."""
 
     def __init__(self, message: str, report: LoadReport | None = None) -> None:
