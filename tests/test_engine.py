@@ -20,6 +20,7 @@ from paddlecraft.arenas import (
     check_arena,
     run_arena,
 )
+from paddlecraft.arenas.engine import StepAborted
 from paddlecraft.arenas.engine.callbacks import standard_callbacks
 from paddlecraft.arenas.engine.checkpoint import latest_good_checkpoint, list_checkpoints
 from paddlecraft.arenas.engine.rng import seed_everything
@@ -260,3 +261,55 @@ def test_resume_calls_batches_with_start(tmp_path):
     ref = [p.numpy() for p in full.agents["reg"].parameters()]
     assert all(np.array_equal(a, b) for a, b in zip(got, ref))
     assert "batches(epoch, start) resumes mid-epoch" in check_arena(_toy(StartingArena), steps=2)
+
+
+class _FlakyWorkerArena(ToyArena):
+    """train_step fails once, at ``fail_at``, before it changes anything (as a dead worker)."""
+
+    def __init__(self, agents, fail_at=None, **kw):
+        super().__init__(agents, **kw)
+        self.fail_at = fail_at
+
+    def train_step(self, batch):
+        if self.fail_at is not None and self.steps_done + 1 == self.fail_at:
+            raise StepAborted("collector 1 failed: ValueError: boom")
+        return super().train_step(batch)
+
+
+def test_an_aborted_step_checkpoints_the_last_good_step_and_resumes_exactly(tmp_path):
+    """StepAborted: status aborted, a checkpoint of the last completed step, and a resume
+    that retries the step ends bit-identical to a run that never failed."""
+    seed_everything(0)
+    full = _FlakyWorkerArena({"reg": Regressor("reg", seed=1, lr=0.05)}, epochs=2)
+    run_arena(full, tmp_path / "full", _quiet())
+    ref = {p.name: p.numpy() for p in full.agents["reg"].parameters()}
+
+    seed_everything(0)
+    flaky = _FlakyWorkerArena({"reg": Regressor("reg", seed=1, lr=0.05)}, epochs=2, fail_at=6)
+    with pytest.raises(StepAborted, match="collector 1 failed"):
+        run_arena(flaky, tmp_path / "part", _quiet())
+    assert list_checkpoints(tmp_path / "part")[0].name == "step_00000005"
+    results = json.loads((tmp_path / "part" / "results.json").read_text())
+    assert results["status"] == "aborted"
+
+    seed_everything(7)
+    again = _FlakyWorkerArena({"reg": Regressor("reg", seed=1, lr=0.05)}, epochs=2)
+    out = run_arena(again, tmp_path / "part", _quiet(), resume=True)
+    assert out["status"] == "finished" and out["step"] == full.steps_done
+    for p in again.agents["reg"].parameters():
+        assert np.array_equal(p.numpy(), ref[p.name]), p.name
+
+
+def test_the_command_line_says_an_aborted_step_in_one_line(monkeypatch, capsys, tmp_path):
+    from paddlecraft.arenas.engine import app
+
+    def abort(*_a, **_k):
+        raise StepAborted("collector 0 failed: RuntimeError: out of memory")
+
+    monkeypatch.setattr(app, "run_config", abort)
+    with pytest.raises(SystemExit) as e:
+        app.main_entry(None, tmp_path)
+    assert e.value.code == app.ABORTED == 1
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and err[0].startswith("error: collector 0 failed")
+    assert f"resume={tmp_path}" in err[0]

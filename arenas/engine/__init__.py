@@ -8,7 +8,7 @@ It knows no arena family. A family (built in, or a user's own package) subclasse
 from paddlecraft.agents.settings import ConfigError
 
 from .app import build_agents, build_arena, run_arena, run_from_config, validate
-from .base import Arena, ArenaConfig
+from .base import Arena, ArenaConfig, StepAborted
 from .callbacks import standard_callbacks
 from .check import ArenaCheckError, check_arena
 from .loop import Callback, Loop, Runner
@@ -17,6 +17,7 @@ from .schema import DataConfig, RunConfig, TrainerConfig, register_schemas
 
 __all__ = [
     "Arena",
+    "StepAborted",
     "ArenaCheckError",
     "ArenaConfig",
     "Audio",

@@ -35,7 +35,7 @@ from paddlecraft.agents.settings import ConfigError, make_settings
 from paddlecraft.encoders.tensorio import CheckpointError, atomic_write_bytes
 from paddlecraft.errors import PaddleCraftError
 
-from .base import Arena
+from .base import Arena, StepAborted
 from .callbacks import TrainerConfig, standard_callbacks
 from .checkpoint import latest_good_checkpoint, list_checkpoints, restore_checkpoint
 from .loop import Callback, Loop
@@ -53,6 +53,8 @@ USER_ERRORS: tuple[type[BaseException], ...] = (PaddleCraftError,)
 USAGE = 2
 #: exit code of a run stopped by a non-finite training metric (see docs/reliability.md)
 DIVERGED = 3
+#: exit code of a run stopped by a step that could not be taken (StepAborted, e.g. a worker)
+ABORTED = 1
 
 
 def validate(cfg: DictConfig) -> None:
@@ -333,6 +335,12 @@ def main_entry(
             raise
         sys.stderr.write(f"error: {' '.join(str(cause).split())}\n")
         raise SystemExit(USAGE) from None
+    except StepAborted as e:  # the last completed step is checkpointed (see StepAborted)
+        sys.stderr.write(
+            f"error: {' '.join(str(e).split())}. The run stopped with a checkpoint of its last "
+            f"completed step; fix the cause, then: python run.py resume={run_dir}\n"
+        )
+        raise SystemExit(ABORTED) from None
     if results["status"] == "diverged" and not multirun:
         sys.stderr.write(f"error: the run diverged: {results['stop_reason']}\n")
         raise SystemExit(DIVERGED)

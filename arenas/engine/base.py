@@ -12,6 +12,16 @@ from paddlecraft.agents import Agent
 from paddlecraft.agents.settings import ConfigError, make_settings
 
 
+class StepAborted(RuntimeError):
+    """``train_step`` failed before it changed any state (e.g. a collection worker raised).
+
+    Raise it (or a subclass) from ``train_step`` only when nothing of the failed step was
+    applied. The engine then ends the run with status ``aborted`` and still checkpoints the
+    last completed step, so ``resume=<run dir>`` retries the failed one; the command line
+    prints the message as one ``error:`` line and exits 1.
+    """
+
+
 @dataclass
 class ArenaConfig:
     """Settings every arena takes (each arena's ``Config`` extends this)."""

@@ -27,6 +27,8 @@ from .visualdl import VisualDLLogger
 log = logging.getLogger("paddlecraft")
 
 OK_TO_SAVE = ("running", "finished", "interrupted", "stopped")
+#: the checkpointer also saves an aborted run: its failed step changed nothing (StepAborted)
+CHECKPOINT_ON = (*OK_TO_SAVE, "aborted")
 #: the run's training curves, drawn from metrics.jsonl when a run ends
 CURVES = "curves.png"
 
@@ -144,7 +146,7 @@ class Checkpointer(Callback):
             self._save(loop)
 
     def on_run_end(self, loop: Loop) -> None:
-        if loop.status in OK_TO_SAVE and self.last_saved != loop.step:
+        if loop.status in CHECKPOINT_ON and self.last_saved != loop.step:
             self._save(loop)
         if loop.status == "interrupted":
             log.warning(

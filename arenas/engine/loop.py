@@ -19,6 +19,7 @@ from itertools import islice
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from .base import StepAborted
 from .rng import capture_rng, restore_rng
 
 if TYPE_CHECKING:
@@ -104,7 +105,7 @@ class Loop:
         self.batch_in_epoch = 0
         self.step = 0
         self.stop_reason: str | None = None
-        self.status = "running"  # running | finished | interrupted | stopped | failed
+        self.status = "running"  # running | finished | interrupted | stopped | aborted | failed
         self.last_eval: dict[str, float] = {}
         self.last_metrics: dict[str, float] = {}
         self.started = time.time()
@@ -162,6 +163,9 @@ class Loop:
                     self.runner.fire("epoch_end", self)
             if self.stop_reason is None:
                 self.status = "finished"
+        except StepAborted:  # nothing of the failed step applied: the checkpointer saves
+            self.status = "aborted"
+            raise
         except BaseException:
             self.status = "failed" if self.status == "running" else self.status
             raise

@@ -40,6 +40,7 @@ import numpy as np
 from paddlecraft.agents import Policy
 from paddlecraft.agents.settings import ConfigError
 
+from ..engine.base import StepAborted
 from ..games import GameSpec, Player
 from .alphazero import search_controller
 from .league import OpponentPool, Snapshot
@@ -113,7 +114,7 @@ def frozen_policy(name: str, config: Mapping[str, Any]) -> Policy:
     return policy
 
 
-class CollectorError(RuntimeError):
+class CollectorError(StepAborted):
     """A collection worker raised: the message is one line (the worker's exception); the
     full remote traceback is in ``remote_traceback`` and the log."""
 
