@@ -266,6 +266,7 @@ def test_default_chain_passes_check_arena_with_resume(make_scope, tmp_path):
         assert 0 <= m[f"{cap.name}_{key}"] <= 1
     assert 0 <= m[f"{lis.name}_recall_at_1"] <= 1 and 0 <= m["chain_accuracy"] <= 1
     assert m["chance"] == 0.25 and "comp_chain_accuracy" in m
+    assert arena.chance_level() == 0.25  # the chain ends in a choice among k=4 images
     files = arena.artifacts(str(tmp_path))
     assert Path(files["telephone"]).stat().st_size > 1000
     hops = json.loads(Path(files["hops"]).read_text())

@@ -290,3 +290,9 @@ def test_image_encoders_plug_into_speaker_and_listener_by_one_override(
         assert type(enc).__name__ == CLASSES[want]
         feats = enc.forward_features(images)
         assert feats.shape == [2, enc.feature_dim]  # the contract's pooled features
+
+
+def test_chance_level_is_one_in_k_or_a_guess_per_attribute(scoped):
+    """A run at or below it is flagged (docs/reliability.md): 1/K, or prod(1/values)."""
+    assert scoped(game="discrimination", candidates=5).chance_level() == pytest.approx(0.2)
+    assert scoped(game="reconstruction").chance_level() == pytest.approx(1 / 16)  # 2 x 4 values

@@ -270,6 +270,11 @@ class CaptionArena(Arena):
         )
 
     # ------------------------------------------------------------------ evaluation
+    def chance_level(self) -> float | None:
+        """1/K when the chain ends in the listener's choice among K images; None when it
+        ends in text (exact match has no useful chance level)."""
+        return 1.0 / self.cfg.k if self.kinds[self.cfg.chain[-1]] is Listener else None
+
     def evaluate(self) -> dict[str, float]:
         w = self.world
         m: dict[str, float] = {"chance": 1.0 / self.cfg.k}

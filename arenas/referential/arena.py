@@ -362,6 +362,17 @@ class ReferentialArena(Arena):
         if epoch == self.epochs and self.cfg.newcomer_steps > 0 and not self.newcomer:
             self.newcomer = population.teach_newcomer(self)
 
+    def chance_level(self) -> float | None:
+        """1/K for discrimination among K candidates; for reconstruction, guessing every
+        attribute: the product of 1/(its number of values); None when values are unknown."""
+        if self.cfg.game == "discrimination":
+            return 1.0 / self.cfg.candidates
+        splits = [s.meanings for s in (self.world.train, self.world.test) if s.meanings is not None]
+        if not splits:
+            return None
+        values = np.concatenate(splits).max(0) + 1  # [A] values per attribute
+        return float(np.prod(1.0 / values))
+
     def arena_state(self) -> dict:
         return {
             "steps_done": self.steps_done,
