@@ -308,9 +308,9 @@ def main() -> None:
         result = bench_gan_rss(work, workers=args.workers, in_memory=args.in_memory)
     else:
         result = bench_rss(work, workers=args.workers)
-    cpu = next(
-        (ln.split(":", 1)[1].strip() for ln in open("/proc/cpuinfo") if "model name" in ln), "?"
-    )
+    from paddlecraft.encoders.cpu_tuning import cpu_model
+
+    cpu = cpu_model()
     print(json.dumps({"bench": args.what, "cpu": cpu, "cores": os.cpu_count(), "result": result},
                      indent=1))  # fmt: skip
 

@@ -30,14 +30,9 @@ sys.path.insert(0, str(ROOT / "bench"))
 
 def machine() -> dict:
     """What the figures came from."""
-    cpu = ""
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                cpu = line.split(":", 1)[1].strip()
-                break
-    except OSError:
-        pass
+    from paddlecraft.encoders.cpu_tuning import cpu_model
+
+    cpu = cpu_model()
     import numpy
     import paddle
 

@@ -36,6 +36,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from paddlecraft.arenas.games import ConnectFour, ConnectFourVectorEnv, MCTSPlayer, random_legal  # noqa: E402
+from paddlecraft.encoders.cpu_tuning import cpu_model  # noqa: E402
 
 
 def _timed(fn, seconds: float) -> tuple[int, float]:
@@ -244,17 +245,6 @@ def bench_workers(seconds: float, games: int = 1024, workers: tuple[int, ...] = 
     return out
 
 
-def _cpu_model() -> str:
-    """The CPU's model name (``/proc/cpuinfo``), recorded with every figure."""
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor() or platform.machine()
-
-
 def bench_selfplay(size: str = "full") -> dict:
     """Every figure of this benchmark as a dict (``bench/run.py`` calls this with its size:
     full, quick or tiny)."""
@@ -263,7 +253,7 @@ def bench_selfplay(size: str = "full") -> dict:
     n = 16 if tiny else 1024
     res: dict = {
         "machine": {
-            "cpu": _cpu_model(),
+            "cpu": cpu_model(),
             "date": time.strftime("%Y-%m-%d"),
             "cpus": os.cpu_count(),
             "load_avg_1min_before": os.getloadavg()[0],
@@ -293,13 +283,6 @@ def bench_selfplay(size: str = "full") -> dict:
     return res
 
 
-def _cpu_model() -> str:
-    for line in Path("/proc/cpuinfo").read_text().splitlines():
-        if line.startswith("model name"):
-            return line.split(":", 1)[1].strip()
-    return platform.processor()
-
-
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--quick", action="store_true", help="shorter timings")
@@ -310,7 +293,7 @@ def main() -> None:
     args = ap.parse_args()
     if args.workers:
         res = bench_workers(args.seconds or (2.0 if args.quick else 6.0), args.games)
-        res["cpu"] = _cpu_model()
+        res["cpu"] = cpu_model()
         if args.json:
             sys.stdout.write(json.dumps(res) + "\n")
         else:

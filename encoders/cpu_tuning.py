@@ -26,15 +26,27 @@ import os
 import sys
 
 
-def _cpu_vendor() -> str:
+def _cpuinfo(field: str) -> str:
+    """The first ``field`` of /proc/cpuinfo ("" where there is none)."""
     try:
         with open("/proc/cpuinfo") as f:
             for line in f:
-                if line.startswith("vendor_id"):
+                if line.startswith(field):
                     return line.split(":", 1)[1].strip()
     except OSError:
         pass
     return ""
+
+
+def _cpu_vendor() -> str:
+    return _cpuinfo("vendor_id")
+
+
+def cpu_model() -> str:
+    """The CPU's model name (``AMD EPYC ...``), recorded with every measured figure."""
+    import platform
+
+    return _cpuinfo("model name") or platform.processor() or platform.machine()
 
 
 def apply_cpu_tuning() -> dict[str, str]:

@@ -12,7 +12,6 @@ package stays small), then measured by ``paddlecraft.agents.zoo.quality.measure`
 from __future__ import annotations
 
 import json
-import platform
 import shutil
 import subprocess
 import sys
@@ -23,7 +22,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from paddlecraft.encoders.cpu_tuning import apply_cpu_tuning  # noqa: E402
+from paddlecraft.encoders.cpu_tuning import apply_cpu_tuning, cpu_model  # noqa: E402
 
 # before anything imports paddle (agents does): the training children inherit these
 # settings, and Paddle would otherwise have set OMP_NUM_THREADS=1 for them
@@ -31,17 +30,6 @@ apply_cpu_tuning()
 
 from paddlecraft.agents.zoo.quality import ENTRIES  # noqa: E402
 from paddlecraft.arenas.zoo import measure  # noqa: E402
-
-
-def cpu_model() -> str:
-    """The CPU's model name (figures depend on it)."""
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor() or "unknown"
 
 
 def build(name: str) -> dict:
