@@ -152,7 +152,7 @@ class Sender(Agent):
         (straight-through: one-hot forward, soft gradient); with ``"reinforce"`` also
         ``log_prob`` [B, L] and ``entropy`` [B, L] of each symbol.
         """
-        from paddlecraft.arenas.referential.channel import categorical_sample, gumbel_softmax_st
+        from .channel import categorical_sample, gumbel_softmax_st
 
         ctx = self.view(x)  # [B, H]
         b = ctx.shape[0]

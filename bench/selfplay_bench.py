@@ -187,10 +187,16 @@ def bench_workers(seconds: float, games: int = 1024, workers: tuple[int, ...] = 
     import psutil
 
     if set(psutil.net_if_addrs()) != {"lo"} and shutil.which("unshare"):
+        counts = ",".join(str(w) for w in workers)
         cmd = (f"ip link set lo up && {sys.executable} {Path(__file__)} --workers --json "
-               f"--seconds {seconds} --games {games}")  # fmt: skip
+               f"--seconds {seconds} --games {games} --counts {counts}")  # fmt: skip
+        # a local, single-user cluster: no token to set up (as tests/test_selfplay_ray.py)
+        # RAY_TMPDIR: a short path (a long TMPDIR makes Ray's AF_UNIX sockets exceed 107 bytes)
+        env = {**os.environ, "RAY_AUTH_MODE": "disabled", "RAY_TMPDIR": "/tmp"}
         proc = subprocess.run(["unshare", "-rn", "sh", "-c", cmd], capture_output=True,
-                              text=True, check=True, cwd=ROOT)  # fmt: skip
+                              text=True, cwd=ROOT, env=env)  # fmt: skip
+        if proc.returncode != 0:
+            raise RuntimeError(f"the loopback-only Ray bench failed:\n{proc.stderr[-4000:]}")
         return json.loads(proc.stdout.strip().splitlines()[-1])
     from hydra import compose, initialize_config_dir
 
@@ -290,9 +296,11 @@ def main() -> None:
     ap.add_argument("--json", action="store_true", help="--workers: one JSON line")
     ap.add_argument("--seconds", type=float, default=None, help="--workers: seconds per count")
     ap.add_argument("--games", type=int, default=1024, help="--workers: games per step")
+    ap.add_argument("--counts", default="1,2,4", help="--workers: worker counts, e.g. 1,2")
     args = ap.parse_args()
     if args.workers:
-        res = bench_workers(args.seconds or (2.0 if args.quick else 6.0), args.games)
+        counts = tuple(int(w) for w in args.counts.split(","))
+        res = bench_workers(args.seconds or (2.0 if args.quick else 6.0), args.games, counts)
         res["cpu"] = cpu_model()
         if args.json:
             sys.stdout.write(json.dumps(res) + "\n")

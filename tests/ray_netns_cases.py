@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import os
 import signal
-import threading
 from pathlib import Path
 
 import numpy as np
@@ -149,14 +148,24 @@ def test_search_collection_in_a_worker_returns_visit_targets(local_ray):
         assert np.allclose(pi.sum(1), 1) and rollout["metrics"]["positions"] == len(pi)
 
 
-def _train(workers: int, steps: int, kill_after: float | None = None) -> tuple[dict, int]:
+def _train(workers: int, steps: int, kill_at: int | None = None) -> tuple[dict, int]:
+    """Train ``steps`` updates; with ``kill_at``, worker 1's process is SIGKILLed as update
+    ``kill_at`` starts collecting (after the learner sent its weights), whatever the speed."""
     seed_everything(0)
     policy = Policy("learner", **CONFIG, seed=0)
     with _arena(policy, workers) as arena:
-        if kill_after is not None:
-            arena._collectors()
+        if kill_at is not None:
             pid = arena._collectors().nodes[1][1]
-            threading.Timer(kill_after, os.kill, (pid, signal.SIGKILL)).start()
+            collect, calls = arena._collect, []
+
+            def collect_then_kill(*args, **kwargs):
+                calls.append(1)
+                if len(calls) == kill_at + 1:  # update kill_at: one collection per update
+                    os.kill(pid, signal.SIGKILL)
+                    psutil.Process(pid).wait(timeout=30)  # gone before the slice is asked for
+                return collect(*args, **kwargs)
+
+            arena._collect = collect_then_kill
         for step in range(steps):
             arena.train_step(step)
         restarts = arena._pool_workers.restarts
@@ -166,7 +175,7 @@ def _train(workers: int, steps: int, kill_after: float | None = None) -> tuple[d
 
 def test_a_worker_killed_mid_run_is_replayed_and_the_weights_match(local_ray):
     clean, none = _train(2, 4)
-    killed, restarts = _train(2, 4, kill_after=0.5)
+    killed, restarts = _train(2, 4, kill_at=2)
     assert none == 0 and restarts >= 1
     assert clean.keys() == killed.keys()
     assert all(np.array_equal(clean[k], killed[k]) for k in clean)

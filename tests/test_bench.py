@@ -86,7 +86,7 @@ def test_section_runs_at_tiny_size(bench_run: ModuleType, name: str, tmp_path, m
         assert r["games_per_step"] == 16 and _positive(r["ratio"])
     elif name == "selfplay_workers":
         assert set(r["moves_per_s"]) == {"0", "1"} and _positive(r["speedup"]["1"])
-        assert _positive(r["mib_per_worker_step"]["sent"])
+        assert _positive(r["mib_per_update"]["1"]["sent"])
     elif name == "peak_rss":
         runs = {k: v for k, v in r.items() if isinstance(v, dict)}
         assert len(runs) == 1

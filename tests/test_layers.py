@@ -97,12 +97,12 @@ def test_the_command_line_reports_any_user_error_as_one_line(monkeypatch, capsys
 
         return run
 
-    monkeypatch.setattr(app, "run_from_config", fail(MyArenaSettingError("arena.k must be > 0")))
+    monkeypatch.setattr(app, "run_config", fail(MyArenaSettingError("arena.k must be > 0")))
     with pytest.raises(SystemExit) as e:
         main_entry(OmegaConf.create({}), tmp_path)
     assert e.value.code == 2
     assert capsys.readouterr().err == "error: arena.k must be > 0\n"
 
-    monkeypatch.setattr(app, "run_from_config", fail(KeyError("a bug")))
+    monkeypatch.setattr(app, "run_config", fail(KeyError("a bug")))
     with pytest.raises(KeyError):
         main_entry(OmegaConf.create({}), tmp_path)

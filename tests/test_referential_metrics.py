@@ -9,7 +9,7 @@ import numpy as np
 import paddle
 import pytest
 
-from paddlecraft.arenas.referential.channel import (
+from paddlecraft.agents.channel import (
     RunningBaseline,
     categorical_sample,
     gumbel_softmax_st,

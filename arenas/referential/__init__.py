@@ -6,10 +6,15 @@ cross-play matrix and a newcomer listener; language analysis (entropy, topograph
 similarity, positional and bag-of-symbols disentanglement). See docs/guide/referential.md.
 """
 
+from paddlecraft.agents.channel import (
+    RunningBaseline,
+    categorical_sample,
+    gumbel_softmax_st,
+    temperature_at,
+)
 from paddlecraft.agents.referential import Receiver, Sender
 
 from .arena import ReferentialArena, ReferentialConfig
-from .channel import RunningBaseline, categorical_sample, gumbel_softmax_st, temperature_at
 from .metrics import analyse, bosdis, message_entropy, posdis, topsim
 from .worlds import World, attribute_world, load_digit_objects, load_shape_objects
 

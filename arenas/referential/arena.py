@@ -18,12 +18,12 @@ import paddle
 import paddle.nn.functional as F
 
 from paddlecraft.agents import Agent, update_together
+from paddlecraft.agents.channel import RunningBaseline, temperature_at
 from paddlecraft.agents.settings import ConfigError
 from paddlecraft.arenas.engine import Arena, ArenaConfig
 from paddlecraft.arenas.engine.rng import capture_rng, restore_rng
 
 from . import population
-from .channel import RunningBaseline, temperature_at
 from .metrics import analyse
 from .worlds import ObjectSplit, World, attribute_world, world_from_data
 
