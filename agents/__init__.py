@@ -2,13 +2,15 @@
 
 import paddlecraft._needs_paddle  # noqa: F401  (no Paddle: one line naming both installs)
 
-from .base import Agent, AgentConfig, image_inputs, load_agent, update_together
+from .base import Agent, AgentConfig, load_agent
 from .captioner import Captioner
 from .classifier import Classifier, ClassifierConfig
 from .device import DeviceError, resolve_device
 from .gan import Discriminator, Generator
 from .instantiate import UnsafeConfigError, check_targets, safe_instantiate
+from .joint import update_together
 from .listener import Listener
+from .plug import image_inputs
 from .policy import Policy
 from .recognizer import Recognizer
 from .referential import Receiver, Sender

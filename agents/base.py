@@ -1,15 +1,14 @@
 """The :class:`Agent` base: a named scope owning encoders/heads, its optimizer, device and seed.
 
-Why one module of ~430 lines: it is one idea, an agent's life cycle (settings, build under its
+Why one module of ~500 lines: it is one idea, an agent's life cycle (settings, build under its
 seed, own parameters, update, save/load/pretrained); optimizer state, devices, data-parallel
-plumbing, mixed precision and settings live in ``optim``, ``device``, ``distributed``,
-``amp`` and ``settings``.
+plumbing, mixed precision, settings, encoder sizing (the feature contract) and joint updates
+live in ``optim``, ``device``, ``distributed``, ``amp``, ``settings``, ``plug`` and ``joint``.
 """
 
 from __future__ import annotations
 
 import importlib
-import inspect
 import json
 import os
 import warnings
@@ -23,7 +22,6 @@ from typing import Any, ClassVar, Optional, TypeVar  # noqa: UP035
 import numpy as np
 import paddle
 from hydra.errors import InstantiationException
-from hydra.utils import get_object
 from paddle import nn
 
 from paddlecraft.encoders.base import Encoder
@@ -41,45 +39,10 @@ from .device import place_of, resolve_device
 from .distributed import allreduce_gradients, world_size
 from .instantiate import check_targets, safe_instantiate, to_plain, upgrade_target, upgrade_targets
 from .optim import load_optimizer_state, optimizer_state
+from .plug import check_contract, sized_config
 from .settings import ConfigError, make_settings, settings_record
 
 A = TypeVar("A", bound="Agent")
-
-
-def _constructor_params(target: Any) -> set[str]:
-    """Keyword names the ``_target_``'s constructor takes (empty when it cannot be read)."""
-    if not isinstance(target, str):
-        return set()
-    try:
-        obj = get_object(upgrade_target(target))
-        init = obj.__init__ if isinstance(obj, type) else obj
-        return set(inspect.signature(init).parameters)
-    except (ImportError, AttributeError, ValueError, TypeError):
-        return set()
-
-
-def image_inputs(shape: Any, channels_last: bool = False) -> dict[str, Any]:
-    """Encoder input sizes of images (or board planes) of one ``shape``; {} for None.
-
-    ``shape`` is [C, H, W] ([H, W, C] with ``channels_last``, as board planes are): gives
-    ``in_channels``, ``image_size`` (an int when square, else [H, W]) and ``input_size``
-    (the flat length), the keywords :meth:`Agent.make_encoder` fills in.
-    """
-    if shape is None:
-        return {}
-    dims = [int(d) for d in shape]
-    if len(dims) != 3:
-        raise ConfigError(f"an image shape is [channels, height, width], got {dims}")
-    c, h, w = (dims[2], dims[0], dims[1]) if channels_last else dims
-    return {"in_channels": c, "image_size": h if h == w else [h, w], "input_size": c * h * w}
-
-
-def _as_size(value: Any) -> Any:
-    """Sizes compared by value: ``8`` and ``[8, 8]`` are one image side, lists are tuples."""
-    if isinstance(value, (list, tuple)):
-        t = tuple(value)
-        return t[0] if len(t) == 2 and t[0] == t[1] else t
-    return value
 
 
 DEFAULT_OPTIMIZER = {"_target_": "paddle.optimizer.Adam", "_partial_": True}
@@ -205,21 +168,7 @@ class Agent(nn.Layer):
         cfg = dict(to_plain(cfg))
         cfg.pop("_partial_", None)
         check_targets(cfg, self.allow_targets)
-        params = _constructor_params(cfg.get("_target_"))
-        for key, value in (inputs or {}).items():
-            if key not in params or value is None:
-                continue
-            given = cfg.get(key)
-            if given is None or given == "???":
-                cfg[key] = value
-            elif _as_size(given) != _as_size(value):
-                raise ConfigError(
-                    f"{setting}.{key}={given!r} but this agent's input gives {value!r}; leave "
-                    f"{key} out of the encoder config (it is filled in from the data)"
-                )
-        for key, value in {**(forced or {}), **({"num_classes": None} if headless else {})}.items():
-            if key in params:
-                cfg[key] = value
+        cfg = sized_config(cfg, setting, inputs, forced, headless)
         try:
             enc = safe_instantiate(cfg, scope=scope, allow=self.allow_targets)
         except InstantiationException as e:
@@ -228,15 +177,8 @@ class Agent(nn.Layer):
                 raise ConfigError(f"{setting}: {cause}") from cause
             raise
         enc = enc.build()
-        if features and (
-            "pooled" not in getattr(enc, "output_names", ())
-            or not isinstance(getattr(enc, "feature_dim", None), int)
-        ):
-            raise ConfigError(
-                f"{setting}: {type(enc).__name__} does not follow the encoder contract (a "
-                "'pooled' output [B, feature_dim] and an int feature_dim); see "
-                "docs/write-encoder.md"
-            )
+        if features:
+            check_contract(enc, setting)
         return enc
 
     def make_head(self, role: str, factory: Any) -> nn.Layer:
@@ -404,7 +346,7 @@ class Agent(nn.Layer):
         the parameters the optimizer steps, taken before the step (one host sync; with
         ``as_tensor`` a 0-d tensor instead, no sync, for callers that read several
         metrics at once); else None. A loss shared by several agents goes to
-        :func:`update_together` instead (one backward, each agent steps once).
+        :func:`~paddlecraft.agents.update_together` instead (one backward, each agent steps once).
         """
         self._require_optimizer()
         self.amp.backward(loss)  # fp16: scaled
@@ -563,41 +505,6 @@ def _rename(key: str, old: str, new: str) -> str:
 def _rename_opt(key: str, old: str, new: str) -> str:
     acc, _, pname = key.partition("/")
     return f"{acc}/{_rename(pname, old, new)}"
-
-
-def update_together(
-    loss: paddle.Tensor,
-    agents: Iterable[Agent],
-    *,
-    batch_share: float | None = None,
-    grad_norm: bool = False,
-) -> dict[str, float | None]:
-    """One backward over a loss shared by several agents; each steps its own optimizer once.
-
-    The referential-game pattern: ``loss = game_loss(speaker(x), listener(...))``, then
-    ``update_together(loss, [speaker, listener])``. Each agent keeps its own optimizer,
-    learning rate, grad clip, frozen parameters and data-parallel all-reduce; a parameter
-    one agent borrows from another is stepped once, by its owner. Agents that took part in
-    the forward pass but are not listed keep their weights (detach them, or their
-    gradients accumulate until their own next update). Returns ``{name: grad norm or None}``.
-
-    fp16 loss scaling is per agent, so agents with ``amp=fp16`` cannot share one backward:
-    that is refused (use bf16, or separate losses with :meth:`Agent.update`).
-    """
-    agents = list(agents)
-    names = [a.name for a in agents]
-    if not agents or len(set(names)) != len(names):
-        raise ValueError(f"update_together needs distinct agents, got {names}")
-    scaled = [a.name for a in agents if a.amp.scaler is not None]
-    if scaled:
-        raise ConfigError(
-            f"update_together: agents {scaled} use amp=fp16, whose loss scale is per agent; "
-            "set agents.<name>.amp=bf16 (or off) for agents that share a loss"
-        )
-    for a in agents:
-        a._require_optimizer()
-    loss.backward()
-    return {a.name: a.step_gradients(batch_share, grad_norm) for a in agents}
 
 
 def load_agent(directory: str | os.PathLike, **kwargs: Any) -> Agent:

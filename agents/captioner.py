@@ -15,7 +15,8 @@ from typing import Any, Optional  # noqa: UP035 (OmegaConf needs typing forms)
 import paddle
 from omegaconf import MISSING
 
-from .base import AgentConfig, image_inputs
+from .base import AgentConfig
+from .plug import image_inputs
 from .text_agent import (
     TextAgent,
     batch_slices,

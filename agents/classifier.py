@@ -10,7 +10,8 @@ import paddle
 import paddle.nn.functional as F
 from omegaconf import MISSING
 
-from .base import Agent, AgentConfig, image_inputs
+from .base import Agent, AgentConfig
+from .plug import image_inputs
 from .settings import ConfigError
 
 

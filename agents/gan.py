@@ -34,7 +34,8 @@ from paddle import nn
 
 from paddlecraft.encoders.base import Tensor
 
-from .base import Agent, AgentConfig, image_inputs
+from .base import Agent, AgentConfig
+from .plug import image_inputs
 
 __all__ = [
     "Discriminator",

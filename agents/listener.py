@@ -19,7 +19,8 @@ from paddle import nn
 
 from paddlecraft.encoders import Vocab
 
-from .base import AgentConfig, image_inputs
+from .base import AgentConfig
+from .plug import image_inputs
 from .text_agent import (
     TextAgent,
     batch_slices,

@@ -11,7 +11,8 @@ import paddle.nn.functional as F
 from omegaconf import MISSING
 from paddle import nn
 
-from .base import Agent, AgentConfig, image_inputs
+from .base import Agent, AgentConfig
+from .plug import image_inputs
 
 #: added to the logits of illegal actions (finite, so masked terms never produce NaN)
 MASK_PENALTY = 1e9

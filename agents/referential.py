@@ -24,7 +24,8 @@ import paddle
 import paddle.nn.functional as F
 from paddle import nn
 
-from .base import Agent, AgentConfig, image_inputs
+from .base import Agent, AgentConfig
+from .plug import image_inputs
 
 __all__ = ["Receiver", "ReceiverConfig", "Sender", "SenderConfig", "pooled_features"]
 
