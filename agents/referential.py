@@ -94,8 +94,8 @@ def _causal_mask(n: int) -> paddle.Tensor:
 
 
 @dataclass
-class SenderConfig(AgentConfig):
-    """paddlecraft.agents.Sender settings."""
+class MessageAgentConfig(AgentConfig):
+    """Settings a speaker and a listener share: what they see and the message's shape."""
 
     encoder: Any = None  #: an encoder config for images/speech; None: vectors of input_size
     input_size: Optional[int] = None  #: object vector length (one-hot attributes)  # noqa: UP045
@@ -105,6 +105,11 @@ class SenderConfig(AgentConfig):
     hidden_size: int = 128  #: recurrent state
     embed_size: int = 32  #: symbol embedding
     cell: str = "gru"  #: gru | lstm | transformer | linear (no recurrence: position-wise)
+
+
+@dataclass
+class SenderConfig(MessageAgentConfig):
+    """paddlecraft.agents.Sender settings."""
 
 
 class Sender(Agent):
@@ -208,17 +213,9 @@ class Sender(Agent):
 
 
 @dataclass
-class ReceiverConfig(AgentConfig):
-    """paddlecraft.agents.Receiver settings."""
+class ReceiverConfig(MessageAgentConfig):
+    """paddlecraft.agents.Receiver settings (``encoder``/``input_size``: the candidates)."""
 
-    encoder: Any = None  #: candidates through an encoder (discrimination); None: vectors
-    input_size: Optional[int] = None  #: candidate vector length  # noqa: UP045
-    image_shape: Optional[list[int]] = None  #: [C, H, W] of images (sizes the encoder)  # noqa: UP045
-    vocab_size: int = 10  #: symbols, the end symbol 0 included
-    max_len: int = 2  #: symbols per message
-    hidden_size: int = 128  #: recurrent state
-    embed_size: int = 32  #: symbol embedding
-    cell: str = "gru"  #: gru | lstm | transformer | linear (no recurrence: position-wise)
     ear: Any = None  #: a speech encoder config: hear spoken messages (arena.spoken=true)
     n_attributes: int = 0  #: reconstruction: attributes to rebuild (0: discrimination only)
     n_values: int = 0  #: reconstruction: values per attribute
