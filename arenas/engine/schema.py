@@ -32,7 +32,8 @@ class DataConfig:
     loader: Any = MISSING  #: {_target_: paddlecraft.craftdata.load_digits, ...}
     channels: int = 1  #: image planes
     image_size: int = 8  #: image side
-    flat_size: int = 64  #: channels * image_size**2
+    #: channels * image_size**2, derived: a config that restates it can only contradict it
+    flat_size: int = "${craft.mul:${.channels},${.image_size},${.image_size}}"  # type: ignore[assignment]
     num_classes: int = 10  #: label count
     path: Optional[str] = None  #: your data's folder or file (data=image_folder)  # noqa: UP045
     test_path: Optional[str] = None  #: a test folder/file; unset: a seeded share of path  # noqa: UP045
