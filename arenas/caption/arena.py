@@ -22,6 +22,10 @@ text). The same on the compositional split (``comp_`` prefix: captions whose
 subject-relation combination never occurs in training). ``artifacts()`` writes a
 "telephone" sheet (``telephone.png``, :mod:`.sheet`) and ``hops.json`` (the metrics
 grouped by hop).
+
+Why one module of ~410 lines: it is the one class that plans which hop trains when and
+evaluates hop by hop and end to end; the chain rules, the data, the metrics and the
+sheet live in :mod:`.chain`, :mod:`.data`, :mod:`.metrics` and :mod:`.sheet`.
 """
 
 from __future__ import annotations

@@ -34,6 +34,11 @@ the held-out real test split (the floor sampling noise allows).
 Step cost: what a step needs from the agents (parameter lists, batch-norm buffers,
 devices, world size) is looked up once, at construction; a step's metrics stay tensors
 until one host read at its end.
+
+Why one module of ~410 lines: it is the one class that orders the two agents' updates so
+they never touch each other; losses, data, the feature net, metrics, rendering and the
+config checks live in :mod:`.losses`, :mod:`.data`, :mod:`.featnet`, :mod:`.metrics`,
+:mod:`.render` and :mod:`.checks`.
 """
 
 from __future__ import annotations

@@ -12,6 +12,11 @@ form a search phase where every ``search_every``-th update searches. Snapshots j
 
 Scores: ``score`` is win 1, draw 1/2 everywhere (metrics, pool rule, tournaments);
 ``no_loss_rate`` is the share of games not lost (win or draw).
+
+Why one module of ~420 lines: it is the one class that schedules a step (which opponents,
+which update, when to snapshot); playing is in :mod:`.collect`/:mod:`.workers`, the updates
+in :mod:`.ppo`/:mod:`.alphazero`, the pool and ratings in :mod:`.league`, players in
+:mod:`.player`, settings in :mod:`.config`.
 """
 
 from __future__ import annotations

@@ -1,0 +1,156 @@
+"""Checks of a composed config before anything is built: targets, devices, ranges, settings.
+
+``validate`` runs first in every run (``run.py``, :func:`~.app.run_from_config`); each
+refusal is a :class:`~paddlecraft.agents.settings.ConfigError` naming the setting, what was
+expected and the fix, raised before any work starts.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import inspect
+import math
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from hydra.utils import get_object
+from omegaconf import DictConfig, OmegaConf
+
+from paddlecraft.agents.amp import check_amp
+from paddlecraft.agents.device import resolve_device
+from paddlecraft.agents.instantiate import check_targets
+from paddlecraft.agents.settings import ConfigError, make_settings
+
+from .checkpoint import list_checkpoints
+
+
+def validate(cfg: DictConfig) -> None:
+    """Check everything that can be checked before building: targets, devices, resume dir."""
+    check_targets(cfg, allow=list(cfg.get("allow_targets") or []))
+    agents = cfg.get("agents") or {}
+    if not agents:
+        raise ConfigError(
+            "the config has no agents: choose an arena, e.g. python run.py arena=classify"
+        )
+    for name, acfg in agents.items():
+        device = resolve_device(acfg.get("device", "cpu"), setting=f"agents.{name}.device")
+        check_amp(acfg.get("amp", "off"), acfg.get("amp_level", "O1"), device, f"agents.{name}.amp")
+        check_settings(acfg, f"agents.{name}", explicit=("name",))
+    check_settings(cfg.arena, "arena", explicit=("agents", "seed"))
+    check_ranges(cfg)
+    resume = cfg.get("resume")
+    if resume:
+        d = Path(resume)
+        if not d.is_dir():
+            raise ConfigError(f"resume={resume!r}: no such run directory")
+        if not list_checkpoints(d):
+            raise ConfigError(
+                f"resume={resume!r}: the run directory has no checkpoints/ (it stopped before "
+                "its first checkpoint); start it again without resume="
+            )
+
+
+#: trainer settings that count something: 0 means "off" or "at each epoch", never negative
+_TRAINER_COUNTS = ("eval_every", "log_every", "checkpoint_every", "keep_checkpoints",
+                   "early_stopping_patience", "progress_every_s")  # fmt: skip
+
+
+#: arena settings (by name, in any arena) that count something there must be one of
+_ARENA_POSITIVE = frozenset({
+    "epochs", "steps", "steps_per_epoch", "games_per_step", "update_epochs", "simulations",
+    "eval_simulations", "pool_size", "eval_samples", "ref_samples", "grid_rows", "beam_size",
+    "threads_per_worker",
+})  # fmt: skip
+#: arena settings (by name) where 0 means "none"/"off", never negative
+_ARENA_COUNTS = frozenset({
+    "temperature_moves", "pool_opponents_per_step", "snapshot_every", "snapshot_min_games",
+    "collect_workers", "final_samples", "sheet_rows", "finetune_epochs", "finetune_size",
+})  # fmt: skip
+
+
+def _default_of(node: Any, key: str) -> Any:
+    """The default of ``key`` in the ``Config`` of the component ``node`` builds (or None)."""
+    try:
+        config = getattr(get_object(str(node.get("_target_"))), "Config", None)
+        field = {f.name: f for f in dataclasses.fields(config)}[key]
+    except Exception:  # noqa: BLE001 (only used to suggest a value)
+        return None
+    return field.default if isinstance(field.default, (int, float)) else None
+
+
+def check_ranges(cfg: DictConfig) -> None:
+    """Refuse values no run can use before anything starts: negative learning rates,
+    ``arena.epochs``/``*batch_size`` below 1, negative counts (``data.workers``,
+    ``trainer.checkpoint_every``...). Each message names the setting and the fix."""
+
+    def need(ok: bool, key: str, value: Any, rule: str, fix: str) -> None:
+        if not ok:
+            raise ConfigError(f"{key}={value!r}: must be {rule}; {fix}")
+
+    for name, acfg in (cfg.get("agents") or {}).items():
+        lr = acfg.get("lr")
+        if isinstance(lr, (int, float)) and not isinstance(lr, bool):
+            need(
+                math.isfinite(lr) and lr >= 0, f"agents.{name}.lr", lr, ">= 0 and finite",
+                "a negative learning rate climbs the loss; try 1e-3 (Adam) or 0.1 (SGD)",
+            )  # fmt: skip
+        clip = acfg.get("grad_clip")
+        if isinstance(clip, (int, float)) and not isinstance(clip, bool):
+            need(clip > 0, f"agents.{name}.grad_clip", clip, "> 0 (or null: no clipping)",
+                 "e.g. agents.<name>.grad_clip=1.0")  # fmt: skip
+    arena = cfg.get("arena") or {}
+    for key in arena:
+        value = arena.get(key)
+        if not isinstance(value, int) or isinstance(value, bool):
+            continue
+        if key in _ARENA_POSITIVE or str(key).endswith("batch_size"):
+            need(value >= 1, f"arena.{key}", value, ">= 1", f"e.g. arena.{key}="
+                 f"{_default_of(cfg.arena, str(key)) or 1}")  # fmt: skip
+        elif key in _ARENA_COUNTS:
+            need(value >= 0, f"arena.{key}", value, ">= 0", f"e.g. arena.{key}=0")
+    trainer = cfg.get("trainer") or {}
+    for key in _TRAINER_COUNTS:
+        value = trainer.get(key)
+        if isinstance(value, (int, float)):
+            need(value >= 0, f"trainer.{key}", value, ">= 0 (0: off / each epoch)",
+                 f"e.g. trainer.{key}=0")  # fmt: skip
+    max_steps = trainer.get("max_steps")
+    if isinstance(max_steps, int):
+        need(max_steps >= 1, "trainer.max_steps", max_steps, ">= 1 (or null: no limit)",
+             "e.g. trainer.max_steps=100")  # fmt: skip
+    data = cfg.get("data") or {}
+    workers = data.get("workers") if isinstance(data, DictConfig) else None
+    if isinstance(workers, int):
+        need(workers >= 0, "data.workers", workers, ">= 0 (0: decode in the main process)",
+             "e.g. data.workers=2")  # fmt: skip
+
+
+def check_settings(node: Any, who: str, explicit: Sequence[str] = ()) -> None:
+    """Check a component's settings against its ``Config`` dataclass before building it.
+
+    This is what makes a user's arena or agent (one with no schema in Hydra's ConfigStore)
+    fail as early and as clearly as a built-in one: unknown keys, wrong types and missing
+    required settings are reported naming ``who.key``. Components without a ``Config``
+    are left to their constructor. ``explicit`` are the constructor's own parameters,
+    which are not settings.
+    """
+    target = node.get("_target_") if node is not None else None
+    if not target:
+        return
+    cls = get_object(str(target))
+    config = getattr(cls, "Config", None)
+    if config is None:
+        return
+    params = inspect.signature(cls.__init__).parameters
+    own = {n for n, p in params.items() if p.kind not in (p.VAR_KEYWORD, p.VAR_POSITIONAL)}
+    given = {
+        k: v
+        for k, v in OmegaConf.to_container(node, resolve=True).items()
+        if k != "_target_" and k not in explicit and not (k in own and k not in _fields(config))
+    }
+    make_settings(config, given, who)
+
+
+def _fields(config: type) -> set[str]:
+    return {f.name for f in dataclasses.fields(config)}
