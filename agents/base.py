@@ -3,13 +3,15 @@
 Why one module of ~500 lines: it is one idea, an agent's life cycle (settings, build under its
 seed, own parameters, update, save/load/pretrained); optimizer state, devices, data-parallel
 plumbing, mixed precision, settings, encoder sizing (the feature contract) and joint updates
-live in ``optim``, ``device``, ``distributed``, ``amp``, ``settings``, ``plug`` and ``joint``.
+live in ``optim``, ``device``, ``distributed``, ``amp``, ``settings``, ``plug``, ``joint``
+and ``upgrade`` (loading older saves).
 """
 
 from __future__ import annotations
 
 import importlib
 import json
+import logging
 import os
 import warnings
 import zlib
@@ -41,6 +43,7 @@ from .instantiate import check_targets, safe_instantiate, to_plain, upgrade_targ
 from .optim import load_optimizer_state, optimizer_state
 from .plug import check_contract, sized_config
 from .settings import ConfigError, make_settings, settings_record
+from .upgrade import saved_shapes, upgrade_names, upgrade_opt_names
 
 A = TypeVar("A", bound="Agent")
 
@@ -426,14 +429,25 @@ class Agent(nn.Layer):
         return sums
 
     def load_state(
-        self, directory: str | os.PathLike, *, old_name: str | None = None, optimizer: bool = True
+        self,
+        directory: str | os.PathLike,
+        *,
+        old_name: str | None = None,
+        optimizer: bool = True,
+        renames: Mapping[str, str | None] | None = None,
     ) -> None:
-        """Load weights (and optimizer state) written by :meth:`save` into this agent."""
+        """Load weights (and optimizer state) written by :meth:`save` into this agent.
+
+        ``renames`` (from :meth:`upgrade_saved`) maps saved logical prefixes under the
+        agent's scope to today's (``{"prediction": "hidden_layer_3"}``); ``None`` drops them.
+        """
         d = Path(directory)
         meta = json.loads((d / "agent.json").read_text())
         sums = meta.get("sha256", {})
         arrays, _ = load_tensors(d / "weights.safetensors", sums.get("weights.safetensors"))
         old = old_name or meta["name"]
+        if renames:
+            arrays = upgrade_names(arrays, old, renames)
         if old != self.name:  # loaded under another name: rename the scope prefix
             arrays = {_rename(k, old, self.name): v for k, v in arrays.items()}
         assign_by_name(self.parameters(), arrays, what=f"agent {self.name!r}")
@@ -443,11 +457,26 @@ class Agent(nn.Layer):
             tensors, _ = load_tensors(
                 d / "optimizer.safetensors", sums.get("optimizer.safetensors")
             )
+            if renames:
+                tensors = upgrade_opt_names(tensors, old, renames)
             if old != self.name:
                 tensors = {_rename_opt(k, old, self.name): v for k, v in tensors.items()}
             load_optimizer_state(
                 self.optimizer, tensors, meta.get("optimizer", {}), self.own_parameters()
             )
+
+    @classmethod
+    def upgrade_saved(
+        cls, config: dict[str, Any], shapes: Mapping[str, tuple[int, ...]], name: str
+    ) -> dict[str, str | None]:
+        """Bring an ``agent.json`` config saved by an older PaddleCraft up to date, in place.
+
+        ``shapes`` are the saved weights' shapes by physical name, ``name`` the saved
+        scope. Returns the weight renames :meth:`load_state` applies (saved logical prefix
+        under the scope -> today's, or ``None`` to drop it). An agent class whose saved
+        layout changed overrides this; the base has nothing to upgrade.
+        """
+        return {}
 
     @classmethod
     def load(
@@ -478,11 +507,19 @@ class Agent(nn.Layer):
         klass = getattr(importlib.import_module(module), qual)
         if not (isinstance(klass, type) and issubclass(klass, Agent)):
             raise CheckpointError(f"{target!r} in {str(d)!r} is not an Agent class")
+        shapes = saved_shapes(d / "weights.safetensors")
+        renames = klass.upgrade_saved(meta["config"], shapes, meta["name"])
+        if renames:
+            logging.getLogger("paddlecraft").info(
+                "%s: saved by an older PaddleCraft; upgraded on load (%s)",
+                d,
+                ", ".join(f"{k} -> {v or 'dropped'}" for k, v in renames.items()),
+            )
         config = dict(meta["config"])
         if device is not None:
             config["device"] = device
         agent = klass(name or meta["name"], allow_targets=allow, **config)
-        agent.load_state(d, old_name=meta["name"])
+        agent.load_state(d, old_name=meta["name"], renames=renames)
         agent.eval()
         return agent
 
