@@ -13,6 +13,7 @@ from omegaconf import MISSING
 from paddle import nn
 
 from paddlecraft.encoders.tensorio import CheckpointError
+from paddlecraft.errors import command
 
 from .base import Agent, AgentConfig
 from .plug import image_inputs
@@ -73,7 +74,7 @@ class Policy(Agent):
             raise CheckpointError(
                 f"agent {name!r} was saved by PaddleCraft 0.1 with a {target.rpartition('.')[2]} "
                 "whose 'prediction' layer served as the policy's features; only MLP policies "
-                "of that version can be upgraded. Train it again (python run.py arena=selfplay "
+                f"of that version can be upgraded. Train it again ({command()} arena=selfplay "
                 f"encoder@agents.policy.encoder=...), or load its weights with strict=False"
             )
         width = shapes[f"{name}.prediction.w_0"][1]

@@ -17,6 +17,7 @@ from omegaconf import OmegaConf
 
 from paddlecraft.craftdata.badfiles import BadDataError
 from paddlecraft.craftdata.image_folder import class_names
+from paddlecraft.errors import command
 
 __all__ = ["register_resolvers"]
 
@@ -24,14 +25,14 @@ __all__ = ["register_resolvers"]
 def _num_classes(path: str | None) -> int:
     if path is None:
         raise BadDataError(
-            "data.path is not set: python run.py ... data=image_folder data.path=/your/images"
+            f"data.path is not set: {command()} ... data=image_folder data.path=/your/images"
         )
     return len(class_names(path))
 
 
 def _need_path(path: str | None, data: str) -> str:
     if path is None:
-        raise BadDataError(f"data.path is not set: python run.py ... data={data} data.path=...")
+        raise BadDataError(f"data.path is not set: {command()} ... data={data} data.path=...")
     return path
 
 

@@ -11,12 +11,13 @@ for :class:`CheckpointError`), so ``except ValueError`` in user code keeps worki
 types stay importable where they were defined before (``paddlecraft.agents.settings.
 ConfigError``, ``paddlecraft.encoders.tensorio.CheckpointError`` ...).
 
-This module imports nothing: every layer (encoders, craftdata, agents, arenas) uses it.
+This module imports nothing at import time: every layer (encoders, craftdata, agents, arenas) uses it.
 """
 
 from __future__ import annotations
 
 __all__ = [
+    "command",
     "AmpError",
     "BadDataError",
     "CheckpointError",
@@ -27,6 +28,16 @@ __all__ = [
     "ScopeError",
     "UnsafeConfigError",
 ]
+
+
+def command() -> str:
+    """How the user started this process, for the commands messages suggest:
+    ``python run.py`` in a checkout, ``paddlecraft`` for the installed command (and for
+    scripts and notebooks, where there is no command line to repeat)."""
+    import os
+    import sys
+
+    return "python run.py" if os.path.basename(sys.argv[0] or "") == "run.py" else "paddlecraft"
 
 
 class PaddleCraftError(Exception):

@@ -194,3 +194,21 @@ def test_two_job_multirun(launcher, tmp_path):
         results = json.loads((sweep / j / "results.json").read_text())
         assert f"agents.classifier.lr={lr}" in results["overrides"]
         assert results["status"] == "finished" and results["headline_value"] > 0.5
+
+
+@pytest.mark.parametrize(
+    ("argv0", "said"),
+    [("run.py", "python run.py"), ("/repo/run.py", "python run.py"),
+     ("/venv/bin/paddlecraft", "paddlecraft"), ("", "paddlecraft")],
+)  # fmt: skip
+def test_suggested_commands_are_the_ones_the_user_typed(argv0, said, monkeypatch):
+    """An installed user is told `paddlecraft resume=...`, a checkout `python run.py ...`."""
+    from omegaconf import OmegaConf
+
+    from paddlecraft.arenas.engine.validate import validate
+    from paddlecraft.errors import ConfigError, command
+
+    monkeypatch.setattr(sys, "argv", [argv0])
+    assert command() == said
+    with pytest.raises(ConfigError, match=f"choose an arena, e.g. {said} arena=classify"):
+        validate(OmegaConf.create({"agents": {}, "arena": {}}))

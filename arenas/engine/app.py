@@ -27,7 +27,7 @@ from paddlecraft.agents.instantiate import (
 )
 from paddlecraft.agents.settings import ConfigError, make_settings
 from paddlecraft.encoders.tensorio import CheckpointError, atomic_write_bytes
-from paddlecraft.errors import PaddleCraftError
+from paddlecraft.errors import PaddleCraftError, command
 
 from .base import Arena, StepAborted
 from .callbacks import TrainerConfig, standard_callbacks
@@ -202,7 +202,7 @@ def main_entry(
     except StepAborted as e:  # the last completed step is checkpointed (see StepAborted)
         sys.stderr.write(
             f"error: {' '.join(str(e).split())}. The run stopped with a checkpoint of its last "
-            f"completed step; fix the cause, then: python run.py resume={run_dir}\n"
+            f"completed step; fix the cause, then: {command()} resume={run_dir}\n"
         )
         raise SystemExit(ABORTED) from None
     if results["status"] == "diverged" and not multirun:

@@ -15,6 +15,7 @@ from typing import (
 )
 
 from paddlecraft.agents.settings import make_settings
+from paddlecraft.errors import command
 
 from .checkpoint import list_checkpoints, save_checkpoint
 from .loop import Callback, Loop
@@ -83,7 +84,7 @@ class NanGuard(Callback):
                 kept = (
                     f"The last good checkpoint is {found[0].name} (nothing was saved after "
                     f"it); resume from it with a lower learning rate or a gradient clip: "
-                    f"python run.py resume={loop.run_dir} agents.<name>.lr=<lower> "
+                    f"{command()} resume={loop.run_dir} agents.<name>.lr=<lower> "
                     "(or agents.<name>.grad_clip=1.0)"
                 )
             else:
@@ -149,8 +150,9 @@ class Checkpointer(Callback):
             self._save(loop)
         if loop.status == "interrupted":
             log.warning(
-                "interrupted at step %d; checkpoint saved. Resume with: python run.py resume=%s",
+                "interrupted at step %d; checkpoint saved. Resume with: %s resume=%s",
                 loop.step,
+                command(),
                 loop.run_dir,
             )
 

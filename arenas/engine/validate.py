@@ -21,6 +21,7 @@ from paddlecraft.agents.amp import check_amp
 from paddlecraft.agents.device import resolve_device
 from paddlecraft.agents.instantiate import check_targets
 from paddlecraft.agents.settings import ConfigError, make_settings
+from paddlecraft.errors import command
 
 from .checkpoint import list_checkpoints
 
@@ -31,7 +32,7 @@ def validate(cfg: DictConfig) -> None:
     agents = cfg.get("agents") or {}
     if not agents:
         raise ConfigError(
-            "the config has no agents: choose an arena, e.g. python run.py arena=classify"
+            f"the config has no agents: choose an arena, e.g. {command()} arena=classify"
         )
     for name, acfg in agents.items():
         device = resolve_device(acfg.get("device", "cpu"), setting=f"agents.{name}.device")

@@ -9,6 +9,7 @@ from paddle import nn
 
 from paddlecraft.agents.gan import Discriminator, Generator
 from paddlecraft.agents.settings import ConfigError
+from paddlecraft.errors import command
 
 from .losses import GanLoss
 
@@ -32,7 +33,7 @@ def check_agents(g: Any, d: Any, conditional: bool, loss: GanLoss) -> None:
                 f"arena.conditional={conditional} but {agent.name!r} is "
                 f"{'conditional' if agent.conditional else 'unconditional'}: set {where} "
                 f"{'to the class count' if conditional else 'to null'} for a {want} "
-                "GAN (python run.py arena=gan_conditional sets both)"
+                f"GAN ({command()} arena=gan_conditional sets both)"
             )
     if loss is GanLoss.wgan_gp:
         bn = [n for n, sub in d.named_sublayers() if isinstance(sub, nn.layer.norm._BatchNormBase)]
