@@ -37,6 +37,11 @@ SECTIONS: dict[str, tuple[str, str]] = {
         "`python scripts/selfplay_targets.py` trains `arena=selfplay game=connect_four seed=S`, "
         "S = 0, 1, 2, and prints each seed's final evaluation.",
     ),
+    "connect_four_solver": (
+        "Connect Four judged by the perfect solver, 3 seeds",
+        "`python scripts/selfplay_targets.py` (extra `solver`) judges each seed's trained policy "
+        "on 400 seeded positions from realistic play and in one game as first player.",
+    ),
     "connect_four_variants": (
         "Connect Four: search-phase variants",
         "One seed, all from the same PPO checkpoint (update 1,100); a standard error of about "
