@@ -24,7 +24,7 @@ from paddlecraft.arenas.engine import StepAborted
 from paddlecraft.arenas.engine.callbacks import standard_callbacks
 from paddlecraft.arenas.engine.checkpoint import latest_good_checkpoint, list_checkpoints
 from paddlecraft.arenas.engine.rng import seed_everything
-from tests.toy_arenas import ForgetfulArena, Regressor, ShufflingArena, ToyArena
+from tests.toy_arenas import ForgetfulArena, MemoryArena, Regressor, ShufflingArena, ToyArena
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -126,6 +126,41 @@ def test_resume_from_mid_run_checkpoint_is_bit_identical(tmp_path):
     for k in ref:
         assert np.array_equal(got[k], ref[k]), k
     assert resumed.steps_done == full.steps_done == 24  # arena state restored too
+
+
+def test_arena_state_may_hold_arrays_and_tensors(tmp_path, caplog):
+    """Arrays in arena_state() go to arena.safetensors (not state.json), come back equal,
+    with their dtypes, and resume stays bit-identical; an edited file is caught."""
+    seed_everything(0)
+    full = _toy(MemoryArena, epochs=2)
+    run_arena(full, tmp_path / "full", _quiet(checkpoint_every=4))
+    seed_everything(0)
+    part = _toy(MemoryArena, epochs=2)
+    run_arena(part, tmp_path / "part", _quiet(checkpoint_every=4), max_steps=8)
+    ckpt = list_checkpoints(tmp_path / "part")[0]
+    state = json.loads((ckpt / "state.json").read_text())
+    assert state["arena"]["memory"]["sum_x"] == {"__tensor__": "memory/sum_x"}
+    assert state["arena"]["history"] == [{"__tensor__": "history/0"}]
+    assert "arena.safetensors" in state["sha256"]
+    stored = load_file(ckpt / "arena.safetensors")
+    assert stored["memory/counts"].dtype == np.int64
+    assert stored["memory/sum_x"].dtype == np.float64
+    assert np.array_equal(stored["memory/sum_x"], part.memory["sum_x"])
+    resumed = _toy(MemoryArena, epochs=2)
+    run_arena(resumed, tmp_path / "part", _quiet(checkpoint_every=4), resume=True)
+    for k in full.memory:
+        assert np.array_equal(resumed.memory[k], full.memory[k]), k
+    assert np.array_equal(resumed.last.numpy(), full.last.numpy())
+    for a, b in zip(full.agents["reg"].parameters(), resumed.agents["reg"].parameters()):
+        assert np.array_equal(a.numpy(), b.numpy())
+    # one changed byte in the newest arena.safetensors: that checkpoint is skipped
+    newest = list_checkpoints(tmp_path / "part")[0] / "arena.safetensors"
+    data = bytearray(newest.read_bytes())
+    data[-1] ^= 1
+    newest.write_bytes(bytes(data))
+    with caplog.at_level("WARNING"):
+        path, _ = latest_good_checkpoint(tmp_path / "part")
+    assert path != newest.parent and "arena.safetensors" in caplog.text
 
 
 def test_truncated_checkpoint_is_detected_and_previous_used(tmp_path, caplog):

@@ -3,6 +3,8 @@ resume from a fresh process's point of view) and the slow acceptance runs."""
 
 from __future__ import annotations
 
+import base64
+import hashlib
 import json
 import os
 import shutil
@@ -14,12 +16,14 @@ import numpy as np
 import pytest
 from charts import assert_chart
 from hydra import compose, initialize_config_dir
+from safetensors.numpy import load as st_load
+from safetensors.numpy import save as st_save
 
 from paddlecraft.agents import Agent, Policy
 from paddlecraft.arenas import SelfPlayArena, check_arena, register_configs, run_arena
 from paddlecraft.arenas.engine.app import build_agents, build_arena
 from paddlecraft.arenas.engine.callbacks import standard_callbacks
-from paddlecraft.arenas.engine.checkpoint import list_checkpoints
+from paddlecraft.arenas.engine.checkpoint import join_arrays, list_checkpoints, split_arrays
 from paddlecraft.arenas.engine.rng import seed_everything
 from paddlecraft.arenas.games import MinimaxPlayer, TicTacToe, random_legal
 from paddlecraft.arenas.selfplay import tictactoe_losing_lines
@@ -125,8 +129,11 @@ def test_snapshots_stay_fixed_while_training_continues(make_scope):
     pool.add(policy, 1)
     pool.add(policy, 2)
     assert [s.name for s in pool.snapshots] == ["snap_0001", "snap_0002"]  # oldest left
-    # a round trip through the checkpoint's JSON, with corruption detected
-    state = json.loads(json.dumps(pool.state()))
+    # a round trip through the checkpoint's split: JSON for state.json, arrays to safetensors
+    tree, arrays = split_arrays(pool.state())
+    assert len(arrays) == 2 * len(snap.weights)  # the arrays left the JSON
+    assert f"snapshots/1/weights/{next(iter(snap.weights))}" in arrays
+    state = join_arrays(json.loads(json.dumps(tree)), st_load(st_save(arrays)))
     again = OpponentPool()
     again.load_state(state)
     assert [s.name for s in again.snapshots] == ["snap_0001", "snap_0002"] and again.created == 3
@@ -135,11 +142,22 @@ def test_snapshots_stay_fixed_while_training_continues(make_scope):
     twin = _policy(make_scope("twin"))
     OpponentPool.load_into(twin, again.snapshots[-1])
     assert np.array_equal(twin.act(obs, masks), policy.act(obs, masks))
-    bad = json.loads(json.dumps(state))
-    payload = bad["snapshots"][0]["safetensors_b64"]
-    bad["snapshots"][0]["safetensors_b64"] = ("A" if payload[0] != "A" else "B") + payload[1:]
+    # an older checkpoint's snapshot (base64 safetensors + SHA-256 inside state.json) loads,
+    # and a changed byte is caught
+    data = st_save({k: np.ascontiguousarray(v) for k, v in snap.weights.items()})
+    old = {
+        "name": "snap_0000",
+        "step": 0,
+        "sha256": hashlib.sha256(data).hexdigest(),
+        "safetensors_b64": base64.b64encode(data).decode("ascii"),
+    }
+    legacy = OpponentPool()
+    legacy.load_state({"max_size": 2, "created": 1, "snapshots": [old]})
+    assert all(np.array_equal(legacy.snapshots[0].weights[k], frozen[k]) for k in frozen)
+    payload = old["safetensors_b64"]
+    old["safetensors_b64"] = ("A" if payload[0] != "A" else "B") + payload[1:]
     with pytest.raises(CheckpointError, match="corrupted"):
-        OpponentPool().load_state(bad)
+        OpponentPool().load_state({"snapshots": [old]})
 
 
 def test_ratings_move_the_right_way():
@@ -221,7 +239,7 @@ def test_resume_in_a_fresh_arena_restores_pool_and_ratings(tmp_path):
     full = _arena(p1, algo="a2c", keep_best="win_rate_vs_random")
     out = run_arena(full, tmp_path / "full", cbs())
     ref = {k: v.numpy().copy() for k, v in p1.state_dict().items()}
-    ref_state = json.loads(json.dumps(full.arena_state()))
+    ref_tree, ref_arrays = split_arrays(full.arena_state())
     assert out["status"] == "finished" and out["step"] == 4
 
     seed_everything(0)
@@ -244,8 +262,10 @@ def test_resume_in_a_fresh_arena_restores_pool_and_ratings(tmp_path):
     assert got_best(resumed) == got_best(full)
     for k, v in p3.state_dict().items():
         assert np.array_equal(v.numpy(), ref[k]), k
-    got = json.loads(json.dumps(resumed.arena_state()))
-    assert got["pool"] == ref_state["pool"] and got["league"] == ref_state["league"]
+    got_tree, got_arrays = split_arrays(resumed.arena_state())
+    assert got_tree["pool"] == ref_tree["pool"] and got_tree["league"] == ref_tree["league"]
+    assert got_arrays.keys() == ref_arrays.keys()  # the pool's snapshots and the best one
+    assert all(np.array_equal(got_arrays[k], ref_arrays[k]) for k in ref_arrays)
     assert len(resumed.pool) >= 2
     assert_chart(tmp_path / "part" / "ratings.png", (900, 520))
     league = json.loads((tmp_path / "part" / "league.json").read_text())

@@ -98,3 +98,29 @@ class ShufflingArena(ToyArena):
         for i in range(0, len(idx), self.batch_size):
             j = idx[i : i + self.batch_size]
             yield self.x[j], self.y[j]
+
+
+class MemoryArena(ToyArena):
+    """Keeps arrays in its state (a running sum of inputs, the last prediction as a tensor,
+    a step counter per batch in int64), which checkpoints store in ``arena.safetensors``."""
+
+    def __init__(self, agents, **kw):
+        super().__init__(agents, **kw)
+        self.memory = {"sum_x": np.zeros(4, np.float64), "counts": np.zeros(3, np.int64)}
+        self.last = paddle.zeros([1])
+
+    def train_step(self, batch):
+        out = super().train_step(batch)
+        self.memory["sum_x"] += batch[0].sum(0)
+        self.memory["counts"][self.steps_done % 3] += 1
+        with paddle.no_grad():
+            self.last = self.agent(self.agent.to_tensor(batch[0][:1]))[0]
+        return out
+
+    def arena_state(self):
+        return {**super().arena_state(), "memory": self.memory, "history": [self.last]}
+
+    def load_arena_state(self, state):
+        super().load_arena_state(state)
+        self.memory = {k: np.array(v) for k, v in state["memory"].items()}
+        self.last = paddle.to_tensor(state["history"][0])

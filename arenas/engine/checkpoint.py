@@ -5,8 +5,13 @@ Layout of ``<run dir>/checkpoints/step_00000120/``::
     agents/<name>/weights.safetensors     parameters by physical name
     agents/<name>/optimizer.safetensors   optimizer accumulators by (kind, parameter)
     agents/<name>/agent.json              class, config, step, LR-scheduler state
+    arena.safetensors                     the arrays in the arena's state (if any)
     state.json                            loop position, RNG streams, arena and callback
                                           state, and the SHA-256 of every file above
+
+``Arena.arena_state()`` may hold numpy arrays and Paddle tensors anywhere in its dicts and
+lists (a league's frozen snapshots, a replay buffer): they go to ``arena.safetensors``, each
+replaced in ``state.json`` by ``{"__tensor__": key}``, and come back as numpy arrays.
 
 A checkpoint is written into a temporary folder, each file fsynced, then the folder is
 renamed into place: a crash leaves either the old set or the new one, never half. On
@@ -16,6 +21,7 @@ previous one is used.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import logging
 import os
@@ -24,7 +30,17 @@ import tempfile
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from paddlecraft.encoders.tensorio import CheckpointError, atomic_write_json, sha256_file
+import numpy as np
+import paddle
+from safetensors.numpy import load as st_load
+from safetensors.numpy import save as st_save
+
+from paddlecraft.encoders.tensorio import (
+    CheckpointError,
+    atomic_write_bytes,
+    atomic_write_json,
+    sha256_file,
+)
 
 from .rng import capture_rng, restore_rng
 
@@ -34,6 +50,8 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 FORMAT = "paddlecraft-checkpoint-1"
+ARENA_TENSORS = "arena.safetensors"
+_TENSOR = "__tensor__"  # marks where an array of the arena state was taken out
 
 
 def checkpoint_root(run_dir: str | os.PathLike) -> Path:
@@ -53,11 +71,16 @@ def save_checkpoint(loop: Loop, keep: int = 3) -> Path:
             for fname, digest in agent.save(tmp / "agents" / name).items():
                 sums[f"agents/{name}/{fname}"] = digest
             sums[f"agents/{name}/agent.json"] = sha256_file(tmp / "agents" / name / "agent.json")
+        arena_json, arrays = split_arrays(loop.arena.arena_state())
+        if arrays:
+            data = st_save(arrays)
+            atomic_write_bytes(tmp / ARENA_TENSORS, data)
+            sums[ARENA_TENSORS] = hashlib.sha256(data).hexdigest()
         state = {
             "format": FORMAT,
             "position": loop.position(),
             "rng": capture_rng(),
-            "arena": loop.arena.arena_state(),
+            "arena": arena_json,
             "callbacks": {cb.state_key(): cb.state_dict() for cb in loop.callbacks},
             "last_eval": loop.last_eval,
             "sha256": sums,
@@ -123,7 +146,10 @@ def restore_checkpoint(loop: Loop, path: Path, state: dict[str, Any]) -> None:
                 "same arena and agents as the original run"
             )
         agent.load_state(d)
-    loop.arena.load_arena_state(state["arena"])
+    arrays = {}
+    if ARENA_TENSORS in state["sha256"]:  # verified by verify_checkpoint
+        arrays = st_load((path / ARENA_TENSORS).read_bytes())
+    loop.arena.load_arena_state(join_arrays(state["arena"], arrays))
     by_key = state.get("callbacks", {})
     for cb in loop.callbacks:
         if cb.state_key() in by_key:
@@ -131,6 +157,47 @@ def restore_checkpoint(loop: Loop, path: Path, state: dict[str, Any]) -> None:
     loop.set_position(state["position"])
     loop.last_eval = dict(state.get("last_eval", {}))
     restore_rng(state["rng"])
+
+
+def split_arrays(state: Any) -> tuple[Any, dict[str, np.ndarray]]:
+    """``state`` with every numpy array / Paddle tensor replaced by ``{"__tensor__": key}``,
+    and the arrays by key: the array's path in ``state`` (``pool/snapshots/0/weights/fc.w``),
+    so the same state gives the same keys whatever its dicts' order."""
+    arrays: dict[str, np.ndarray] = {}
+
+    def walk(x: Any, path: str) -> Any:
+        if isinstance(x, dict):
+            if _TENSOR in x:
+                raise CheckpointError(f"arena_state() may not use the key {_TENSOR!r}")
+            return {k: walk(v, f"{path}/{k}" if path else str(k)) for k, v in x.items()}
+        if isinstance(x, (list, tuple)):
+            return [walk(v, f"{path}/{i}") for i, v in enumerate(x)]
+        if isinstance(x, (np.ndarray, paddle.Tensor)):
+            key, n = path or "state", 1
+            while key in arrays:  # only if a dict key itself holds "/" and meets a path
+                key, n = f"{path}#{n}", n + 1
+            arrays[key] = np.ascontiguousarray(x if isinstance(x, np.ndarray) else x.numpy())
+            return {_TENSOR: key}
+        return x
+
+    return walk(state, ""), arrays
+
+
+def join_arrays(state: Any, arrays: dict[str, np.ndarray]) -> Any:
+    """Inverse of :func:`split_arrays` (arrays come back as numpy)."""
+
+    def walk(x: Any) -> Any:
+        if isinstance(x, dict):
+            if set(x) == {_TENSOR}:
+                if x[_TENSOR] not in arrays:
+                    raise CheckpointError(f"{ARENA_TENSORS} has no array {x[_TENSOR]!r}")
+                return arrays[x[_TENSOR]]
+            return {k: walk(v) for k, v in x.items()}
+        if isinstance(x, list):
+            return [walk(v) for v in x]
+        return x
+
+    return walk(state)
 
 
 def _fsync_dir(path: Path) -> None:

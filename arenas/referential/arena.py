@@ -44,6 +44,9 @@ class ReferentialConfig(ArenaConfig):
     holdout: float = 0.1  #: attribute world: share of combinations never seen in training
     game: str = "reconstruction"  #: reconstruction (rebuild attributes) | discrimination
     candidates: int = 4  #: discrimination: objects the listener chooses among (K)
+    #: discrimination: K while training (0: ``candidates``); more distractors than the
+    #: evaluation's push the language to tell apart what a few random ones rarely ask for
+    train_candidates: int = 0
     channel: str = "gs"  #: gs (Gumbel-softmax, straight-through) | reinforce
     vocab_size: int = 10  #: symbols (symbol 0 ends a message when variable_length)
     max_len: int = 2  #: symbols per message
@@ -139,7 +142,7 @@ class ReferentialArena(Arena):
         target = rng.integers(n, size=c.batch_size)
         batch = {"pair": pair, "target": target}
         if c.game == "discrimination":
-            batch.update(_candidates(target, n, c.candidates, rng))
+            batch.update(_candidates(target, n, c.train_candidates or c.candidates, rng))
         if c.spoken:
             batch["noise_seed"] = int(rng.integers(2**31))
         return batch
@@ -404,6 +407,10 @@ def _check_settings(c: ReferentialConfig) -> None:
         raise ConfigError(f"arena.channel: one of {list(CHANNELS)}, got {c.channel!r}")
     if c.game == "discrimination" and c.candidates < 2:
         raise ConfigError(f"arena.candidates: at least 2 for discrimination, got {c.candidates}")
+    if c.game == "discrimination" and c.train_candidates not in (0,) and c.train_candidates < 2:
+        raise ConfigError(
+            f"arena.train_candidates: at least 2 (or 0: arena.candidates), got {c.train_candidates}"
+        )
     if c.speakers < 1 or c.listeners < 1:
         raise ConfigError(
             f"arena.speakers and arena.listeners must be >= 1, got {c.speakers}, {c.listeners}"

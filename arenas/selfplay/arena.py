@@ -43,8 +43,8 @@ from .league import (
     LeagueTable,
     OpponentPool,
     Snapshot,
-    snapshot_from_json,
-    snapshot_to_json,
+    snapshot_from_state,
+    snapshot_state,
     weights_of,
 )
 from .player import PolicyPlayer, SearchPlayer
@@ -310,7 +310,7 @@ class SelfPlayArena(Collection, Arena):
             "last_snapshot": self.last_snapshot,
             "pool": self.pool.state(),
             "league": self.league.state(),
-            "best": None if self.best is None else snapshot_to_json(self.best),
+            "best": None if self.best is None else snapshot_state(self.best),
             "best_value": self.best_value if self.best is not None else None,
         }
 
@@ -322,7 +322,7 @@ class SelfPlayArena(Collection, Arena):
         self.pool.load_state(state["pool"])
         self.league.load_state(state["league"])
         best = state.get("best")
-        self.best = None if best is None else snapshot_from_json(best)
+        self.best = None if best is None else snapshot_from_state(best)
         self.best_value = -math.inf if best is None else float(state["best_value"])
 
     def artifacts(self, run_dir: str) -> dict[str, str]:

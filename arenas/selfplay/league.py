@@ -15,7 +15,6 @@ from typing import Any
 
 import numpy as np
 from safetensors.numpy import load as st_load
-from safetensors.numpy import save as st_save
 
 from paddlecraft.encoders.tensorio import CheckpointError
 
@@ -44,11 +43,9 @@ class OpponentPool:
     live: it would follow the optimizer). The pool keeps the newest ``max_size``
     snapshots; older ones leave the pool (their league ratings stay in the table).
 
-    Checkpoints store each snapshot as base64 safetensors bytes with its SHA-256 inside
-    the arena's JSON state: self-contained (resume works from any checkpoint, and the
-    checkpoint's atomic write covers the pool), at the cost of size — about 1.33 x the
-    float32 weights per snapshot (a 20k-parameter tic-tac-toe net: ~110 kB; the 0.2M
-    Connect Four MLP: ~1 MB).
+    Checkpoints store each snapshot's arrays in the arena state, which the engine writes to
+    the checkpoint's ``arena.safetensors`` (checksummed with the rest): resume works from any
+    checkpoint, and the checkpoint's atomic write covers the pool.
     """
 
     def __init__(self, max_size: int = 16) -> None:
@@ -98,32 +95,32 @@ class OpponentPool:
             for k, t in own.items():
                 t.set_value(snap.weights[k])
 
-    # ------------------------------------------------------------------ JSON state
+    # ------------------------------------------------------------------ state
     def state(self) -> dict:
-        """JSON-able state: the snapshots (base64 safetensors + SHA-256) and counters."""
-        out = [snapshot_to_json(s) for s in self.snapshots]
+        """Arena state: the snapshots (their arrays, see :func:`snapshot_state`) and counters."""
+        out = [snapshot_state(s) for s in self.snapshots]
         return {"max_size": self.max_size, "created": self.created, "snapshots": out}
 
     def load_state(self, state: dict) -> None:
-        """Restore :meth:`state`, verifying every snapshot's SHA-256."""
-        self.snapshots = [snapshot_from_json(item) for item in state.get("snapshots", [])]
+        """Restore :meth:`state` (or an older checkpoint's base64 snapshots)."""
+        self.snapshots = [snapshot_from_state(item) for item in state.get("snapshots", [])]
         self.max_size = int(state.get("max_size", self.max_size))
         self.created = int(state.get("created", len(self.snapshots)))
 
 
-def snapshot_to_json(s: Snapshot) -> dict:
-    """A snapshot as JSON: safetensors bytes in base64, with their SHA-256."""
-    data = st_save({k: np.ascontiguousarray(v) for k, v in s.weights.items()})
-    return {
-        "name": s.name,
-        "step": s.step,
-        "sha256": hashlib.sha256(data).hexdigest(),
-        "safetensors_b64": base64.b64encode(data).decode("ascii"),
-    }
+def snapshot_state(s: Snapshot) -> dict:
+    """A snapshot as arena state: name, step and its arrays (the checkpoint stores those in
+    ``arena.safetensors``)."""
+    return {"name": s.name, "step": s.step, "weights": dict(s.weights)}
 
 
-def snapshot_from_json(item: dict) -> Snapshot:
-    """Inverse of :func:`snapshot_to_json`; raises CheckpointError if the bytes changed."""
+def snapshot_from_state(item: dict) -> Snapshot:
+    """Inverse of :func:`snapshot_state`. Older checkpoints held each snapshot
+    as base64 safetensors bytes with their SHA-256 in ``state.json``: those still load, and
+    raise :class:`CheckpointError` if the bytes changed."""
+    if "weights" in item:
+        weights = {k: np.asarray(v) for k, v in item["weights"].items()}
+        return Snapshot(item["name"], int(item["step"]), weights)
     data = base64.b64decode(item["safetensors_b64"])
     if hashlib.sha256(data).hexdigest() != item["sha256"]:
         raise CheckpointError(
