@@ -15,6 +15,7 @@ from paddlecraft.arenas.engine.app import run_arena
 from paddlecraft.arenas.engine.callbacks import standard_callbacks
 from paddlecraft.arenas.referential import ReferentialArena, attribute_world, load_shape_objects
 from paddlecraft.arenas.referential.population import steps_to_reach
+from paddlecraft.errors import ConfigError
 
 
 def make_arena(
@@ -128,6 +129,17 @@ def test_discrimination_candidates_hold_the_target_once(scoped):
     c, pos, t = b["candidates"], b["position"], b["target"]
     assert c.shape == (32, 5) and np.array_equal(c[np.arange(32), pos], t)
     assert ((c == t[:, None]).sum(1) == 1).all()
+
+
+def test_training_may_use_more_candidates_than_evaluation(scoped):
+    arena = scoped(game="discrimination", candidates=4, train_candidates=8)
+    b = arena.draw(np.random.default_rng(0))
+    assert b["candidates"].shape == (32, 8)
+    assert ((b["candidates"] == b["target"][:, None]).sum(1) == 1).all()
+    ev = arena.eval_batch("test", arena.world.test)
+    assert ev["candidates"].shape[1] == 4 and arena.chance_level() == pytest.approx(0.25)
+    with pytest.raises(ConfigError, match="arena.train_candidates: at least 2"):
+        scoped(game="discrimination", train_candidates=1)
 
 
 def test_crossplay_matrix_has_every_pair(scoped, tmp_path):

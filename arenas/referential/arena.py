@@ -407,7 +407,7 @@ def _check_settings(c: ReferentialConfig) -> None:
         raise ConfigError(f"arena.channel: one of {list(CHANNELS)}, got {c.channel!r}")
     if c.game == "discrimination" and c.candidates < 2:
         raise ConfigError(f"arena.candidates: at least 2 for discrimination, got {c.candidates}")
-    if c.game == "discrimination" and c.train_candidates not in (0,) and c.train_candidates < 2:
+    if c.game == "discrimination" and c.train_candidates != 0 and c.train_candidates < 2:
         raise ConfigError(
             f"arena.train_candidates: at least 2 (or 0: arena.candidates), got {c.train_candidates}"
         )
