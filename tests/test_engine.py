@@ -163,6 +163,27 @@ def test_arena_state_may_hold_arrays_and_tensors(tmp_path, caplog):
     assert path != newest.parent and "arena.safetensors" in caplog.text
 
 
+def test_setup_binds_the_run_folder_once_before_a_checkpoint_is_restored(tmp_path):
+    calls: list[str] = []
+
+    class Recording(ToyArena):
+        def setup(self, run_dir):
+            super().setup(run_dir)
+            calls.append(f"setup {Path(run_dir).name}")
+
+        def load_arena_state(self, state):
+            calls.append(f"restore (run_dir {Path(self.run_dir).name})")
+            super().load_arena_state(state)
+
+    arena = _toy(Recording, epochs=1)
+    assert arena.run_dir is None  # plain Python: no folder until a run
+    run_arena(arena, tmp_path / "run", _quiet(checkpoint_every=4), max_steps=4)
+    assert calls == ["setup run"] and arena.run_dir == str(tmp_path / "run")
+    calls.clear()
+    run_arena(_toy(Recording, epochs=1), tmp_path / "run", _quiet(), resume=True)
+    assert calls == ["setup run", "restore (run_dir run)"]
+
+
 def test_truncated_checkpoint_is_detected_and_previous_used(tmp_path, caplog):
     arena = _toy(epochs=2)
     run_arena(arena, tmp_path, _quiet(checkpoint_every=4))

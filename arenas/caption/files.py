@@ -195,11 +195,15 @@ class FileCaptionArena(CaptionArena):
                 log.warning("agents.%s.words differ from the training captions' words", h)
 
     # ------------------------------------------------------------------ splits
-    def _splits(self) -> Mapping[str, Any]:
-        """The train/test splits, recorded in (or adopted from) the run folder once it is known."""
-        if self.run_dir is not None and self._bound != self.run_dir:
+    def setup(self, run_dir: str) -> None:
+        """The train/test split is recorded in the run folder (or adopted from it)."""
+        super().setup(run_dir)
+        if self._bound != self.run_dir:
             self._bound = self.run_dir
             self._use_record(Path(self.run_dir) / SPLIT_FILE)
+
+    def _splits(self) -> Mapping[str, Any]:
+        """The train/test splits (recorded in the run folder by :meth:`setup`)."""
         return {"train": self.source.train, "test": self.source.test}
 
     def _use_record(self, record: Path) -> None:

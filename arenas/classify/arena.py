@@ -63,14 +63,18 @@ class ClassifyArena(Arena):
         self._bound_to: str | None = None
         self._majority_share: float | None = None  # of the test labels, seen at evaluation
 
+    def setup(self, run_dir: str) -> None:
+        """File data records its split in the run folder (or adopts the one recorded)."""
+        super().setup(run_dir)
+        bind = getattr(self.data, "use_run_dir", None)
+        if bind is not None and self._bound_to != self.run_dir:
+            bind(self.run_dir)
+            self._bound_to = self.run_dir
+            self.close()  # the splits may have changed: new loaders
+            self._loaders = {}
+
     def loader(self, split: str) -> BatchLoader:
         """The batch loader of ``split`` (train: shuffled per (seed, epoch); else in order)."""
-        bind = getattr(self.data, "use_run_dir", None)
-        if bind is not None and self.run_dir is not None and self._bound_to != self.run_dir:
-            bind(self.run_dir)  # record the split in the run folder, or adopt the recorded one
-            self._bound_to = self.run_dir
-            self.close()
-            self._loaders = {}
         if split not in self._loaders:
             train = split == "train"
             self._loaders[split] = BatchLoader(

@@ -65,9 +65,16 @@ class Arena:
         self.agents: dict[str, Agent] = dict(agents)
         self.epochs = int(self.cfg.epochs)
         self.seed = int(seed)
-        #: the run folder, for files written during training; the engine sets it at run
-        #: start unless the arena was given one
+        #: the run folder, for files written during training; set by :meth:`setup`
         self.run_dir: str | None = None
+
+    def setup(self, run_dir: str) -> None:
+        """Called by the engine once per run, when its :class:`~arenas.engine.Loop` is made:
+        before a checkpoint is restored and before the first batch. ``run_dir`` is the run
+        folder, for files written during training. Override to bind what depends on it (a
+        file dataset records its split there, or adopts the one recorded) and call
+        ``super().setup(run_dir)``. Without an engine (plain Python), ``run_dir`` stays None."""
+        self.run_dir = str(run_dir)
 
     def require_agents(self, *names: str) -> None:
         """Raise a clear error unless every named agent is configured."""

@@ -85,7 +85,8 @@ class Loop:
     Position (``epoch``, ``batch_in_epoch``, ``step``) plus the arena's and callbacks'
     state are what a checkpoint stores; data order comes from ``arena.batches(epoch)``
     which must be a function of the seed and epoch, so a resumed loop skips the batches
-    already consumed and continues bit-identically.
+    already consumed and continues bit-identically. Making a loop calls
+    ``arena.setup(run_dir)`` (before any checkpoint is restored into it).
     """
 
     def __init__(
@@ -110,6 +111,7 @@ class Loop:
         self.last_metrics: dict[str, float] = {}
         self.started = time.time()
         self._signals = 0
+        arena.setup(str(self.run_dir))  # a loop is one run: bind the arena to its folder
 
     @property
     def callbacks(self) -> list[Callback]:
@@ -134,8 +136,6 @@ class Loop:
     def run(self) -> dict[str, Any]:
         """Train until the arena's epochs are done or a stop is requested; return a summary."""
         old_handlers = self._install_signals()
-        if getattr(self.arena, "run_dir", None) is None:
-            self.arena.run_dir = str(self.run_dir)
         self.runner.fire("run_start", self)
         try:
             while self.epoch < self.arena.epochs and self.stop_reason is None:

@@ -175,17 +175,19 @@ class GanArena(Arena):
         return z, labels.astype(np.int64)
 
     # ------------------------------------------------------------------ data
-    def _data(self) -> GanData:
-        self.real.bind(self.run_dir)  # files: record the split in the run folder (or adopt it)
-        return self.real
+    def setup(self, run_dir: str) -> None:
+        """Grids go to ``arena.run_dir`` if set, else the run folder; file data records its
+        split there (or adopts the one recorded)."""
+        super().setup(self.cfg.run_dir or run_dir)
+        self.real.bind(self.run_dir)
 
     def steps_per_epoch(self) -> int:
-        return self._data().steps_per_epoch()
+        return self.real.steps_per_epoch()
 
     def batches(self, epoch: int, start: int = 0) -> Iterator[tuple[np.ndarray, np.ndarray]]:
         """Per step from ``start`` on: ``n_critic`` real minibatches, x [n_critic, B, C, H, W]
         and y [n_critic, B]; earlier steps are never read."""
-        return self._data().batches(epoch, start)
+        return self.real.batches(epoch, start)
 
     # ------------------------------------------------------------------ training
     def train_step(self, batch: tuple[np.ndarray, np.ndarray]) -> dict[str, float]:
@@ -300,15 +302,15 @@ class GanArena(Arena):
     @property
     def featnet(self) -> FeatureNet:
         """The feature net for this dataset (loaded or trained on first use; see close())."""
-        data = self._data()
+        data = self.real
         (x, y), (tx, ty) = data.arrays("train"), data.arrays("test")
         return self._featnets.get(x, y, tx, ty, self.num_classes, self.cfg.featnet)
 
     def _reference(self) -> dict[str, Any]:
         if not self._ref:
             net = self.featnet
-            feats, _ = net(self._data().reference(int(self.cfg.ref_samples)))
-            test_feats, _ = net(self._data().arrays("test")[0])
+            feats, _ = net(self.real.reference(int(self.cfg.ref_samples)))
+            test_feats, _ = net(self.real.arrays("test")[0])
             untrained = self.measure(self._untrained, self._eval_labels, feats=feats)
             self._ref = {"feats": feats}
             self._baseline = {
