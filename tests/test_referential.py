@@ -150,11 +150,23 @@ def test_crossplay_matrix_has_every_pair(scoped, tmp_path):
     cells = {k: v for k, v in m.items() if k[-1].isdigit() and k.startswith("crossplay_")}
     assert sorted(cells) == [f"crossplay_{i}_{j}" for i in range(2) for j in range(3)]
     assert all(0.0 <= v <= 1.0 for v in cells.values())
-    assert m["test_accuracy"] == pytest.approx(np.mean(list(cells.values())))
-    assert m["crossplay_diagonal"] == pytest.approx((m["crossplay_0_0"] + m["crossplay_1_1"]) / 2)
     files = arena.artifacts(str(tmp_path))
     table = json.loads(Path(files["crossplay"]).read_text())
-    assert np.array(table["test_accuracy"]).shape == (2, 3)
+    train, test = np.array(table["train_accuracy"]), np.array(table["test_accuracy"])
+    assert train.shape == test.shape == (2, 3)
+    assert m["test_accuracy"] == pytest.approx(test.mean())
+    assert m["train_accuracy"] == pytest.approx(train.mean())
+    # the matrix is over every evaluated object, each split weighted by its size
+    n_train, n_test = len(arena.world.train), len(arena.world.test)
+    both = (train * n_train + test * n_test) / (n_train + n_test)
+    assert np.allclose([[cells[f"crossplay_{i}_{j}"] for j in range(3)] for i in range(2)], both)
+    assert np.allclose(table["accuracy"], both)
+    assert m["crossplay_diagonal"] == pytest.approx((both[0, 0] + both[1, 1]) / 2)
+    off = [both[0, 1], both[0, 2], both[1, 0], both[1, 2]]
+    assert m["crossplay_gap"] == pytest.approx(max(abs(v - m["crossplay_diagonal"]) for v in off))
+    diag_test = (test[0, 0] + test[1, 1]) / 2
+    off_test = [test[0, 1], test[0, 2], test[1, 0], test[1, 2]]
+    assert m["crossplay_test_gap"] == pytest.approx(max(abs(v - diag_test) for v in off_test))
     assert Path(files["crossplay_heatmap"]).stat().st_size > 1000
 
 

@@ -61,16 +61,17 @@ def write_artifacts(arena: ReferentialArena, run_dir: str) -> dict[str, str]:
             {
                 "rows": [s.name for s in arena.speakers],
                 "columns": [li.name for li in arena.listeners],
+                "accuracy": acc["all"].tolist(),
                 "train_accuracy": acc["train"].tolist(),
                 "test_accuracy": acc["test"].tolist(),
             },
         )
         save(
             heatmap_chart(
-                acc["test"],
+                acc["all"],
                 [s.name for s in arena.speakers],
                 [li.name for li in arena.listeners],
-                title="cross-play accuracy, held-out objects",
+                title="cross-play accuracy, all objects",
                 xlabel="listener",
                 ylabel="speaker",
             ),
