@@ -105,11 +105,23 @@ def check_targets(cfg: Any, allow: Iterable[str] = ()) -> None:
 
 
 def safe_instantiate(cfg: Any, *args: Any, allow: Iterable[str] = (), **kwargs: Any) -> Any:
-    """``hydra.utils.instantiate`` after :func:`check_targets` (plain dicts accepted)."""
+    """``hydra.utils.instantiate`` after :func:`check_targets` (plain dicts accepted). An
+    object that is not a config (a dataset already built, say) is returned as it is, never
+    converted into a config."""
+    if not isinstance(cfg, (Mapping, DictConfig, ListConfig, list)):
+        return cfg
     if isinstance(cfg, Mapping) and not isinstance(cfg, DictConfig):
         cfg = OmegaConf.create(dict(cfg))
     check_targets(cfg, allow)
     return instantiate(cfg, *args, **kwargs)
+
+
+def built(data: Any, allow: Iterable[str] = ()) -> Any:
+    """``data`` as an object: a config (a mapping with ``_target_``) is instantiated (allow-list
+    checked); anything else (a dataset built in Python, None) is returned as it is."""
+    if isinstance(data, (Mapping, DictConfig)) and "_target_" in data:
+        return safe_instantiate(data, allow=allow)
+    return data
 
 
 def to_plain(cfg: Any) -> Any:

@@ -369,3 +369,21 @@ def test_the_command_line_says_an_aborted_step_in_one_line(monkeypatch, capsys, 
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and err[0].startswith("error: collector 0 failed")
     assert f"resume={tmp_path}" in err[0]
+
+
+def test_the_app_builds_the_data_and_arenas_take_a_dataset_object(compose_config):
+    """build_arena hands the arena a built dataset (not its config); in Python, an arena
+    takes a dataset object as it is, or a loader config it builds itself."""
+    from paddlecraft.agents.instantiate import safe_instantiate
+    from paddlecraft.arenas.engine.app import build_agents, build_arena
+    from paddlecraft.craftdata import load_digits
+
+    cfg = compose_config("arena=classify")
+    arena = build_arena(cfg, build_agents(cfg))
+    assert isinstance(arena.data.train.x, np.ndarray)  # a dataset, built by the app
+    data = load_digits(seed=0)
+    agents = build_agents(cfg)
+    assert ClassifyArena(agents, data).data is data
+    assert safe_instantiate(data) is data  # a user arena written before: no config copy
+    from_config = ClassifyArena(agents, {"_target_": "paddlecraft.craftdata.load_digits"})
+    assert np.array_equal(from_config.data.train.x, data.train.x)

@@ -13,7 +13,7 @@ import paddle.nn.functional as F
 
 from paddlecraft.agents import Agent
 from paddlecraft.agents.distributed import shard
-from paddlecraft.agents.instantiate import safe_instantiate
+from paddlecraft.agents.instantiate import built
 from paddlecraft.agents.settings import ConfigError
 from paddlecraft.arenas.engine import Arena, ArenaConfig
 from paddlecraft.craftdata import BatchLoader
@@ -35,7 +35,8 @@ class ClassifyArena(Arena):
 
     Args:
         agents: must contain ``classifier`` (an :class:`paddlecraft.agents.Classifier`).
-        data: loader config, e.g. ``{"_target_": "paddlecraft.craftdata.load_digits", "seed": 0}``: arrays
+        data: the dataset (``paddlecraft.craftdata.load_digits(seed=0)``; the engine builds it
+            from ``data.loader``) or its loader config (``{"_target_": ..., "seed": 0}``): arrays
             in memory, or files read lazily (``paddlecraft.craftdata.load_image_folder``: decoded by
             ``data.workers`` processes, the split recorded in the run folder).
         seed: run seed (data order).
@@ -51,7 +52,7 @@ class ClassifyArena(Arena):
         super().__init__(agents, seed=seed, **settings)
         self.require_agents("classifier")
         self.classifier = self.agents["classifier"]
-        self.data = safe_instantiate(data)
+        self.data = built(data)
         k = getattr(self.data, "num_classes", None)
         if isinstance(k, int) and k < 2:
             raise ConfigError(

@@ -22,6 +22,7 @@ from omegaconf.errors import InterpolationResolutionError
 from paddlecraft.agents import Agent
 from paddlecraft.agents.distributed import describe, init_if_launched, is_main_process
 from paddlecraft.agents.instantiate import (
+    built,
     safe_instantiate,
     upgrade_targets,
 )
@@ -68,13 +69,17 @@ def build_agents(cfg: DictConfig) -> dict[str, Agent]:
 
 
 def build_arena(cfg: DictConfig, agents: dict[str, Agent]) -> Arena:
-    """Instantiate ``cfg.arena`` with the agents, the data config and the run seed."""
+    """Instantiate ``cfg.arena`` with the agents, the data (built here from ``data.loader``)
+    and the run seed."""
     allow = list(cfg.get("allow_targets") or [])
     log.info("Instantiating arena <%s>", cfg.arena._target_)
     kwargs: dict[str, Any] = {"agents": agents, "seed": cfg.seed}
     if cfg.get("data") is not None and "data" not in cfg.arena:
-        kwargs["data"] = OmegaConf.to_container(cfg.data.loader, resolve=True)
-    return safe_instantiate(cfg.arena, allow=allow, _recursive_=False, **kwargs)
+        kwargs["data"] = built(OmegaConf.to_container(cfg.data.loader, resolve=True), allow)
+    # partial, then called: keyword objects given to instantiate itself would be merged into
+    # the config (a dataclass dataset would become a DictConfig)
+    make = safe_instantiate(cfg.arena, allow=allow, _recursive_=False, _partial_=True)
+    return make(**kwargs)
 
 
 def trainer_callbacks(cfg: DictConfig, overrides: Sequence[str] = ()) -> list[Callback]:

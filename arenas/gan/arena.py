@@ -61,7 +61,7 @@ from paddlecraft.agents.gan import (
     no_param_grads,
     running_stats,
 )
-from paddlecraft.agents.instantiate import safe_instantiate
+from paddlecraft.agents.instantiate import built
 from paddlecraft.agents.settings import ConfigError
 from paddlecraft.arenas.engine import Arena, ArenaConfig
 
@@ -107,7 +107,7 @@ class GanArena(Arena):
 
     Args:
         agents: ``generator`` and ``discriminator``.
-        data: loader config of a dataset whose splits hold images float32
+        data: a dataset (or its loader config; the engine builds it) whose splits hold images float32
             [N, C, H, W] in [0, 1] and integer labels (digits, MNIST, shapes...), or
             image files read lazily (``paddlecraft.craftdata.load_image_folder``).
         seed: run seed (data order, fixed noise).
@@ -138,7 +138,7 @@ class GanArena(Arena):
         check_agents(self.generator, self.discriminator, self.conditional, self.loss)
         if self.n_critic < 1:
             raise ConfigError(f"arena.n_critic must be >= 1, got {self.n_critic}")
-        self.data = safe_instantiate(data)
+        self.data = built(data)
         self.real = GanData(self.data, self.seed, self.batch_size, self.n_critic, c.eval_images)
         check_data(self.data, self.real.image_shape, self.real.lazy, self.generator)
         self.num_classes = int(self.data.num_classes)

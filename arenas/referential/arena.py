@@ -19,6 +19,7 @@ import paddle.nn.functional as F
 
 from paddlecraft.agents import Agent, update_together
 from paddlecraft.agents.channel import RunningBaseline, temperature_at
+from paddlecraft.agents.instantiate import built
 from paddlecraft.agents.settings import ConfigError
 from paddlecraft.arenas.engine import Arena, ArenaConfig
 from paddlecraft.arenas.engine.rng import capture_rng, restore_rng
@@ -73,8 +74,9 @@ class ReferentialArena(Arena):
         agents: ``speaker`` (:class:`paddlecraft.agents.Sender`) and ``listener``
             (:class:`paddlecraft.agents.Receiver`); with ``speakers``/``listeners`` > 1 the
             arena adds ``speaker_1``... built like ``speaker`` (own weights, own optimizer).
-        data: the data loader config giving the objects (``conf/data/referential_*``; an
-            image folder loaded in memory); None: the attribute world of the settings.
+        data: the objects: a dataset (``load_shape_objects()``, an image folder loaded in
+            memory; the engine builds it from ``data.loader``) or its loader config; None:
+            the attribute world of the settings.
         seed: run seed (targets, pairs, held-out combinations).
         **settings: :class:`ReferentialConfig` fields.
     """
@@ -115,11 +117,9 @@ class ReferentialArena(Arena):
 
     def _make_world(self, data: Any) -> World:
         c = self.cfg
-        if data is None or not isinstance(data, Mapping):  # no data config: the settings' world
+        if data is None:  # no data: the settings' attribute world
             return attribute_world(c.n_attributes, c.n_values, c.holdout, self.seed)
-        from paddlecraft.agents.instantiate import safe_instantiate
-
-        world = world_from_data(safe_instantiate(dict(data)))
+        world = world_from_data(built(data))
         if c.game == "reconstruction" and world.train.meanings is None:
             raise ConfigError(
                 "arena.game=reconstruction needs objects with attributes; this data has none: "

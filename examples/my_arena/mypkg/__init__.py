@@ -18,7 +18,7 @@ import paddle
 import paddle.nn.functional as F
 
 from paddlecraft.agents import Agent
-from paddlecraft.agents.instantiate import safe_instantiate
+from paddlecraft.agents.instantiate import built
 from paddlecraft.arenas.engine import Arena, ArenaConfig
 from paddlecraft.craftdata import iterate_minibatches
 
@@ -45,7 +45,7 @@ class DistillArena(Arena):
         super().__init__(agents, seed=seed, **settings)
         self.require_agents("teacher", "student")
         self.teacher, self.student = self.agents["teacher"], self.agents["student"]
-        self.data = safe_instantiate(data)  # craftdata.Dataset: .train/.test with .x, .y
+        self.data = built(data)  # craftdata.Dataset: .train/.test with .x, .y
 
     def steps_per_epoch(self) -> int:
         return -(-len(self.data.train) // self.cfg.batch_size)
