@@ -23,7 +23,7 @@ import numpy as np
 
 from paddlecraft.craftdata.badfiles import BadDataError, BadFiles
 
-__all__ = ["BatchLoader", "LazySplit", "describe_skips", "held_out"]
+__all__ = ["BatchLoader", "LazySplit", "Shard", "describe_skips", "held_out"]
 
 log = logging.getLogger("paddlecraft.data")
 
@@ -102,6 +102,19 @@ class _Batches:
         return len(self.batches)
 
 
+class Shard(tuple):
+    """One process's part of a global batch (data-parallel): the fields' rows
+    ``rank::world`` and ``share``, their number over the global batch's rows (the weight of
+    this process's gradient in the all-reduce)."""
+
+    share: float
+
+    def __new__(cls, fields: Sequence[np.ndarray], share: float) -> Shard:
+        out = super().__new__(cls, fields)
+        out.share = float(share)
+        return out
+
+
 class BatchLoader:
     """Batches of a split in a (seed, epoch) order; lazily decoded by workers for files.
 
@@ -114,6 +127,11 @@ class BatchLoader:
         prefetch: batches each worker prepares ahead.
         bad_files: the ``on_bad_file`` policy and skip log shared with the dataset's scan.
         drop_last: leave out the last, smaller batch.
+        shard: ``(rank, world)`` for data-parallel training: each batch is this process's
+            rows ``rank::world`` of the global batch, a :class:`Shard` with its ``share``,
+            and only those rows are read and decoded. (A bad file left out of a batch lowers
+            the share of the process that met it: the step then weights the surviving rows
+            as if the batch had its full size.)
     """
 
     def __init__(
@@ -126,6 +144,7 @@ class BatchLoader:
         prefetch: int = 2,
         bad_files: BadFiles | None = None,
         drop_last: bool = False,
+        shard: tuple[int, int] | None = None,
     ) -> None:
         if batch_size < 1:
             raise ValueError(f"batch_size must be >= 1, got {batch_size}")
@@ -135,6 +154,7 @@ class BatchLoader:
         self.shuffle, self.workers, self.prefetch = shuffle, int(workers), int(prefetch)
         self.bad_files = bad_files if bad_files is not None else BadFiles()
         self.drop_last = drop_last
+        self.shard = shard if shard is not None and shard[1] > 1 else None
         self.lazy = isinstance(split, LazySplit)
         self._loader: Any = None
         self._sampler = _Batches()
@@ -156,6 +176,14 @@ class BatchLoader:
         idx = [
             order[b * self.batch_size : (b + 1) * self.batch_size] for b in range(start, len(self))
         ]
+        if self.shard is None:
+            return self._read(epoch, idx)
+        r, w = self.shard
+        rows = [len(i) for i in idx]  # of each global batch
+        mine = self._read(epoch, [i[r::w] for i in idx])
+        return (Shard(f, len(f[0]) / n if n else 0.0) for f, n in zip(mine, rows))
+
+    def _read(self, epoch: int, idx: list[np.ndarray]) -> Iterator[tuple[np.ndarray, ...]]:
         if not self.lazy:
             return ((self.split.x[i], self.split.y[i]) for i in idx)
         return self._lazy(epoch, idx)

@@ -12,7 +12,7 @@ import paddle
 import paddle.nn.functional as F
 
 from paddlecraft.agents import Agent
-from paddlecraft.agents.distributed import shard
+from paddlecraft.agents.distributed import rank, world_size
 from paddlecraft.agents.instantiate import built
 from paddlecraft.agents.settings import ConfigError
 from paddlecraft.arenas.engine import Arena, ArenaConfig
@@ -86,6 +86,8 @@ class ClassifyArena(Arena):
                 workers=getattr(self.data, "workers", 0),
                 prefetch=getattr(self.data, "prefetch", 2),
                 bad_files=getattr(self.data, "bad_files", None),
+                # data-parallel: each process reads and decodes only its rows of a batch
+                shard=(rank(), world_size()) if train else None,
             )
         return self._loaders[split]
 
@@ -96,7 +98,8 @@ class ClassifyArena(Arena):
         return self.loader("train").epoch(epoch, start)
 
     def train_step(self, batch: tuple[np.ndarray, np.ndarray]) -> dict[str, float]:
-        (x, y), share = shard(*batch)  # data-parallel: this process's rows; else all
+        x, y = batch  # data-parallel: this process's rows (a Shard); else the whole batch
+        share = getattr(batch, "share", 1.0)
         agent = self.classifier
         if not agent.training:  # (a walk over every sublayer; evaluation leaves train mode on)
             agent.train()
