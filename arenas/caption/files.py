@@ -11,6 +11,9 @@ and ``batches(epoch, start)`` begins mid-epoch without decoding the batches befo
 a resumed run is bit-identical. The split is recorded in ``<run>/data_split.tsv`` (or
 adopted from there), so a resumed run or a re-evaluation uses the same one.
 
+(One class in ~405 lines: the lazy splits, their seeded per-hop order and the recorded split
+must agree for resume to stay bit-identical; the chain itself lives in ``arena.py``.)
+
 Evaluation holds the first ``arena.data.n_test`` test images (or clips) in memory:
 
 - captions: the captioner's corpus BLEU-4 against every reference caption of an image
