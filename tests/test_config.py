@@ -305,3 +305,37 @@ def test_mnist_experiment_is_resnet18_on_mnist_with_a_cosine_schedule(compose_co
     assert enc.in_channels is None and enc.num_classes is None  # filled in when built
     sched = cfg.agents.classifier.lr_scheduler
     assert sched._target_.endswith("CosineAnnealingDecay") and sched.T_max == cfg.arena.epochs == 3
+
+
+#: config groups whose files are global presets -> the packages they may write (see
+#: docs/design.md, "Why arena, chain, game and data presets are global")
+GLOBAL_GROUPS = {
+    "arena": {"arena", "agents", "data"},
+    "chain": {"arena", "agents", "data"},
+    "game": {"arena", "agents", "data", "trainer"},
+    "data": {"arena", "agents", "data"},
+    "experiment": {"arena", "agents", "data", "trainer"},
+    "sweep": {"hydra"},
+}
+
+
+def test_global_config_files_write_only_their_packages():
+    """`@package _global_` is for presets that select several packages at once; such a file
+    never reaches the run's seed, resume, allowed targets or Hydra itself (sweeps aside),
+    and no other group (agents, encoders, decoders...) is global."""
+    import yaml
+
+    found = set()
+    for path in sorted(CONF.rglob("*.yaml")):
+        text = path.read_text()
+        if not re.search(r"^# @package _global_\s*$", text, re.M):
+            continue
+        group = path.relative_to(CONF).parts[0]
+        found.add(group)
+        assert group in GLOBAL_GROUPS, f"{path.relative_to(CONF)}: only presets may be global"
+        keys = set(yaml.safe_load(text) or {}) - {"defaults"}
+        assert keys <= GLOBAL_GROUPS[group], (
+            f"{path.relative_to(CONF)} writes {sorted(keys - GLOBAL_GROUPS[group])}, "
+            f"outside what a {group} preset may set ({sorted(GLOBAL_GROUPS[group])})"
+        )
+    assert {"arena", "chain", "game", "sweep"} <= found  # the check saw the presets
