@@ -1,25 +1,33 @@
-"""PUCT Monte-Carlo tree search guided by a policy's priors and value (AlphaZero), batched.
+"""Monte-Carlo tree search, batched: one tree, a selection rule and a leaf evaluator.
 
-One :class:`PUCTSearch` searches ``B`` positions at once: every game has its own tree in
-``[B, nodes, ...]`` arrays, the trees grow in lockstep, and each simulation ends with ONE
-evaluator call on the new leaves of all games (a ``[B, rows, cols, 2]`` batch). That is
-what keeps a Python search fast: the network runs once per simulation, not once per leaf.
+As OpenSpiel's ``MCTSBot(evaluator, child_selection_fn)``, one :class:`MCTS` serves both
+searches of the project, which differ only in two variation points:
 
-The evaluator is any callable ``(planes int8 [n, rows, cols, 2], masks bool [n, A]) ->
-(priors [n, A], values [n])`` (priors over legal moves, values in [-1, 1] for the player
-to move), e.g. ``paddlecraft.agents.Policy.priors_and_values`` or :func:`uniform_evaluator`. Terminal
-positions are scored by the rules (a win is worth 1 to the player who made it), so even
-a uniform evaluator finds immediate wins and forced blocks.
+- the leaf evaluator (:mod:`~arenas.games.evaluators`): a network's priors and value
+  (:class:`~arenas.games.evaluators.NetworkEvaluator`, AlphaZero), or uniform priors and a
+  random playout (:class:`~arenas.games.evaluators.RandomRolloutEvaluator`);
+- the selection rule: :func:`puct` (``argmax_a Q(s,a) + c P(s,a) sqrt(1 + N(s)) /
+  (1 + N(s,a))``, ``Q = 0`` for unvisited moves), or :func:`uct` (UCB1 on win rates in
+  [0, 1], every untried move first, picked at random: the rollout-MCTS anchors).
 
-Selection: ``argmax_a Q(s,a) + c_puct P(s,a) sqrt(1 + N(s)) / (1 + N(s,a))`` with ``Q = 0``
-for unvisited moves; values are backed up with alternating signs. Training games add
-Dirichlet noise to the root priors (``noise=True``) and sample moves from the visit
-counts (:func:`choose_moves` with a temperature); evaluation uses neither.
-:func:`completed_q_policy` turns a search result into Gumbel AlphaZero's policy target.
+:class:`PUCTSearch` (network + PUCT: AlphaZero-style training and the search evaluation)
+and :class:`~arenas.games.baselines.MCTSPlayer` (rollouts + UCT: the MCTS-10/100/1000
+anchors) are thin faces of it.
 
-This module knows only the rules (:mod:`paddlecraft.arenas.games`), no agents, so any network or
-heuristic can guide it. :func:`search_one` is the same search written plainly for one
-position (reference for tests and the benchmark).
+One search handles ``B`` positions at once: every game has its own tree in ``[B, nodes,
+...]`` arrays, the trees grow in lockstep, and each simulation ends with ONE evaluator call
+on the new leaves of all games (a network runs once per simulation, not once per leaf;
+rollouts of all games advance together). Terminal positions are scored by the rules (a
+win is worth 1 to the player who made it). Values are backed up with alternating signs;
+the statistics live on the edges: ``N(s, a)`` and ``W(s, a)`` (for the player to move at
+``s``, values in [-1, 1]). Training games add Dirichlet noise to the root priors
+(``noise=True``) and sample moves from the visit counts (:func:`choose_moves` with a
+temperature); :func:`completed_q_policy` turns a result into Gumbel AlphaZero's policy
+target. :func:`search_one` is the PUCT search written plainly for one position (reference
+for tests and the benchmark).
+
+This module knows only the rules (:mod:`paddlecraft.arenas.games`), no agents, so any
+network or heuristic can guide it.
 """
 
 from __future__ import annotations
@@ -27,20 +35,35 @@ from __future__ import annotations
 import math
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 
-from .core import BoardGame
+from .core import BoardGame, random_legal
+from .evaluators import (
+    Evaluator,
+    NetworkEvaluator,
+    NetworkFn,
+    RandomRolloutEvaluator,
+    uniform_evaluator,
+)
 
-#: ``(planes [n, rows, cols, 2], masks [n, A]) -> (priors [n, A], values [n])``
-Evaluator = Callable[[np.ndarray, np.ndarray], tuple[np.ndarray, np.ndarray]]
-
-
-def uniform_evaluator(planes: np.ndarray, masks: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Uniform priors over legal moves and value 0: search by the rules alone."""
-    m = np.asarray(masks, np.float64)
-    return m / m.sum(axis=1, keepdims=True), np.zeros(len(m))
+__all__ = [
+    "MCTS",
+    "Children",
+    "Evaluator",
+    "NetworkEvaluator",
+    "NetworkFn",
+    "PUCTSearch",
+    "RandomRolloutEvaluator",
+    "SearchResult",
+    "choose_moves",
+    "completed_q_policy",
+    "puct",
+    "search_one",
+    "uct",
+    "uniform_evaluator",
+]
 
 
 @dataclass
@@ -52,18 +75,84 @@ class SearchResult:
     priors: np.ndarray  #: [B, A] root priors the search used (after any noise)
     q: np.ndarray  #: [B, A] mean value of each root move for the mover (0 where unvisited)
     net_priors: np.ndarray  #: [B, A] the evaluator's root priors (before any noise)
-    net_value: np.ndarray  #: [B] the evaluator's value of the root
+    net_value: np.ndarray  #: [B] the evaluator's value of the root (rollouts: 0)
     legal: np.ndarray  #: [B, A] legal root moves
 
 
-class PUCTSearch:
-    """Batched PUCT search over a native :class:`~arenas.games.core.BoardGame`.
+# ---------------------------------------------------------------------- selection rules
+
+
+class Children(NamedTuple):
+    """The moves at the nodes a selection step stands on: one row per game still descending."""
+
+    visits: np.ndarray  #: [b, A] N(s, a)
+    total: np.ndarray  #: [b, A] W(s, a), for the player to move at s (values in [-1, 1])
+    prior: np.ndarray  #: [b, A] P(s, a), the evaluator's (root: after any noise)
+    legal: np.ndarray  #: [b, A] bool
+    expanded: np.ndarray  #: [b, A] bool: the move has its node (it was tried)
+    at_root: np.ndarray  #: [b] bool: s is the root (N(s) = sum N(s, a); elsewhere 1 + that)
+
+
+#: ``(children, c, rng) -> moves int64 [b]``: one legal move per row
+SelectionRule = Callable[[Children, float, Any], np.ndarray]
+
+
+def puct(children: Children, c: float, rng: Any) -> np.ndarray:
+    """AlphaZero's rule: ``argmax_a Q + c P sqrt(1 + sum_b N(s,b)) / (1 + N(s,a))`` over the
+    legal moves, ``Q = W / N`` (0 unvisited); ties go to the lowest move; no random draws."""
+    nsa = children.visits
+    q = children.total / np.maximum(nsa, 1.0)
+    u = q + c * children.prior * (np.sqrt(1.0 + nsa.sum(axis=1))[:, None] / (1.0 + nsa))
+    return np.where(children.legal, u, -np.inf).argmax(axis=1)
+
+
+def uct(children: Children, c: float, rng: Any) -> np.ndarray:
+    """UCB1 as the rollout-MCTS anchors play it: while a node has untried legal moves, one
+    of them at random (one ``rng.random((rows with untried moves, A))``); then
+    ``argmax_a w + c sqrt(ln N(s) / N(s,a))`` on win rates ``w = (W / N + 1) / 2`` in
+    [0, 1] (draw 0.5), ``N(s)`` the node's own visits; ties go to the lowest move."""
+    legal = children.legal
+    untried = legal & ~children.expanded
+    grow = untried.any(axis=1)
+    moves = np.zeros(len(grow), np.int64)
+    if grow.any():
+        moves[grow] = random_legal(untried[grow], rng)
+    sel = ~grow
+    if sel.any():
+        nsa = children.visits[sel]  # [s, A], >= 1 on every legal move
+        node_visits = nsa.sum(axis=1) + ~children.at_root[sel]
+        wins = (children.total[sel] + nsa) * 0.5  # W in [0, 1] units, exact (halves)
+        u = wins / np.maximum(nsa, 1) + c * np.sqrt(
+            np.log(node_visits)[:, None] / np.maximum(nsa, 1)
+        )
+        moves[sel] = np.where(legal[sel], u, -np.inf).argmax(axis=1)
+    return moves
+
+
+def _selection_rule(selection: str | SelectionRule) -> SelectionRule:
+    if callable(selection):
+        return selection
+    if selection == "puct":
+        return puct
+    if selection == "uct":
+        return uct
+    raise ValueError(f"unknown selection rule {selection!r}: use 'puct', 'uct' or a function")
+
+
+# ---------------------------------------------------------------------- the tree
+
+
+class MCTS:
+    """Batched Monte-Carlo tree search over a native :class:`~arenas.games.core.BoardGame`.
 
     Args:
         game: the rules (``ConnectFour``, ``TicTacToe``).
-        evaluate: the network (or heuristic), see :data:`Evaluator`.
+        evaluator: an :class:`~arenas.games.evaluators.Evaluator`, or a network function
+            ``(planes, masks) -> (priors, values)`` (wrapped in ``NetworkEvaluator``).
         simulations: simulations per search (each adds at most one node per tree).
-        c_puct: exploration constant.
+        selection: ``"puct"``, ``"uct"`` (see :func:`puct`, :func:`uct`) or a
+            :data:`SelectionRule`.
+        c: exploration constant of the selection rule.
         dirichlet_alpha: root noise concentration (AlphaZero: 0.3 chess, ~10 / moves).
         noise_fraction: share of the root priors replaced by noise when ``noise=True``.
     """
@@ -71,36 +160,39 @@ class PUCTSearch:
     def __init__(
         self,
         game: type[BoardGame],
-        evaluate: Evaluator,
+        evaluator: Evaluator | NetworkFn,
         simulations: int = 100,
-        c_puct: float = 1.5,
+        selection: str | SelectionRule = "puct",
+        c: float = 1.5,
         dirichlet_alpha: float = 1.0,
         noise_fraction: float = 0.25,
     ) -> None:
         if int(simulations) < 1:
             raise ValueError(f"search simulations must be >= 1, got {simulations}")
-        if c_puct <= 0 or dirichlet_alpha <= 0 or not 0 <= noise_fraction <= 1:
+        if c < 0 or dirichlet_alpha <= 0 or not 0 <= noise_fraction <= 1:
             raise ValueError(
-                f"search: need c_puct > 0, dirichlet_alpha > 0 and noise_fraction in [0, 1], "
-                f"got {c_puct}, {dirichlet_alpha}, {noise_fraction}"
+                f"search: need c >= 0, dirichlet_alpha > 0 and noise_fraction in [0, 1], "
+                f"got {c}, {dirichlet_alpha}, {noise_fraction}"
             )
-        self.game, self.evaluate = game, evaluate
-        self.simulations, self.c_puct = int(simulations), float(c_puct)
+        if not isinstance(evaluator, Evaluator):
+            evaluator = NetworkEvaluator(evaluator)
+        self.game, self.evaluator = game, evaluator
+        self.select = _selection_rule(selection)
+        self.simulations, self.c = int(simulations), float(c)
         self.dirichlet_alpha, self.noise_fraction = float(dirichlet_alpha), float(noise_fraction)
 
-    def _priors_values(self, cur: np.ndarray, mask: np.ndarray) -> tuple[np.ndarray, ...]:
-        g = self.game
-        legal = g.legal(mask)
-        p, v = self.evaluate(g.planes(cur, mask), legal)
-        p = np.where(legal, np.asarray(p, np.float64), 0.0)
-        s = p.sum(axis=1, keepdims=True)
-        p = np.where(s > 0, p / np.where(s > 0, s, 1), legal / legal.sum(1, keepdims=True))
-        return p, np.asarray(v, np.float64).reshape(-1), legal
-
     def search(
-        self, cur: np.ndarray, mask: np.ndarray, rng: Any = None, noise: bool = False
+        self,
+        cur: np.ndarray,
+        mask: np.ndarray,
+        rng: Any = None,
+        noise: bool = False,
+        legal: np.ndarray | None = None,
     ) -> SearchResult:
-        """Search the positions ``(cur, mask)`` (bitboards, mover's side; none finished)."""
+        """Search the positions ``(cur, mask)`` (bitboards ``[B]``, mover's side; none
+        finished). ``rng``: a ``np.random.Generator`` or ``np.random`` (root noise, and the
+        random draws of the evaluator and selection rule); ``legal``: the root moves
+        ``[B, A]`` if known (by default from the rules)."""
         g = self.game
         cur, mask = np.asarray(cur, np.uint64), np.asarray(mask, np.uint64)
         B, S, A = len(cur), self.simulations, g.num_actions
@@ -109,24 +201,25 @@ class PUCTSearch:
         nmask = np.zeros((B, N), np.uint64)
         term = np.zeros((B, N), np.int8)  # 1: the player who moved into it won; 2: draw
         prior = np.zeros((B, N, A))
-        legal = np.zeros((B, N, A), bool)
+        legal_at = np.zeros((B, N, A), bool)
         child = np.full((B, N, A), -1, np.int32)
         visits = np.zeros((B, N, A))  # N(s, a)
         total = np.zeros((B, N, A))  # W(s, a), for the player to move at s
         count = np.ones(B, np.int64)
         rows = np.arange(B)
         ncur[:, 0], nmask[:, 0] = cur, mask
-        p0, v0, legal0 = self._priors_values(cur, mask)
-        net_p0 = p0
+        legal0 = g.legal(mask) if legal is None else np.asarray(legal, bool)
         if not legal0.any(axis=1).all():
             raise ValueError("search: a root position has no legal move (is the game over?)")
+        net_p0, v0 = self.evaluator.root(g, cur, mask, legal0, rng)
+        p0 = net_p0
         if noise and self.noise_fraction > 0:
             if rng is None:
                 raise ValueError("search(noise=True) needs an rng (np.random.Generator)")
             gam = np.where(legal0, rng.standard_gamma(self.dirichlet_alpha, (B, A)), 0.0)
             dirichlet = gam / np.maximum(gam.sum(axis=1, keepdims=True), 1e-300)
             p0 = (1 - self.noise_fraction) * p0 + self.noise_fraction * dirichlet
-        prior[:, 0], legal[:, 0] = p0, legal0
+        prior[:, 0], legal_at[:, 0] = p0, legal0
         for _ in range(S):
             node = np.zeros(B, np.int64)
             path_nodes: list[np.ndarray] = []  # per depth: parent node (-1: done)
@@ -134,21 +227,19 @@ class PUCTSearch:
             depth = np.zeros(B, np.int64)
             active = np.ones(B, bool)
             fresh = np.zeros(B, bool)  # the leaf is a new non-terminal node
-            while active.any():
+            while active.any():  # selection, one level of all trees at a time
                 b = np.flatnonzero(active)
                 n = node[b]
-                nsa = visits[b, n]  # [b, A]
-                q = total[b, n] / np.maximum(nsa, 1.0)
-                u = q + self.c_puct * prior[b, n] * (
-                    np.sqrt(1.0 + nsa.sum(axis=1))[:, None] / (1.0 + nsa)
-                )
-                a = np.where(legal[b, n], u, -np.inf).argmax(axis=1)
+                kids = child[b, n]  # [b, A]
+                here = Children(visits[b, n], total[b, n], prior[b, n], legal_at[b, n],
+                                kids >= 0, n == 0)  # fmt: skip
+                a = self.select(here, self.c, rng)
                 pn, pa = np.full(B, -1, np.int64), np.zeros(B, np.int64)
                 pn[b], pa[b] = n, a
                 path_nodes.append(pn)
                 path_moves.append(pa)
                 depth[b] += 1
-                c = child[b, n, a].astype(np.int64)
+                c = kids[np.arange(len(b)), a].astype(np.int64)
                 new = c < 0
                 if new.any():  # expansion: add the child node
                     bn, nn, an = b[new], n[new], a[new]
@@ -169,8 +260,10 @@ class PUCTSearch:
             value = np.where(t == 1, -1.0, 0.0)
             e = np.flatnonzero(fresh)
             if len(e):  # one evaluator call for the new leaves of all games
-                p, v, lg = self._priors_values(ncur[e, node[e]], nmask[e, node[e]])
-                prior[e, node[e]], legal[e, node[e]] = p, lg
+                ce, me = ncur[e, node[e]], nmask[e, node[e]]
+                lg = g.legal(me)
+                p, v = self.evaluator.evaluate(g, ce, me, lg, rng)
+                prior[e, node[e]], legal_at[e, node[e]] = p, lg
                 value[e] = v
             # back up: the mover at depth d sees the leaf value with sign (-1)^(L - d)
             for d, (pn, pa) in enumerate(zip(path_nodes, path_moves)):
@@ -183,6 +276,40 @@ class PUCTSearch:
         root_value = total[:, 0].sum(axis=1) / np.maximum(root_n.sum(axis=1), 1.0)
         root_q = total[:, 0] / np.maximum(root_n, 1.0)
         return SearchResult(root_n, root_value, p0, root_q, net_p0, v0, legal0)
+
+
+class PUCTSearch(MCTS):
+    """AlphaZero's search: :class:`MCTS` with a network's priors and value and :func:`puct`.
+
+    Args:
+        game: the rules (``ConnectFour``, ``TicTacToe``).
+        evaluate: the network (or heuristic), see :data:`NetworkFn`, e.g.
+            ``paddlecraft.agents.Policy.priors_and_values`` or :func:`uniform_evaluator`.
+        simulations: simulations per search (each adds at most one node per tree).
+        c_puct: exploration constant.
+        dirichlet_alpha: root noise concentration (AlphaZero: 0.3 chess, ~10 / moves).
+        noise_fraction: share of the root priors replaced by noise when ``noise=True``.
+    """
+
+    def __init__(
+        self,
+        game: type[BoardGame],
+        evaluate: NetworkFn,
+        simulations: int = 100,
+        c_puct: float = 1.5,
+        dirichlet_alpha: float = 1.0,
+        noise_fraction: float = 0.25,
+    ) -> None:
+        if c_puct <= 0:
+            raise ValueError(f"search: need c_puct > 0, got {c_puct}")
+        super().__init__(
+            game, NetworkEvaluator(evaluate), simulations, "puct", c_puct, dirichlet_alpha,
+            noise_fraction,
+        )  # fmt: skip
+        self.evaluate, self.c_puct = evaluate, float(c_puct)
+
+
+# ---------------------------------------------------------------------- results
 
 
 def completed_q_policy(
