@@ -90,7 +90,7 @@ class Children(NamedTuple):
     prior: np.ndarray  #: [b, A] P(s, a), the evaluator's (root: after any noise)
     legal: np.ndarray  #: [b, A] bool
     expanded: np.ndarray  #: [b, A] bool: the move has its node (it was tried)
-    at_root: np.ndarray  #: [b] bool: s is the root (N(s) = sum N(s, a); elsewhere 1 + that)
+    at_root: bool  #: every s is a root (N(s) = sum_a N(s, a)) or none is (N(s) = 1 + that)
 
 
 #: ``(children, c, rng) -> moves int64 [b]``: one legal move per row
@@ -120,7 +120,7 @@ def uct(children: Children, c: float, rng: Any) -> np.ndarray:
     sel = ~grow
     if sel.any():
         nsa = children.visits[sel]  # [s, A], >= 1 on every legal move
-        node_visits = nsa.sum(axis=1) + ~children.at_root[sel]
+        node_visits = nsa.sum(axis=1) + (0.0 if children.at_root else 1.0)
         wins = (children.total[sel] + nsa) * 0.5  # W in [0, 1] units, exact (halves)
         u = wins / np.maximum(nsa, 1) + c * np.sqrt(
             np.log(node_visits)[:, None] / np.maximum(nsa, 1)
@@ -196,18 +196,19 @@ class MCTS:
         g = self.game
         cur, mask = np.asarray(cur, np.uint64), np.asarray(mask, np.uint64)
         B, S, A = len(cur), self.simulations, g.num_actions
-        N = S + 1
-        ncur = np.zeros((B, N), np.uint64)
-        nmask = np.zeros((B, N), np.uint64)
-        term = np.zeros((B, N), np.int8)  # 1: the player who moved into it won; 2: draw
-        prior = np.zeros((B, N, A))
-        legal_at = np.zeros((B, N, A), bool)
-        child = np.full((B, N, A), -1, np.int32)
-        visits = np.zeros((B, N, A))  # N(s, a)
-        total = np.zeros((B, N, A))  # W(s, a), for the player to move at s
-        count = np.ones(B, np.int64)
-        rows = np.arange(B)
-        ncur[:, 0], nmask[:, 0] = cur, mask
+        N = S + 1  # nodes per tree; node i of game b is row b * N + i of the arrays below
+        ncur = np.zeros(B * N, np.uint64)
+        nmask = np.zeros(B * N, np.uint64)
+        term = np.zeros(B * N, np.int8)  # 1: the player who moved into it won; 2: draw
+        prior = np.zeros((B * N, A))
+        legal_at = np.zeros((B * N, A), bool)
+        child = np.full((B * N, A), -1, np.int64)  # row of the child node, -1: untried
+        visits = np.zeros((B * N, A))  # N(s, a)
+        total = np.zeros((B * N, A))  # W(s, a), for the player to move at s
+        flat_visits, flat_total = visits.reshape(-1), total.reshape(-1)  # [B * N * A] views
+        roots = np.arange(B) * N
+        count = roots + 1  # the next free row of each tree
+        ncur[roots], nmask[roots] = cur, mask
         legal0 = g.legal(mask) if legal is None else np.asarray(legal, bool)
         if not legal0.any(axis=1).all():
             raise ValueError("search: a root position has no legal move (is the game over?)")
@@ -219,62 +220,55 @@ class MCTS:
             gam = np.where(legal0, rng.standard_gamma(self.dirichlet_alpha, (B, A)), 0.0)
             dirichlet = gam / np.maximum(gam.sum(axis=1, keepdims=True), 1e-300)
             p0 = (1 - self.noise_fraction) * p0 + self.noise_fraction * dirichlet
-        prior[:, 0], legal_at[:, 0] = p0, legal0
+        prior[roots], legal_at[roots] = p0, legal0
         for _ in range(S):
-            node = np.zeros(B, np.int64)
-            path_nodes: list[np.ndarray] = []  # per depth: parent node (-1: done)
-            path_moves: list[np.ndarray] = []
+            node = roots.copy()  # [B] row of each game's current node
+            path: list[tuple[np.ndarray, np.ndarray]] = []  # per depth: (games, edge rows)
             depth = np.zeros(B, np.int64)
             active = np.ones(B, bool)
             fresh = np.zeros(B, bool)  # the leaf is a new non-terminal node
             while active.any():  # selection, one level of all trees at a time
                 b = np.flatnonzero(active)
                 n = node[b]
-                kids = child[b, n]  # [b, A]
-                here = Children(visits[b, n], total[b, n], prior[b, n], legal_at[b, n],
-                                kids >= 0, n == 0)  # fmt: skip
+                kids = child[n]  # [b, A]
+                here = Children(visits[n], total[n], prior[n], legal_at[n], kids >= 0, not path)
                 a = self.select(here, self.c, rng)
-                pn, pa = np.full(B, -1, np.int64), np.zeros(B, np.int64)
-                pn[b], pa[b] = n, a
-                path_nodes.append(pn)
-                path_moves.append(pa)
+                path.append((b, n * A + a))
                 depth[b] += 1
-                c = kids[np.arange(len(b)), a].astype(np.int64)
+                c = kids[np.arange(len(b)), a]
                 new = c < 0
                 if new.any():  # expansion: add the child node
                     bn, nn, an = b[new], n[new], a[new]
                     idx = count[bn]
                     count[bn] += 1
-                    c2, m2, won, full = g.play(ncur[bn, nn], nmask[bn, nn], an)
-                    ncur[bn, idx], nmask[bn, idx] = c2, m2
-                    term[bn, idx] = np.where(won, 1, np.where(full, 2, 0))
-                    child[bn, nn, an] = idx
+                    c2, m2, won, full = g.play(ncur[nn], nmask[nn], an)
+                    ncur[idx], nmask[idx] = c2, m2
+                    term[idx] = np.where(won, 1, np.where(full, 2, 0))
+                    child[nn, an] = idx
                     c[new] = idx
                 node[b] = c
-                t = term[b, c]
+                t = term[c]
                 stop = new | (t != 0)
                 active[b[stop]] = False
                 fresh[b[new & (t == 0)]] = True
             # leaf values for the player to move at the leaf
-            t = term[rows, node]
-            value = np.where(t == 1, -1.0, 0.0)
+            value = np.where(term[node] == 1, -1.0, 0.0)
             e = np.flatnonzero(fresh)
             if len(e):  # one evaluator call for the new leaves of all games
-                ce, me = ncur[e, node[e]], nmask[e, node[e]]
+                ne = node[e]
+                ce, me = ncur[ne], nmask[ne]
                 lg = g.legal(me)
                 p, v = self.evaluator.evaluate(g, ce, me, lg, rng)
-                prior[e, node[e]], legal_at[e, node[e]] = p, lg
+                prior[ne], legal_at[ne] = p, lg
                 value[e] = v
             # back up: the mover at depth d sees the leaf value with sign (-1)^(L - d)
-            for d, (pn, pa) in enumerate(zip(path_nodes, path_moves)):
-                on = pn >= 0
-                bb = rows[on]
-                sign = np.where((depth[on] - d) % 2 == 1, -1.0, 1.0)
-                visits[bb, pn[on], pa[on]] += 1.0
-                total[bb, pn[on], pa[on]] += sign * value[on]
-        root_n = visits[:, 0]
-        root_value = total[:, 0].sum(axis=1) / np.maximum(root_n.sum(axis=1), 1.0)
-        root_q = total[:, 0] / np.maximum(root_n, 1.0)
+            for d, (b, edge) in enumerate(path):
+                sign = np.where((depth[b] - d) % 2 == 1, -1.0, 1.0)
+                flat_visits[edge] += 1.0  # one edge per game: no repeated index
+                flat_total[edge] += sign * value[b]
+        root_n = visits[roots]
+        root_value = total[roots].sum(axis=1) / np.maximum(root_n.sum(axis=1), 1.0)
+        root_q = total[roots] / np.maximum(root_n, 1.0)
         return SearchResult(root_n, root_value, p0, root_q, net_p0, v0, legal0)
 
 
