@@ -6,7 +6,7 @@ searches of the project, which differ only in two variation points:
 - the leaf evaluator (:mod:`~arenas.games.evaluators`): a network's priors and value
   (:class:`~arenas.games.evaluators.NetworkEvaluator`, AlphaZero), or uniform priors and a
   random playout (:class:`~arenas.games.evaluators.RandomRolloutEvaluator`);
-- the selection rule: :func:`puct` (``argmax_a Q(s,a) + c P(s,a) sqrt(1 + N(s)) /
+- the selection rule (:mod:`~arenas.games.selection`): :func:`puct` (``argmax_a Q(s,a) + c P(s,a) sqrt(1 + N(s)) /
   (1 + N(s,a))``, ``Q = 0`` for unvisited moves), or :func:`uct` (UCB1 on win rates in
   [0, 1], every untried move first, picked at random: the rollout-MCTS anchors).
 
@@ -14,8 +14,8 @@ searches of the project, which differ only in two variation points:
 and :class:`~arenas.games.baselines.MCTSPlayer` (rollouts + UCT: the MCTS-10/100/1000
 anchors) are thin faces of it.
 
-One search handles ``B`` positions at once: every game has its own tree in ``[B, nodes,
-...]`` arrays, the trees grow in lockstep, and each simulation ends with ONE evaluator call
+One search handles ``B`` positions at once: every game has its own tree, ``nodes`` rows of
+``[B * nodes, ...]`` arrays, the trees grow in lockstep, and each simulation ends with ONE evaluator call
 on the new leaves of all games (a network runs once per simulation, not once per leaf;
 rollouts of all games advance together). Terminal positions are scored by the rules (a
 win is worth 1 to the player who made it). Values are backed up with alternating signs;
@@ -33,13 +33,12 @@ network or heuristic can guide it.
 from __future__ import annotations
 
 import math
-from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, NamedTuple
+from typing import Any
 
 import numpy as np
 
-from .core import BoardGame, random_legal
+from .core import BoardGame
 from .evaluators import (
     Evaluator,
     NetworkEvaluator,
@@ -47,6 +46,7 @@ from .evaluators import (
     RandomRolloutEvaluator,
     uniform_evaluator,
 )
+from .selection import Children, SelectionRule, puct, selection_rule, uct
 
 __all__ = [
     "MCTS",
@@ -57,6 +57,7 @@ __all__ = [
     "PUCTSearch",
     "RandomRolloutEvaluator",
     "SearchResult",
+    "SelectionRule",
     "choose_moves",
     "completed_q_policy",
     "puct",
@@ -77,66 +78,6 @@ class SearchResult:
     net_priors: np.ndarray  #: [B, A] the evaluator's root priors (before any noise)
     net_value: np.ndarray  #: [B] the evaluator's value of the root (rollouts: 0)
     legal: np.ndarray  #: [B, A] legal root moves
-
-
-# ---------------------------------------------------------------------- selection rules
-
-
-class Children(NamedTuple):
-    """The moves at the nodes a selection step stands on: one row per game still descending."""
-
-    visits: np.ndarray  #: [b, A] N(s, a)
-    total: np.ndarray  #: [b, A] W(s, a), for the player to move at s (values in [-1, 1])
-    prior: np.ndarray  #: [b, A] P(s, a), the evaluator's (root: after any noise)
-    legal: np.ndarray  #: [b, A] bool
-    expanded: np.ndarray  #: [b, A] bool: the move has its node (it was tried)
-    at_root: bool  #: every s is a root (N(s) = sum_a N(s, a)) or none is (N(s) = 1 + that)
-
-
-#: ``(children, c, rng) -> moves int64 [b]``: one legal move per row
-SelectionRule = Callable[[Children, float, Any], np.ndarray]
-
-
-def puct(children: Children, c: float, rng: Any) -> np.ndarray:
-    """AlphaZero's rule: ``argmax_a Q + c P sqrt(1 + sum_b N(s,b)) / (1 + N(s,a))`` over the
-    legal moves, ``Q = W / N`` (0 unvisited); ties go to the lowest move; no random draws."""
-    nsa = children.visits
-    q = children.total / np.maximum(nsa, 1.0)
-    u = q + c * children.prior * (np.sqrt(1.0 + nsa.sum(axis=1))[:, None] / (1.0 + nsa))
-    return np.where(children.legal, u, -np.inf).argmax(axis=1)
-
-
-def uct(children: Children, c: float, rng: Any) -> np.ndarray:
-    """UCB1 as the rollout-MCTS anchors play it: while a node has untried legal moves, one
-    of them at random (one ``rng.random((rows with untried moves, A))``); then
-    ``argmax_a w + c sqrt(ln N(s) / N(s,a))`` on win rates ``w = (W / N + 1) / 2`` in
-    [0, 1] (draw 0.5), ``N(s)`` the node's own visits; ties go to the lowest move."""
-    legal = children.legal
-    untried = legal & ~children.expanded
-    grow = untried.any(axis=1)
-    moves = np.zeros(len(grow), np.int64)
-    if grow.any():
-        moves[grow] = random_legal(untried[grow], rng)
-    sel = ~grow
-    if sel.any():
-        nsa = children.visits[sel]  # [s, A], >= 1 on every legal move
-        node_visits = nsa.sum(axis=1) + (0.0 if children.at_root else 1.0)
-        wins = (children.total[sel] + nsa) * 0.5  # W in [0, 1] units, exact (halves)
-        u = wins / np.maximum(nsa, 1) + c * np.sqrt(
-            np.log(node_visits)[:, None] / np.maximum(nsa, 1)
-        )
-        moves[sel] = np.where(legal[sel], u, -np.inf).argmax(axis=1)
-    return moves
-
-
-def _selection_rule(selection: str | SelectionRule) -> SelectionRule:
-    if callable(selection):
-        return selection
-    if selection == "puct":
-        return puct
-    if selection == "uct":
-        return uct
-    raise ValueError(f"unknown selection rule {selection!r}: use 'puct', 'uct' or a function")
 
 
 # ---------------------------------------------------------------------- the tree
@@ -177,7 +118,7 @@ class MCTS:
         if not isinstance(evaluator, Evaluator):
             evaluator = NetworkEvaluator(evaluator)
         self.game, self.evaluator = game, evaluator
-        self.select = _selection_rule(selection)
+        self.select = selection_rule(selection)
         self.simulations, self.c = int(simulations), float(c)
         self.dirichlet_alpha, self.noise_fraction = float(dirichlet_alpha), float(noise_fraction)
 
