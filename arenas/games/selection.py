@@ -56,7 +56,9 @@ def uct(children: Children, c: float, rng: Any) -> np.ndarray:
     if sel.any():
         nsa = children.visits[sel]  # [s, A], >= 1 on every legal move
         node_visits = nsa.sum(axis=1) + (0.0 if children.at_root else 1.0)
-        wins = (children.total[sel] + nsa) * 0.5  # W in [0, 1] units, exact (halves)
+        # win totals in [0, 1] units: (W + N) / 2 is exact (sums of 0, 0.5, 1), so these are
+        # the anchors' UCB values bit for bit (W / N then rescaled could round differently)
+        wins = (children.total[sel] + nsa) * 0.5
         u = wins / np.maximum(nsa, 1) + c * np.sqrt(
             np.log(node_visits)[:, None] / np.maximum(nsa, 1)
         )
