@@ -220,3 +220,7 @@ def test_a_selection_rule_is_any_function_and_names_are_checked():
     assert res.visits[0, 0] == 12 and res.visits[0, 1:].sum() == 0
     with pytest.raises(ValueError, match="selection rule"):
         MCTS(ConnectFour, uniform_evaluator, selection="ucb2")
+    with pytest.raises(ValueError, match="rng"):  # uct and rollouts draw random numbers
+        MCTS(ConnectFour, uniform_evaluator, 4, selection="uct").search(cur, mask)
+    with pytest.raises(ValueError, match="rng"):
+        MCTS(ConnectFour, RandomRolloutEvaluator(), 4).search(cur, mask)

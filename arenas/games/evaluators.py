@@ -84,6 +84,8 @@ class RandomRolloutEvaluator(Evaluator):
     def evaluate(
         self, game: type[BoardGame], cur: np.ndarray, mask: np.ndarray, legal: np.ndarray, rng: Any
     ) -> tuple[np.ndarray, np.ndarray]:
+        if rng is None:
+            raise ValueError("RandomRolloutEvaluator plays at random: pass the search an rng")
         return legal / legal.sum(axis=1, keepdims=True), self.rollout(game, cur, mask, rng)
 
     def root(

@@ -51,6 +51,8 @@ def uct(children: Children, c: float, rng: Any) -> np.ndarray:
     grow = untried.any(axis=1)
     moves = np.zeros(len(grow), np.int64)
     if grow.any():
+        if rng is None:
+            raise ValueError("the uct rule draws untried moves at random: pass the search an rng")
         moves[grow] = random_legal(untried[grow], rng)
     sel = ~grow
     if sel.any():
