@@ -193,7 +193,7 @@ class MCTSPlayer(Player):
 
     A thin player over the one search tree (:class:`~arenas.games.search.MCTS`) with the
     :class:`~arenas.games.evaluators.RandomRolloutEvaluator` and the
-    :func:`~arenas.games.search.uct` rule, as OpenSpiel's ``MCTSBot`` with a
+    :func:`~arenas.games.selection.uct` rule, as OpenSpiel's ``MCTSBot`` with a
     ``RandomRolloutEvaluator``. Each game gets its own tree, but the trees grow in
     lockstep, so 100 games cost little more than one. ``simulations`` per move (10, 100,
     1000 make the league's difficulty ladder); UCB1 with constant ``c`` on win rates in
