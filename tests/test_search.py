@@ -1,5 +1,6 @@
-"""PUCT search: known best moves found by the rules alone, batched == one-at-a-time, root
-noise, move choice, and the search player in PettingZoo's own environments."""
+"""The search tree: known best moves found by the rules alone, batched == one-at-a-time,
+root noise, move choice, the evaluators and selection rules mixed freely (one tree, as
+OpenSpiel's MCTSBot), and random rollouts against exact outcomes."""
 
 from __future__ import annotations
 
@@ -8,7 +9,10 @@ import pytest
 
 from paddlecraft.arenas.games import ConnectFour, TicTacToe, random_legal
 from paddlecraft.arenas.games.search import (
+    MCTS,
+    Children,
     PUCTSearch,
+    RandomRolloutEvaluator,
     SearchResult,
     choose_moves,
     completed_q_policy,
@@ -145,3 +149,78 @@ def test_completed_q_target_keeps_the_prior_where_search_tells_nothing():
     t = completed_q_policy(res)[0]
     assert t[1] / t[2] == pytest.approx(0.5 / 0.3) and t[3] == 0
     assert t[0] / t[1] == pytest.approx(0.2 / 0.5 * np.exp(5.6))
+
+
+# ---------------------------------------------------------------------- one tree, any mix
+
+
+@pytest.mark.parametrize(
+    "evaluator, selection",
+    [(RandomRolloutEvaluator(), "puct"), (uniform_evaluator, "uct")],
+    ids=["rollouts+puct", "uniform-network+uct"],
+)
+@pytest.mark.parametrize("game, moves, best, why", KNOWN[:3], ids=[k[3] for k in KNOWN[:3]])
+def test_any_evaluator_with_any_selection_rule_finds_the_known_move(
+    evaluator, selection, game, moves, best, why
+):
+    """The variation points are independent: the anchors' rollouts under AlphaZero's rule,
+    a network under the anchors' rule. 8 copies, 200 simulations each."""
+    cur, mask = _position(game, moves)
+    search = MCTS(game, evaluator, simulations=200, selection=selection)
+    res = search.search(np.repeat(cur, 8), np.repeat(mask, 8), np.random.default_rng(0))
+    others = np.delete(res.visits, best, axis=1).max(axis=1)
+    assert (res.visits.argmax(axis=1) == best).all(), (why, res.visits)
+    assert (res.visits[:, best] > 2 * others).all(), (why, res.visits)
+    assert (res.visits.sum(axis=1) == 200).all()
+
+
+@pytest.mark.parametrize("game", [TicTacToe, ConnectFour])
+def test_uct_tries_every_root_move_once_before_any_twice(game):
+    rng = np.random.default_rng(4)
+    g = game(16)
+    for _ in range(3):
+        g.step(random_legal(g.legal_mask(), rng))
+    legal = g.legal(g.mask)
+    sims = int(legal.sum(axis=1).min())  # every root has at least this many moves
+    res = MCTS(game, RandomRolloutEvaluator(), sims, selection="uct").search(g.cur, g.mask, rng)
+    assert res.visits.max() == 1 and (res.visits.sum(axis=1) == sims).all()
+    assert (res.visits[~legal] == 0).all()
+    assert (res.net_value == 0).all()  # the roots themselves are not rolled out
+
+
+def test_random_rollouts_score_forced_endings_exactly():
+    """Tic-tac-toe with one empty square: the playout is forced, its value is the rules'."""
+    rng = np.random.default_rng(2)
+    cur, mask, expected = [], [], []
+    while len(expected) < 40:
+        g = TicTacToe(1)
+        for _ in range(8):
+            g.step(random_legal(g.legal_mask(), rng))
+            if g.done[0]:
+                break
+        if g.done[0]:
+            continue
+        cur.append(g.cur[0])
+        mask.append(g.mask[0])
+        won, _ = g.step(random_legal(g.legal_mask(), rng))  # the one move left
+        expected.append(1.0 if won[0] else 0.0)  # else the board is full: a draw
+    cur, mask = np.array(cur, np.uint64), np.array(mask, np.uint64)
+    legal = TicTacToe.legal(mask)
+    priors, values = RandomRolloutEvaluator().evaluate(TicTacToe, cur, mask, legal, rng)
+    assert np.array_equal(values, expected) and 0 < sum(expected) < 40
+    assert np.array_equal(priors, legal.astype(float))  # one legal move: all the mass
+
+
+def test_a_selection_rule_is_any_function_and_names_are_checked():
+    def lowest_legal(children: Children, c: float, rng) -> np.ndarray:
+        return children.legal.argmax(axis=1)
+
+    cur, mask = _position(ConnectFour, [0, 1])
+    res = MCTS(ConnectFour, uniform_evaluator, 12, selection=lowest_legal).search(cur, mask)
+    assert res.visits[0, 0] == 12 and res.visits[0, 1:].sum() == 0
+    with pytest.raises(ValueError, match="selection rule"):
+        MCTS(ConnectFour, uniform_evaluator, selection="ucb2")
+    with pytest.raises(ValueError, match="rng"):  # uct and rollouts draw random numbers
+        MCTS(ConnectFour, uniform_evaluator, 4, selection="uct").search(cur, mask)
+    with pytest.raises(ValueError, match="rng"):
+        MCTS(ConnectFour, RandomRolloutEvaluator(), 4).search(cur, mask)

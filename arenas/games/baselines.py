@@ -21,6 +21,8 @@ import numpy as np
 
 from .connect_four import ConnectFour
 from .core import BoardGame, random_legal
+from .evaluators import RandomRolloutEvaluator
+from .search import MCTS
 from .tictactoe import TicTacToe
 
 
@@ -189,12 +191,14 @@ class MinimaxPlayer(Player):
 class MCTSPlayer(Player):
     """UCT Monte-Carlo tree search with random rollouts, run for all games at once.
 
-    Each game gets its own tree, but the trees grow in lockstep: one simulation step
-    selects, expands, rolls out and backs up in every tree with array operations, so
-    100 games cost little more than one. ``simulations`` per move (10, 100, 1000 make
-    the league's difficulty ladder); UCB1 with constant ``c`` on win rates in [0, 1]
-    (draw 0.5); every child is expanded once before UCB selection; the move is the
-    most visited root child.
+    A thin player over the one search tree (:class:`~arenas.games.search.MCTS`) with the
+    :class:`~arenas.games.evaluators.RandomRolloutEvaluator` and the
+    :func:`~arenas.games.selection.uct` rule, as OpenSpiel's ``MCTSBot`` with a
+    ``RandomRolloutEvaluator``. Each game gets its own tree, but the trees grow in
+    lockstep, so 100 games cost little more than one. ``simulations`` per move (10, 100,
+    1000 make the league's difficulty ladder); UCB1 with constant ``c`` on win rates in
+    [0, 1] (draw 0.5); every child is expanded once (in random order) before UCB
+    selection; the move is the most visited root child (ties at random).
 
     Args:
         game: the rules (a :class:`BoardGame` class, e.g. ``ConnectFour``).
@@ -209,6 +213,7 @@ class MCTSPlayer(Player):
             raise ValueError(f"MCTSPlayer: simulations must be >= 1, got {simulations}")
         self.game, self.simulations, self.c = game, int(simulations), float(c)
         self.name = f"mcts{self.simulations}"
+        self.tree = MCTS(game, RandomRolloutEvaluator(), self.simulations, "uct", self.c)
 
     def act(self, observations: Any, action_masks: Any, rng: Any = None) -> np.ndarray:
         legal = self._masks(action_masks)
@@ -219,105 +224,11 @@ class MCTSPlayer(Player):
     def search(
         self, cur0: np.ndarray, mask0: np.ndarray, rng: Any, legal0: np.ndarray | None = None
     ) -> np.ndarray:
-        """Best action for each position ``(cur0, mask0)`` after the simulations."""
-        g = self.game
-        B, N, A = len(cur0), self.simulations + 1, g.num_actions
-        ncur = np.zeros((B, N), np.uint64)
-        nmask = np.zeros((B, N), np.uint64)
-        term = np.zeros((B, N), np.int8)  # 1: the player who moved into it won; 2: draw
-        child = np.full((B, N, A), -1, np.int32)
-        visits = np.zeros((B, N), np.float64)
-        wins = np.zeros((B, N), np.float64)  # for the player who moved into the node
-        count = np.ones(B, np.int64)
-        ncur[:, 0], nmask[:, 0] = cur0, mask0
-        root_legal = g.legal(mask0) if legal0 is None else legal0
-        rows = np.arange(B)
-        for _ in range(self.simulations):
-            node = np.zeros(B, np.int64)
-            depth = np.zeros(B, np.int64)
-            path = [node.copy()]
-            alive = np.ones(B, bool)
-            while alive.any():
-                b = np.flatnonzero(alive)
-                n = node[b]
-                stop = term[b, n] != 0
-                alive[b[stop]] = False
-                b, n = b[~stop], n[~stop]
-                if len(b) == 0:
-                    break
-                legal = g.legal(nmask[b, n]) if len(path) > 1 else root_legal[b]
-                ch = child[b, n]
-                unexp = legal & (ch < 0)
-                grow = unexp.any(axis=1)
-                step = np.full(B, -1, np.int64)
-                if grow.any():  # expansion: one untried move, then roll out from it
-                    be, ne = b[grow], n[grow]
-                    a = random_legal(unexp[grow], rng)
-                    new = count[be]
-                    count[be] += 1
-                    c2, m2, won, full = g.play(ncur[be, ne], nmask[be, ne], a)
-                    ncur[be, new], nmask[be, new] = c2, m2
-                    term[be, new] = np.where(won, 1, np.where(full, 2, 0))
-                    child[be, ne, a] = new
-                    step[be] = new
-                    alive[be] = False
-                sel = ~grow
-                if sel.any():  # selection: UCB1 over the children
-                    bs, ns, cs = b[sel], n[sel], ch[sel]
-                    ok = legal[sel]
-                    cc = np.where(ok, cs, 0)
-                    nv = visits[bs[:, None], cc]
-                    q = wins[bs[:, None], cc] / np.maximum(nv, 1)
-                    u = q + self.c * np.sqrt(np.log(visits[bs, ns])[:, None] / np.maximum(nv, 1))
-                    u = np.where(ok, u, -np.inf)
-                    pick = cs[np.arange(len(bs)), u.argmax(axis=1)]
-                    step[bs] = pick
-                node = np.where(step >= 0, step, node)
-                depth += step >= 0
-                path.append(step)
-            value = self._rollout(node, ncur, nmask, term, rng)  # for who moved into the leaf
-            # back up: a node's value alternates with its distance from the leaf
-            for d, nodes in enumerate(path):
-                on = nodes >= 0
-                if not on.any():
-                    continue
-                bb, nn = rows[on], nodes[on]
-                flip = (depth[on] - d) % 2 == 1
-                visits[bb, nn] += 1
-                wins[bb, nn] += np.where(flip, 1.0 - value[on], value[on])
-        ch0 = child[:, 0]
-        cv = np.where(ch0 >= 0, visits[rows[:, None], np.maximum(ch0, 0)], 0.0)
-        cv = np.where(root_legal, cv, -1.0)
-        best = cv == cv.max(axis=1, keepdims=True)
-        return random_legal(best & root_legal, rng)
-
-    def _rollout(
-        self,
-        leaf: np.ndarray,
-        ncur: np.ndarray,
-        nmask: np.ndarray,
-        term: np.ndarray,
-        rng: Any,
-    ) -> np.ndarray:
-        """Random playouts from each leaf; the result for the player who moved into it."""
-        g = self.game
-        B = len(leaf)
-        rows = np.arange(B)
-        t = term[rows, leaf]
-        value = np.where(t == 1, 1.0, 0.5)
-        cur, mask = ncur[rows, leaf].copy(), nmask[rows, leaf].copy()
-        active = t == 0
-        parity = 0  # 0: the player to move at the leaf (the leaf mover's opponent) moves
-        while active.any():
-            ia = np.flatnonzero(active)
-            a = random_legal(g.legal(mask[ia]), rng)
-            c2, m2, won, full = g.play(cur[ia], mask[ia], a)
-            cur[ia], mask[ia] = c2, m2
-            value[ia[won]] = 0.0 if parity == 0 else 1.0
-            value[ia[full & ~won]] = 0.5
-            active[ia[won | full]] = False
-            parity ^= 1
-        return value
+        """Best action ``int64 [B]`` for each position ``(cur0, mask0)`` after the simulations."""
+        res = self.tree.search(cur0, mask0, rng, legal=legal0)
+        visits = np.where(res.legal, res.visits, -1.0)  # [B, A]
+        best = visits == visits.max(axis=1, keepdims=True)
+        return random_legal(best & res.legal, rng)
 
 
 def make_baseline(spec: str, game: type[BoardGame]) -> Player:

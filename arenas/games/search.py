@@ -1,46 +1,70 @@
-"""PUCT Monte-Carlo tree search guided by a policy's priors and value (AlphaZero), batched.
+"""Monte-Carlo tree search, batched: one tree, a selection rule and a leaf evaluator.
 
-One :class:`PUCTSearch` searches ``B`` positions at once: every game has its own tree in
-``[B, nodes, ...]`` arrays, the trees grow in lockstep, and each simulation ends with ONE
-evaluator call on the new leaves of all games (a ``[B, rows, cols, 2]`` batch). That is
-what keeps a Python search fast: the network runs once per simulation, not once per leaf.
+As OpenSpiel's ``MCTSBot(evaluator, child_selection_fn)``, one :class:`MCTS` serves both
+searches of the project, which differ only in two variation points:
 
-The evaluator is any callable ``(planes int8 [n, rows, cols, 2], masks bool [n, A]) ->
-(priors [n, A], values [n])`` (priors over legal moves, values in [-1, 1] for the player
-to move), e.g. ``paddlecraft.agents.Policy.priors_and_values`` or :func:`uniform_evaluator`. Terminal
-positions are scored by the rules (a win is worth 1 to the player who made it), so even
-a uniform evaluator finds immediate wins and forced blocks.
+- the leaf evaluator (:mod:`~arenas.games.evaluators`): a network's priors and value
+  (:class:`~arenas.games.evaluators.NetworkEvaluator`, AlphaZero), or uniform priors and a
+  random playout (:class:`~arenas.games.evaluators.RandomRolloutEvaluator`);
+- the selection rule (:mod:`~arenas.games.selection`): :func:`puct` (``argmax_a Q(s,a) + c P(s,a) sqrt(1 + N(s)) /
+  (1 + N(s,a))``, ``Q = 0`` for unvisited moves), or :func:`uct` (UCB1 on win rates in
+  [0, 1], every untried move first, picked at random: the rollout-MCTS anchors).
 
-Selection: ``argmax_a Q(s,a) + c_puct P(s,a) sqrt(1 + N(s)) / (1 + N(s,a))`` with ``Q = 0``
-for unvisited moves; values are backed up with alternating signs. Training games add
-Dirichlet noise to the root priors (``noise=True``) and sample moves from the visit
-counts (:func:`choose_moves` with a temperature); evaluation uses neither.
-:func:`completed_q_policy` turns a search result into Gumbel AlphaZero's policy target.
+:class:`PUCTSearch` (network + PUCT: AlphaZero-style training and the search evaluation)
+and :class:`~arenas.games.baselines.MCTSPlayer` (rollouts + UCT: the MCTS-10/100/1000
+anchors) are thin faces of it.
 
-This module knows only the rules (:mod:`paddlecraft.arenas.games`), no agents, so any network or
-heuristic can guide it. :func:`search_one` is the same search written plainly for one
-position (reference for tests and the benchmark).
+One search handles ``B`` positions at once: every game has its own tree, ``nodes`` rows of
+``[B * nodes, ...]`` arrays, the trees grow in lockstep, and each simulation ends with ONE evaluator call
+on the new leaves of all games (a network runs once per simulation, not once per leaf;
+rollouts of all games advance together). Terminal positions are scored by the rules (a
+win is worth 1 to the player who made it). Values are backed up with alternating signs;
+the statistics live on the edges: ``N(s, a)`` and ``W(s, a)`` (for the player to move at
+``s``, values in [-1, 1]). Training games add Dirichlet noise to the root priors
+(``noise=True``) and sample moves from the visit counts (:func:`choose_moves` with a
+temperature); :func:`completed_q_policy` turns a result into Gumbel AlphaZero's policy
+target. :func:`search_one` is the PUCT search written plainly for one position (reference
+for tests and the benchmark).
+
+This module knows only the rules (:mod:`paddlecraft.arenas.games`), no agents, so any
+network or heuristic can guide it.
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 
 from .core import BoardGame
+from .evaluators import (
+    Evaluator,
+    NetworkEvaluator,
+    NetworkFn,
+    RandomRolloutEvaluator,
+    uniform_evaluator,
+)
+from .selection import Children, SelectionRule, puct, selection_rule, uct
 
-#: ``(planes [n, rows, cols, 2], masks [n, A]) -> (priors [n, A], values [n])``
-Evaluator = Callable[[np.ndarray, np.ndarray], tuple[np.ndarray, np.ndarray]]
-
-
-def uniform_evaluator(planes: np.ndarray, masks: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Uniform priors over legal moves and value 0: search by the rules alone."""
-    m = np.asarray(masks, np.float64)
-    return m / m.sum(axis=1, keepdims=True), np.zeros(len(m))
+__all__ = [
+    "MCTS",
+    "Children",
+    "Evaluator",
+    "NetworkEvaluator",
+    "NetworkFn",
+    "PUCTSearch",
+    "RandomRolloutEvaluator",
+    "SearchResult",
+    "SelectionRule",
+    "choose_moves",
+    "completed_q_policy",
+    "puct",
+    "search_one",
+    "uct",
+    "uniform_evaluator",
+]
 
 
 @dataclass
@@ -52,16 +76,150 @@ class SearchResult:
     priors: np.ndarray  #: [B, A] root priors the search used (after any noise)
     q: np.ndarray  #: [B, A] mean value of each root move for the mover (0 where unvisited)
     net_priors: np.ndarray  #: [B, A] the evaluator's root priors (before any noise)
-    net_value: np.ndarray  #: [B] the evaluator's value of the root
+    net_value: np.ndarray  #: [B] the evaluator's value of the root (rollouts: 0)
     legal: np.ndarray  #: [B, A] legal root moves
 
 
-class PUCTSearch:
-    """Batched PUCT search over a native :class:`~arenas.games.core.BoardGame`.
+# ---------------------------------------------------------------------- the tree
+
+
+class MCTS:
+    """Batched Monte-Carlo tree search over a native :class:`~arenas.games.core.BoardGame`.
 
     Args:
         game: the rules (``ConnectFour``, ``TicTacToe``).
-        evaluate: the network (or heuristic), see :data:`Evaluator`.
+        evaluator: an :class:`~arenas.games.evaluators.Evaluator`, or a network function
+            ``(planes, masks) -> (priors, values)`` (wrapped in ``NetworkEvaluator``).
+        simulations: simulations per search (each adds at most one node per tree).
+        selection: ``"puct"``, ``"uct"`` (see :func:`puct`, :func:`uct`) or a
+            :data:`SelectionRule`.
+        c: exploration constant of the selection rule.
+        dirichlet_alpha: root noise concentration (AlphaZero: 0.3 chess, ~10 / moves).
+        noise_fraction: share of the root priors replaced by noise when ``noise=True``.
+    """
+
+    def __init__(
+        self,
+        game: type[BoardGame],
+        evaluator: Evaluator | NetworkFn,
+        simulations: int = 100,
+        selection: str | SelectionRule = "puct",
+        c: float = 1.5,
+        dirichlet_alpha: float = 1.0,
+        noise_fraction: float = 0.25,
+    ) -> None:
+        if int(simulations) < 1:
+            raise ValueError(f"search simulations must be >= 1, got {simulations}")
+        if c < 0 or dirichlet_alpha <= 0 or not 0 <= noise_fraction <= 1:
+            raise ValueError(
+                f"search: need c >= 0, dirichlet_alpha > 0 and noise_fraction in [0, 1], "
+                f"got {c}, {dirichlet_alpha}, {noise_fraction}"
+            )
+        if not isinstance(evaluator, Evaluator):
+            evaluator = NetworkEvaluator(evaluator)
+        self.game, self.evaluator = game, evaluator
+        self.select = selection_rule(selection)
+        self.simulations, self.c = int(simulations), float(c)
+        self.dirichlet_alpha, self.noise_fraction = float(dirichlet_alpha), float(noise_fraction)
+
+    def search(
+        self,
+        cur: np.ndarray,
+        mask: np.ndarray,
+        rng: Any = None,
+        noise: bool = False,
+        legal: np.ndarray | None = None,
+    ) -> SearchResult:
+        """Search the positions ``(cur, mask)`` (bitboards ``[B]``, mover's side; none
+        finished). ``rng``: a ``np.random.Generator`` or ``np.random`` (root noise, and the
+        random draws of the evaluator and selection rule); ``legal``: the root moves
+        ``[B, A]`` if known (by default from the rules)."""
+        g = self.game
+        cur, mask = np.asarray(cur, np.uint64), np.asarray(mask, np.uint64)
+        B, S, A = len(cur), self.simulations, g.num_actions
+        N = S + 1  # nodes per tree; node i of game b is row b * N + i of the arrays below
+        ncur = np.zeros(B * N, np.uint64)
+        nmask = np.zeros(B * N, np.uint64)
+        term = np.zeros(B * N, np.int8)  # 1: the player who moved into it won; 2: draw
+        prior = np.zeros((B * N, A))
+        legal_at = np.zeros((B * N, A), bool)
+        child = np.full((B * N, A), -1, np.int64)  # row of the child node, -1: untried
+        visits = np.zeros((B * N, A))  # N(s, a)
+        total = np.zeros((B * N, A))  # W(s, a), for the player to move at s
+        flat_visits, flat_total = visits.reshape(-1), total.reshape(-1)  # [B * N * A] views
+        roots = np.arange(B) * N
+        count = roots + 1  # the next free row of each tree
+        ncur[roots], nmask[roots] = cur, mask
+        legal0 = g.legal(mask) if legal is None else np.asarray(legal, bool)
+        if not legal0.any(axis=1).all():
+            raise ValueError("search: a root position has no legal move (is the game over?)")
+        net_p0, v0 = self.evaluator.root(g, cur, mask, legal0, rng)
+        p0 = net_p0
+        if noise and self.noise_fraction > 0:
+            if rng is None:
+                raise ValueError("search(noise=True) needs an rng (np.random.Generator)")
+            gam = np.where(legal0, rng.standard_gamma(self.dirichlet_alpha, (B, A)), 0.0)
+            dirichlet = gam / np.maximum(gam.sum(axis=1, keepdims=True), 1e-300)
+            p0 = (1 - self.noise_fraction) * p0 + self.noise_fraction * dirichlet
+        prior[roots], legal_at[roots] = p0, legal0
+        for _ in range(S):
+            node = roots.copy()  # [B] row of each game's current node
+            path: list[tuple[np.ndarray, np.ndarray]] = []  # per depth: (games, edge rows)
+            depth = np.zeros(B, np.int64)
+            active = np.ones(B, bool)
+            fresh = np.zeros(B, bool)  # the leaf is a new non-terminal node
+            while active.any():  # selection, one level of all trees at a time
+                b = np.flatnonzero(active)
+                n = node[b]
+                kids = child[n]  # [b, A]
+                here = Children(visits[n], total[n], prior[n], legal_at[n], kids >= 0, not path)
+                a = self.select(here, self.c, rng)
+                path.append((b, n * A + a))
+                depth[b] += 1
+                c = kids[np.arange(len(b)), a]
+                new = c < 0
+                if new.any():  # expansion: add the child node
+                    bn, nn, an = b[new], n[new], a[new]
+                    idx = count[bn]
+                    count[bn] += 1
+                    c2, m2, won, full = g.play(ncur[nn], nmask[nn], an)
+                    ncur[idx], nmask[idx] = c2, m2
+                    term[idx] = np.where(won, 1, np.where(full, 2, 0))
+                    child[nn, an] = idx
+                    c[new] = idx
+                node[b] = c
+                t = term[c]
+                stop = new | (t != 0)
+                active[b[stop]] = False
+                fresh[b[new & (t == 0)]] = True
+            # leaf values for the player to move at the leaf
+            value = np.where(term[node] == 1, -1.0, 0.0)
+            e = np.flatnonzero(fresh)
+            if len(e):  # one evaluator call for the new leaves of all games
+                ne = node[e]
+                ce, me = ncur[ne], nmask[ne]
+                lg = g.legal(me)
+                p, v = self.evaluator.evaluate(g, ce, me, lg, rng)
+                prior[ne], legal_at[ne] = p, lg
+                value[e] = v
+            # back up: the mover at depth d sees the leaf value with sign (-1)^(L - d)
+            for d, (b, edge) in enumerate(path):
+                sign = np.where((depth[b] - d) % 2 == 1, -1.0, 1.0)
+                flat_visits[edge] += 1.0  # one edge per game: no repeated index
+                flat_total[edge] += sign * value[b]
+        root_n = visits[roots]
+        root_value = total[roots].sum(axis=1) / np.maximum(root_n.sum(axis=1), 1.0)
+        root_q = total[roots] / np.maximum(root_n, 1.0)
+        return SearchResult(root_n, root_value, p0, root_q, net_p0, v0, legal0)
+
+
+class PUCTSearch(MCTS):
+    """AlphaZero's search: :class:`MCTS` with a network's priors and value and :func:`puct`.
+
+    Args:
+        game: the rules (``ConnectFour``, ``TicTacToe``).
+        evaluate: the network (or heuristic), see :data:`NetworkFn`, e.g.
+            ``paddlecraft.agents.Policy.priors_and_values`` or :func:`uniform_evaluator`.
         simulations: simulations per search (each adds at most one node per tree).
         c_puct: exploration constant.
         dirichlet_alpha: root noise concentration (AlphaZero: 0.3 chess, ~10 / moves).
@@ -71,118 +229,22 @@ class PUCTSearch:
     def __init__(
         self,
         game: type[BoardGame],
-        evaluate: Evaluator,
+        evaluate: NetworkFn,
         simulations: int = 100,
         c_puct: float = 1.5,
         dirichlet_alpha: float = 1.0,
         noise_fraction: float = 0.25,
     ) -> None:
-        if int(simulations) < 1:
-            raise ValueError(f"search simulations must be >= 1, got {simulations}")
-        if c_puct <= 0 or dirichlet_alpha <= 0 or not 0 <= noise_fraction <= 1:
-            raise ValueError(
-                f"search: need c_puct > 0, dirichlet_alpha > 0 and noise_fraction in [0, 1], "
-                f"got {c_puct}, {dirichlet_alpha}, {noise_fraction}"
-            )
-        self.game, self.evaluate = game, evaluate
-        self.simulations, self.c_puct = int(simulations), float(c_puct)
-        self.dirichlet_alpha, self.noise_fraction = float(dirichlet_alpha), float(noise_fraction)
+        if c_puct <= 0:
+            raise ValueError(f"search: need c_puct > 0, got {c_puct}")
+        super().__init__(
+            game, NetworkEvaluator(evaluate), simulations, "puct", c_puct, dirichlet_alpha,
+            noise_fraction,
+        )  # fmt: skip
+        self.evaluate, self.c_puct = evaluate, float(c_puct)
 
-    def _priors_values(self, cur: np.ndarray, mask: np.ndarray) -> tuple[np.ndarray, ...]:
-        g = self.game
-        legal = g.legal(mask)
-        p, v = self.evaluate(g.planes(cur, mask), legal)
-        p = np.where(legal, np.asarray(p, np.float64), 0.0)
-        s = p.sum(axis=1, keepdims=True)
-        p = np.where(s > 0, p / np.where(s > 0, s, 1), legal / legal.sum(1, keepdims=True))
-        return p, np.asarray(v, np.float64).reshape(-1), legal
 
-    def search(
-        self, cur: np.ndarray, mask: np.ndarray, rng: Any = None, noise: bool = False
-    ) -> SearchResult:
-        """Search the positions ``(cur, mask)`` (bitboards, mover's side; none finished)."""
-        g = self.game
-        cur, mask = np.asarray(cur, np.uint64), np.asarray(mask, np.uint64)
-        B, S, A = len(cur), self.simulations, g.num_actions
-        N = S + 1
-        ncur = np.zeros((B, N), np.uint64)
-        nmask = np.zeros((B, N), np.uint64)
-        term = np.zeros((B, N), np.int8)  # 1: the player who moved into it won; 2: draw
-        prior = np.zeros((B, N, A))
-        legal = np.zeros((B, N, A), bool)
-        child = np.full((B, N, A), -1, np.int32)
-        visits = np.zeros((B, N, A))  # N(s, a)
-        total = np.zeros((B, N, A))  # W(s, a), for the player to move at s
-        count = np.ones(B, np.int64)
-        rows = np.arange(B)
-        ncur[:, 0], nmask[:, 0] = cur, mask
-        p0, v0, legal0 = self._priors_values(cur, mask)
-        net_p0 = p0
-        if not legal0.any(axis=1).all():
-            raise ValueError("search: a root position has no legal move (is the game over?)")
-        if noise and self.noise_fraction > 0:
-            if rng is None:
-                raise ValueError("search(noise=True) needs an rng (np.random.Generator)")
-            gam = np.where(legal0, rng.standard_gamma(self.dirichlet_alpha, (B, A)), 0.0)
-            dirichlet = gam / np.maximum(gam.sum(axis=1, keepdims=True), 1e-300)
-            p0 = (1 - self.noise_fraction) * p0 + self.noise_fraction * dirichlet
-        prior[:, 0], legal[:, 0] = p0, legal0
-        for _ in range(S):
-            node = np.zeros(B, np.int64)
-            path_nodes: list[np.ndarray] = []  # per depth: parent node (-1: done)
-            path_moves: list[np.ndarray] = []
-            depth = np.zeros(B, np.int64)
-            active = np.ones(B, bool)
-            fresh = np.zeros(B, bool)  # the leaf is a new non-terminal node
-            while active.any():
-                b = np.flatnonzero(active)
-                n = node[b]
-                nsa = visits[b, n]  # [b, A]
-                q = total[b, n] / np.maximum(nsa, 1.0)
-                u = q + self.c_puct * prior[b, n] * (
-                    np.sqrt(1.0 + nsa.sum(axis=1))[:, None] / (1.0 + nsa)
-                )
-                a = np.where(legal[b, n], u, -np.inf).argmax(axis=1)
-                pn, pa = np.full(B, -1, np.int64), np.zeros(B, np.int64)
-                pn[b], pa[b] = n, a
-                path_nodes.append(pn)
-                path_moves.append(pa)
-                depth[b] += 1
-                c = child[b, n, a].astype(np.int64)
-                new = c < 0
-                if new.any():  # expansion: add the child node
-                    bn, nn, an = b[new], n[new], a[new]
-                    idx = count[bn]
-                    count[bn] += 1
-                    c2, m2, won, full = g.play(ncur[bn, nn], nmask[bn, nn], an)
-                    ncur[bn, idx], nmask[bn, idx] = c2, m2
-                    term[bn, idx] = np.where(won, 1, np.where(full, 2, 0))
-                    child[bn, nn, an] = idx
-                    c[new] = idx
-                node[b] = c
-                t = term[b, c]
-                stop = new | (t != 0)
-                active[b[stop]] = False
-                fresh[b[new & (t == 0)]] = True
-            # leaf values for the player to move at the leaf
-            t = term[rows, node]
-            value = np.where(t == 1, -1.0, 0.0)
-            e = np.flatnonzero(fresh)
-            if len(e):  # one evaluator call for the new leaves of all games
-                p, v, lg = self._priors_values(ncur[e, node[e]], nmask[e, node[e]])
-                prior[e, node[e]], legal[e, node[e]] = p, lg
-                value[e] = v
-            # back up: the mover at depth d sees the leaf value with sign (-1)^(L - d)
-            for d, (pn, pa) in enumerate(zip(path_nodes, path_moves)):
-                on = pn >= 0
-                bb = rows[on]
-                sign = np.where((depth[on] - d) % 2 == 1, -1.0, 1.0)
-                visits[bb, pn[on], pa[on]] += 1.0
-                total[bb, pn[on], pa[on]] += sign * value[on]
-        root_n = visits[:, 0]
-        root_value = total[:, 0].sum(axis=1) / np.maximum(root_n.sum(axis=1), 1.0)
-        root_q = total[:, 0] / np.maximum(root_n, 1.0)
-        return SearchResult(root_n, root_value, p0, root_q, net_p0, v0, legal0)
+# ---------------------------------------------------------------------- results
 
 
 def completed_q_policy(

@@ -1,0 +1,79 @@
+"""Selection rules of the search tree (:class:`~arenas.games.search.MCTS`): which move to
+follow down from a node, as the ``child_selection_fn`` of OpenSpiel's ``MCTSBot``.
+
+A rule gets the statistics of the moves at the nodes one selection step stands on
+(:class:`Children`, one row per game still descending), the exploration constant and the
+search's ``rng``, and returns one legal move per row. :func:`puct` is AlphaZero's rule
+(the network-guided search); :func:`uct` is UCB1 as the rollout-MCTS anchors play it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any, NamedTuple
+
+import numpy as np
+
+from .core import random_legal
+
+
+class Children(NamedTuple):
+    """The moves at the nodes a selection step stands on: one row per game still descending."""
+
+    visits: np.ndarray  #: [b, A] N(s, a)
+    total: np.ndarray  #: [b, A] W(s, a), for the player to move at s (values in [-1, 1])
+    prior: np.ndarray  #: [b, A] P(s, a), the evaluator's (root: after any noise)
+    legal: np.ndarray  #: [b, A] bool
+    expanded: np.ndarray  #: [b, A] bool: the move has its node (it was tried)
+    at_root: bool  #: every s is a root (N(s) = sum_a N(s, a)) or none is (N(s) = 1 + that)
+
+
+#: ``(children, c, rng) -> moves int64 [b]``: one legal move per row
+SelectionRule = Callable[[Children, float, Any], np.ndarray]
+
+
+def puct(children: Children, c: float, rng: Any) -> np.ndarray:
+    """AlphaZero's rule: ``argmax_a Q + c P sqrt(1 + sum_b N(s,b)) / (1 + N(s,a))`` over the
+    legal moves, ``Q = W / N`` (0 unvisited); ties go to the lowest move; no random draws."""
+    nsa = children.visits
+    q = children.total / np.maximum(nsa, 1.0)
+    u = q + c * children.prior * (np.sqrt(1.0 + nsa.sum(axis=1))[:, None] / (1.0 + nsa))
+    return np.where(children.legal, u, -np.inf).argmax(axis=1)
+
+
+def uct(children: Children, c: float, rng: Any) -> np.ndarray:
+    """UCB1 as the rollout-MCTS anchors play it: while a node has untried legal moves, one
+    of them at random (one ``rng.random((rows with untried moves, A))``); then
+    ``argmax_a w + c sqrt(ln N(s) / N(s,a))`` on win rates ``w = (W / N + 1) / 2`` in
+    [0, 1] (draw 0.5), ``N(s)`` the node's own visits; ties go to the lowest move."""
+    legal = children.legal
+    untried = legal & ~children.expanded
+    grow = untried.any(axis=1)
+    moves = np.zeros(len(grow), np.int64)
+    if grow.any():
+        if rng is None:
+            raise ValueError("the uct rule draws untried moves at random: pass the search an rng")
+        moves[grow] = random_legal(untried[grow], rng)
+    sel = ~grow
+    if sel.any():
+        nsa = children.visits[sel]  # [s, A], >= 1 on every legal move
+        node_visits = nsa.sum(axis=1) + (0.0 if children.at_root else 1.0)
+        # win totals in [0, 1] units: (W + N) / 2 is exact (sums of 0, 0.5, 1), so these are
+        # the anchors' UCB values bit for bit (W / N then rescaled could round differently)
+        wins = (children.total[sel] + nsa) * 0.5
+        u = wins / np.maximum(nsa, 1) + c * np.sqrt(
+            np.log(node_visits)[:, None] / np.maximum(nsa, 1)
+        )
+        moves[sel] = np.where(legal[sel], u, -np.inf).argmax(axis=1)
+    return moves
+
+
+def selection_rule(selection: str | SelectionRule) -> SelectionRule:
+    """The rule named ``"puct"`` or ``"uct"``, or ``selection`` itself if it is a function."""
+    if callable(selection):
+        return selection
+    if selection == "puct":
+        return puct
+    if selection == "uct":
+        return uct
+    raise ValueError(f"unknown selection rule {selection!r}: use 'puct', 'uct' or a function")
