@@ -65,7 +65,7 @@ def test_alphazero_targets_are_visit_distributions_and_outcomes(make_scope):
 
 
 def test_completed_q_targets_are_the_search_improved_policy(make_scope):
-    """policy_target=completed_q: each recorded target is completed_q_policy of the search
+    """search.policy_target=completed_q: each recorded target is completed_q_policy of the search
     that chose the move (re-run here from the same generator state), not its visits."""
     from paddlecraft.arenas.games.search import PUCTSearch, completed_q_policy
     from paddlecraft.arenas.selfplay.alphazero import search_controller

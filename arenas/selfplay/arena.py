@@ -5,18 +5,18 @@ positions per call), the learner against its latest self, a frozen snapshot from
 pool or a scripted anchor, seats alternating, then updates the policy: PPO or A2C on
 the learner's moves (:mod:`.ppo`), or AlphaZero-style on search targets
 (``algo=alphazero``, :mod:`.alphazero`), or both: the last ``search.updates`` updates
-form a search phase where every ``search.every``-th update searches. Snapshots join the pool every
-``league.snapshot_every`` updates or when the learner's score against the pool reaches
-``league.snapshot_score``; a league table rates the learner, the snapshots and fixed anchors.
-``python run.py arena=selfplay game=tictactoe``.
+form a search phase where every ``search.every``-th update searches. Snapshots join the
+pool every ``league.snapshot_every`` updates or when the learner's score against the pool
+reaches ``league.snapshot_score``; a league table rates the learner, the snapshots and
+fixed anchors. ``python run.py arena=selfplay game=tictactoe``.
 
 Scores: ``score`` is win 1, draw 1/2 everywhere (metrics, pool rule, tournaments);
 ``no_loss_rate`` is the share of games not lost (win or draw).
 
-Why one module of ~420 lines: it is the one class that schedules a step (which opponents,
-which update, when to snapshot); playing is in :mod:`.collect`/:mod:`.workers`, the updates
-in :mod:`.updates` (:mod:`.ppo`, :mod:`.alphazero`), the pool and ratings in :mod:`.league`, players in
-:mod:`.player`, settings in :mod:`.config`.
+Why one module of ~400 lines: it is the one class that schedules a step (which opponents,
+which update, when to snapshot); playing is in :mod:`.collect`/:mod:`.workers`, the
+updates in :mod:`.updates` (one rule per algorithm: :mod:`.ppo`, :mod:`.alphazero`), the
+pool and ratings in :mod:`.league`, players in :mod:`.player`, settings in :mod:`.config`.
 """
 
 from __future__ import annotations
