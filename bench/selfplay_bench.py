@@ -177,7 +177,7 @@ def bench_arena(
 
 def bench_workers(seconds: float, games: int = 1024, workers: tuple[int, ...] = (1, 2, 4)) -> dict:
     """Training-mix collection moves/s (latest self, pool, anchors) in this process and
-    with ``arena.collect_workers`` Ray workers, on ``games`` games per step, and the bytes
+    with ``arena.workers.count`` Ray workers, on ``games`` games per step, and the bytes
     moved per update (pickled plan and slices out, pickled results back).
 
     Ray binds to the machine's address; where only loopback is allowed, run it in a
@@ -215,7 +215,7 @@ def bench_workers(seconds: float, games: int = 1024, workers: tuple[int, ...] = 
                     "arena=selfplay",
                     "game=connect_four",
                     f"arena.games_per_step={games}",
-                    f"arena.collect_workers={w}",
+                    f"arena.workers.count={w}",
                 ],
             )
         seed_everything(0)

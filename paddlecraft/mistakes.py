@@ -171,6 +171,9 @@ def hydra_error_line(e: BaseException, args: Sequence[str]) -> str | None:
             return f"{given}: {first}; give a value of the declared type"
         if isinstance(cause, (ConfigKeyError, AttributeError, KeyError)):
             bad = given.split("=", 1)[0].lstrip("+~")
+            moved = _renamed_line(given, key, getattr(cause, "object_type", None), args)
+            if moved:
+                return moved
             near = _similar_keys(bad, args)
             hint = f"did you mean {' or '.join(near)}?" if near else "see --cfg job for the keys"
             return f"{given}: no setting {bad!r} in this config; {hint}"
@@ -180,6 +183,11 @@ def hydra_error_line(e: BaseException, args: Sequence[str]) -> str | None:
         if not lines:
             return None
         msg = lines[0]
+        if msg.startswith("Could not delete from config.") and msg.count("'") >= 2:
+            key = msg.split("'")[1]  # a ~key that does not exist: perhaps it was renamed
+            moved = _renamed_line(_override_for(key, args) or f"~{key}", key, None, args)
+            if moved:
+                return moved
         if msg.startswith("Could not override '") and "No match in the defaults list" in msg:
             group = msg.split("'")[1]
             given = _override_for(group, args) or group
@@ -195,6 +203,43 @@ def hydra_error_line(e: BaseException, args: Sequence[str]) -> str | None:
         did_you_mean = next((x for x in lines[1:] if x.startswith("Did you mean")), "")
         return f"{msg} {did_you_mean}".strip()
     return None
+
+
+def _renamed_line(given: str, key: str, schema: type | None, args: Sequence[str]) -> str | None:
+    """``<given>: arena.collect_workers is now arena.workers.count; write ...`` when ``key``
+    (dotted, as the error names it) or a parent of it is a setting its schema renamed (the
+    ``Config`` dataclass's ``RENAMED``, e.g. self-play's flat keys of 0.2); else None.
+
+    ``schema`` is the type of ``key``'s parent node when the error carries it; otherwise
+    the config is composed without the override and each parent's type is looked up.
+    """
+    from omegaconf import OmegaConf
+
+    from paddlecraft.agents.settings import renamed_settings
+
+    parts = key.split(".")
+    found: tuple[str, str, str] | None = None  # (parent path, old key, new dotted key)
+    if schema is not None and len(parts) > 1 and parts[-1] in renamed_settings(schema):
+        found = (".".join(parts[:-1]), parts[-1], renamed_settings(schema)[parts[-1]])
+    else:
+        cfg = _compose_without(given.split("=", 1)[0].lstrip("+~"), args)
+        node: Any = cfg
+        for i in range(len(parts) - 1):
+            node = node.get(parts[i]) if isinstance(node, DictConfig) else None
+            if not isinstance(node, DictConfig):
+                break
+            renamed = renamed_settings(OmegaConf.get_type(node) or dict)
+            if parts[i + 1] in renamed:
+                found = (".".join(parts[: i + 1]), parts[i + 1], renamed[parts[i + 1]])
+                break
+    if found is None:
+        return None
+    parent, old, new = found
+    old_key, new_key = f"{parent}.{old}", f"{parent}.{new}"
+    typed = given.split("=", 1)[0]
+    fixed = given.replace(old_key, new_key, 1) if old_key in typed else None
+    write = f"; write {fixed}" if fixed else ""
+    return f"{given}: {old_key} is now {new_key} (settings were grouped){write}"
 
 
 def _similar_keys(bad: str, args: Sequence[str]) -> list[str]:

@@ -1,14 +1,14 @@
 """Measure the Connect Four search targets over several seeds with the default config.
 
     python scripts/selfplay_targets.py                      # seeds 0 1 2
-    python scripts/selfplay_targets.py --seeds 0 --train "arena.search_updates=60"
+    python scripts/selfplay_targets.py --seeds 0 --train "arena.search.updates=60"
     python scripts/selfplay_targets.py --tournament         # also a rated round robin per seed
     python scripts/selfplay_targets.py --solver 0           # without the solver's judgement
 
 For each seed: ``python run.py arena=selfplay game=connect_four seed=S`` into
 ``runs/selfplay_targets/seedS`` (skipped when that run finished already). Its final
 evaluation (``conf/game/connect_four.yaml``: seats alternating, 100 games per opponent)
-plays the trained network alone (raw, greedy) and with PUCT search (``eval_simulations``
+plays the trained network alone (raw, greedy) and with PUCT search (``eval.simulations``
 = 200 per move). Prints each seed's figures, their mean, and whether the issue's targets
 hold on every seed: search score (win 1, draw 1/2) >= 0.9 vs rollout MCTS-100 and >= 0.5
 vs MCTS-1000; the raw policy's win rate vs MCTS-100 >= 0.5. With the ``solver`` extra

@@ -46,15 +46,12 @@ def _arena(policy: Policy, workers: int) -> SelfPlayArena:
         {"policy": policy},
         data="tictactoe",
         games_per_step=48,
-        minibatch_size=64,
-        update_epochs=2,
-        pool_opponents_per_step=2,
-        snapshot_every=1,
-        latest_ratio=0.5,
-        train_anchors={"random": 0.25},
-        eval_games={"random": 4},
-        collect_workers=workers,
-    )
+        update={"minibatch_size": 64, "epochs": 2},
+        league={"pool_opponents_per_step": 2, "snapshot_every": 1, "latest_ratio": 0.5,
+                "train_anchors": {"random": 0.25}},
+        eval={"games": {"random": 4}},
+        workers={"count": workers},
+    )  # fmt: skip
 
 
 @pytest.fixture(scope="module")
@@ -137,9 +134,10 @@ def test_search_collection_in_a_worker_returns_visit_targets(local_ray):
     policy target (a distribution) for every one of them."""
     seed_everything(0)
     policy = _policy()
-    arena = SelfPlayArena({"policy": policy}, data="tictactoe", algo="alphazero", simulations=8,
-                          games_per_step=12, latest_ratio=0.5, eval_games={"random": 4},
-                          collect_workers=1)  # fmt: skip
+    arena = SelfPlayArena({"policy": policy}, data="tictactoe", algo="alphazero",
+                          search={"simulations": 8}, games_per_step=12,
+                          league={"latest_ratio": 0.5}, eval={"games": {"random": 4}},
+                          workers={"count": 1})  # fmt: skip
     with arena:
         arena._take_snapshot()
         rollout = arena._collect()
@@ -188,9 +186,9 @@ def test_run_py_path_with_workers_finishes(local_ray, tmp_path):
             "config",
             overrides=["arena=selfplay", "game=tictactoe", "arena.epochs=1",
                        "arena.steps_per_epoch=2", "arena.games_per_step=32",
-                       "arena.collect_workers=2", "arena.eval_games.random=8",
-                       "arena.eval_games.minimax=8", "arena.final_eval_games.random=8",
-                       "arena.final_eval_games.minimax=8", "trainer.progress=false"],
+                       "arena.workers.count=2", "arena.eval.games.random=8",
+                       "arena.eval.games.minimax=8", "arena.eval.final_games.random=8",
+                       "arena.eval.final_games.minimax=8", "trainer.progress=false"],
         )  # fmt: skip
     value = run_from_config(cfg, tmp_path)
     assert 0.0 <= value <= 1.0 and (tmp_path / "results.json").is_file()

@@ -142,7 +142,10 @@ def test_missing_resume_folder_is_one_line_not_a_traceback(tmp_path):
         (["arena=caption", "arena.k=1"], "arena.k must be >= 2"),
         (["arena=caption", "arena.task=poems"], "arena.task must be one of"),
         (["arena=gan", "arena.n_critic=0"], "arena.n_critic must be >= 1"),
-        (["arena=selfplay", "arena.keep_best=win_rate_vs_nobody"], "is not a per-epoch evaluation"),
+        (
+            ["arena=selfplay", "arena.eval.keep_best=win_rate_vs_nobody"],
+            "is not a per-epoch evaluation",
+        ),
     ],
 )
 def test_bad_arena_setting_is_one_error_line_before_any_work(overrides, words, tmp_path):

@@ -319,8 +319,8 @@ def test_an_encoder_without_the_contract_is_refused_naming_the_slot(make_scope):
         [
             "arena=selfplay", "game=tictactoe", *_encoder("policy", "encoder", "cnn"),
             "arena.epochs=1", "arena.steps_per_epoch=2", "arena.games_per_step=16",
-            "arena.eval_games.random=2", "arena.eval_games.minimax=2",
-            "arena.final_eval_games.random=2", "arena.final_eval_games.minimax=2",
+            "arena.eval.games.random=2", "arena.eval.games.minimax=2",
+            "arena.eval.final_games.random=2", "arena.eval.final_games.minimax=2",
         ],
     ],
     ids=["classify-vit_tiny", "selfplay-cnn"],

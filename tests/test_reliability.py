@@ -241,9 +241,11 @@ def test_resume_with_the_same_choices_changes_nothing(classify, tmp_path):
 
 def test_the_documented_resume_table():
     allowed = ["agents.policy.lr", "agents.a.lr_scheduler.gamma", "agents.a.grad_clip",
-               "arena.epochs", "arena.eval_games", "trainer.checkpoint_every", "data.workers"]  # fmt: skip
+               "arena.epochs", "arena.eval_games", "arena.eval.games.random",
+               "arena.eval.simulations", "trainer.checkpoint_every", "data.workers"]  # fmt: skip
     refused = ["seed", "arena.batch_size", "agents.a.encoder.hidden_size",
-               "agents.a.optimizer._target_", "data.loader.path", "data.num_classes"]  # fmt: skip
+               "agents.a.optimizer._target_", "data.loader.path", "data.num_classes",
+               "arena.eval.keep_best", "arena.search.simulations"]  # fmt: skip
     assert all(may_change(k) for k in allowed)
     assert not any(may_change(k) for k in refused)
     doc = (ROOT / "docs" / "reliability.md").read_text()

@@ -18,6 +18,7 @@ from charts import assert_chart
 from hydra import compose, initialize_config_dir
 from safetensors.numpy import load as st_load
 from safetensors.numpy import save as st_save
+from selfplay_kit import merged
 
 from paddlecraft.agents import Agent, Policy
 from paddlecraft.arenas import SelfPlayArena, check_arena, register_configs, run_arena
@@ -203,27 +204,27 @@ def test_losing_lines_finds_holes_and_passes_perfect_play():
 
 
 def _arena(policy, **kw):
-    kw = {
+    base = {
         "data": "tictactoe",
         "epochs": 2,
         "steps_per_epoch": 2,
         "games_per_step": 24,
-        "minibatch_size": 64,
-        "update_epochs": 2,
-        "snapshot_every": 1,
-        "pool_opponents_per_step": 2,
-        "latest_ratio": 0.5,
-        "train_anchors": {"random": 0.25},
-        "eval_games": {"random": 8, "minimax": 8},
-        **kw,
+        "update": {"minibatch_size": 64, "epochs": 2},
+        "league": {
+            "snapshot_every": 1,
+            "pool_opponents_per_step": 2,
+            "latest_ratio": 0.5,
+            "train_anchors": {"random": 0.25},
+        },
+        "eval": {"games": {"random": 8, "minimax": 8}},
     }
-    return SelfPlayArena({"policy": policy}, **kw)
+    return SelfPlayArena({"policy": policy}, **merged(base, kw))
 
 
 def test_check_arena_passes_on_selfplay():
     seed_everything(0)
     policy = Policy("policy", encoder=TTT_MLP, obs_shape=[3, 3, 2], num_actions=9, seed=0)
-    passed = check_arena(_arena(policy, keep_best="no_loss_rate_vs_minimax"), steps=2)
+    passed = check_arena(_arena(policy, eval={"keep_best": "no_loss_rate_vs_minimax"}), steps=2)
     assert "resume from a checkpoint is bit-identical" in passed
 
 
@@ -236,7 +237,7 @@ def test_resume_in_a_fresh_arena_restores_pool_and_ratings(tmp_path):
 
     seed_everything(0)
     p1 = build()
-    full = _arena(p1, algo="a2c", keep_best="win_rate_vs_random")
+    full = _arena(p1, algo="a2c", eval={"keep_best": "win_rate_vs_random"})
     out = run_arena(full, tmp_path / "full", cbs())
     ref = {k: v.numpy().copy() for k, v in p1.state_dict().items()}
     ref_tree, ref_arrays = split_arrays(full.arena_state())
@@ -245,7 +246,7 @@ def test_resume_in_a_fresh_arena_restores_pool_and_ratings(tmp_path):
     seed_everything(0)
     p2 = build()
     run_arena(
-        _arena(p2, algo="a2c", keep_best="win_rate_vs_random"),
+        _arena(p2, algo="a2c", eval={"keep_best": "win_rate_vs_random"}),
         tmp_path / "part",
         cbs(),
         max_steps=3,
@@ -254,7 +255,7 @@ def test_resume_in_a_fresh_arena_restores_pool_and_ratings(tmp_path):
 
     seed_everything(123)
     p3 = build()
-    resumed = _arena(p3, algo="a2c", keep_best="win_rate_vs_random")
+    resumed = _arena(p3, algo="a2c", eval={"keep_best": "win_rate_vs_random"})
     out = run_arena(resumed, tmp_path / "part", cbs(), resume=True)
     assert out["step"] == 4
     # keep_best: the final evaluation played the best policy of the two evaluations
@@ -283,7 +284,7 @@ def test_mirror_augmentation_matches_mirrored_play(game, make_scope):
     shape = list(cls.obs_shape())
     enc = {**TTT_MLP, "input_size": int(np.prod(shape))}
     policy = Policy(make_scope("pol"), encoder=enc, obs_shape=shape, num_actions=cls.num_actions)
-    arena = SelfPlayArena({"policy": policy}, data=game, eval_games={"random": 2})
+    arena = SelfPlayArena({"policy": policy}, data=game, eval={"games": {"random": 2}})
     rng = np.random.default_rng(0)
     g, mirror = cls(1), cls(1)
     for _ in range(4):
@@ -331,9 +332,9 @@ def test_pettingzoo_game_runs_in_the_arena():
         {"policy": policy},
         data="pettingzoo:tictactoe_v3",
         games_per_step=8,
-        minibatch_size=32,
-        eval_games={"random": 4, "minimax": 4},
-        train_anchors={"random": 0.25},
+        update={"minibatch_size": 32},
+        eval={"games": {"random": 4, "minimax": 4}},
+        league={"train_anchors": {"random": 0.25}},
     )
     m = arena.train_step(0)
     assert np.isfinite(m["loss"]) and m["positions"] > 0

@@ -42,7 +42,7 @@ def test_missing_ray_is_one_error_line_naming_the_extra(monkeypatch, make_scope)
            "hidden_size": 8, "num_classes": 8}  # fmt: skip
     policy = Policy(make_scope("pol"), encoder=mlp, obs_shape=[3, 3, 2], num_actions=9, seed=0)
     with pytest.raises(ConfigError) as e:  # before any game is played
-        SelfPlayArena({"policy": policy}, data="tictactoe", collect_workers=2)
+        SelfPlayArena({"policy": policy}, data="tictactoe", workers={"count": 2})
     assert "pip install paddlecraft[ray]" in str(e.value) and "\n" not in str(e.value)
-    with pytest.raises(ConfigError, match="arena.collect_workers must be >= 0"):
-        SelfPlayArena({"policy": policy}, data="tictactoe", collect_workers=-1)
+    with pytest.raises(ConfigError, match="arena.workers.count must be >= 0"):
+        SelfPlayArena({"policy": policy}, data="tictactoe", workers={"count": -1})

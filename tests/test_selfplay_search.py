@@ -6,6 +6,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 from charts import assert_chart
+from selfplay_kit import merged
 
 from paddlecraft.agents import Policy
 from paddlecraft.arenas import SelfPlayArena, check_arena, search_player
@@ -22,23 +23,19 @@ C4_MLP = {**TTT_MLP, "input_size": 84}
 
 
 def _az_arena(policy, **kw):
-    kw = {
+    base = {
         "data": "tictactoe",
         "algo": "alphazero",
-        "simulations": 8,
         "epochs": 2,
         "steps_per_epoch": 2,
         "games_per_step": 12,
-        "minibatch_size": 32,
-        "update_epochs": 2,
-        "snapshot_every": 1,
-        "latest_ratio": 0.5,
-        "train_anchors": {"random": 0.25},
-        "eval_games": {"random": 4, "minimax": 4},
         "augment_mirror": True,
-        **kw,
+        "update": {"minibatch_size": 32, "epochs": 2},
+        "search": {"simulations": 8},
+        "league": {"snapshot_every": 1, "latest_ratio": 0.5, "train_anchors": {"random": 0.25}},
+        "eval": {"games": {"random": 4, "minimax": 4}},
     }
-    return SelfPlayArena({"policy": policy}, **kw)
+    return SelfPlayArena({"policy": policy}, **merged(base, kw))
 
 
 def test_alphazero_targets_are_visit_distributions_and_outcomes(make_scope):
@@ -68,18 +65,18 @@ def test_alphazero_targets_are_visit_distributions_and_outcomes(make_scope):
 
 
 def test_completed_q_targets_are_the_search_improved_policy(make_scope):
-    """policy_target=completed_q: each recorded target is completed_q_policy of the search
+    """search.policy_target=completed_q: each recorded target is completed_q_policy of the search
     that chose the move (re-run here from the same generator state), not its visits."""
     from paddlecraft.arenas.games.search import PUCTSearch, completed_q_policy
     from paddlecraft.arenas.selfplay.alphazero import search_controller
 
     seed_everything(0)
     policy = Policy(make_scope("cq"), encoder=TTT_MLP, obs_shape=[3, 3, 2], num_actions=9)
-    arena = _az_arena(policy, policy_target="completed_q")
+    arena = _az_arena(policy, search={"policy_target": "completed_q"})
     g = TicTacToe(6)
     g.step(random_legal(g.legal_mask(), np.random.default_rng(1)))
     planes, masks = g.observe()
-    act = search_controller(policy, TicTacToe, arena.cfg, np.random.default_rng(5))
+    act = search_controller(policy, TicTacToe, arena.cfg.search, np.random.default_rng(5))
     actions, info = act(planes, masks)
     search = PUCTSearch(TicTacToe, policy.priors_and_values, simulations=8)
     res = search.search(g.cur, g.mask, np.random.default_rng(5), noise=True)
@@ -203,8 +200,8 @@ def test_init_policy_starts_from_saved_weights(make_scope, tmp_path):
 
 def _ppo_then_search(policy, **kw):
     """4 updates: PPO for the first 3, then 1 with search (8 games at lr 0.02)."""
-    kw = {"algo": "ppo", "search_updates": 1, "search_games_per_step": 8, "search_lr": 0.02, **kw}
-    return _az_arena(policy, **kw)
+    search = {"updates": 1, "games_per_step": 8, "lr": 0.02, **kw.pop("search", {})}
+    return _az_arena(policy, **{"algo": "ppo", **kw, "search": search})
 
 
 POLY = {  # an epoch-stepped schedule the search updates override
@@ -226,7 +223,7 @@ def test_ppo_then_search_switches_algorithm_games_and_lr(make_scope):
     for update in range(4):
         m = arena.train_step(update)
         seen.append((m["search_update"], "clip_frac" in m, m["games_vs_self"] + m["games_vs_pool"]))
-        # the schedule's 0.005, then its epoch-1 value, then search_lr in the search update
+        # the schedule's 0.005, then its epoch-1 value, then search.lr in the search update
         assert policy.optimizer.get_lr() == pytest.approx([0.005, 0.005, 0.00255, 0.02][update])
         if update == 1:
             arena.on_epoch_end(0)
@@ -237,14 +234,14 @@ def test_ppo_then_search_switches_algorithm_games_and_lr(make_scope):
 
 
 def test_search_every_interleaves_ppo_and_search_updates(make_scope):
-    """search_updates=4, search_every=2: PPO, search, PPO, search; the PPO updates between
-    search updates train at the schedule's rate, the search updates at search_lr."""
+    """search.updates=4, search.every=2: PPO, search, PPO, search; the PPO updates between
+    search updates train at the schedule's rate, the search updates at search.lr."""
     seed_everything(0)
     policy = Policy(
         make_scope("mix"), encoder=TTT_MLP, obs_shape=[3, 3, 2], num_actions=9, seed=0,
         lr=0.005, lr_scheduler=POLY,
     )  # fmt: skip
-    arena = _ppo_then_search(policy, search_updates=4, search_every=2, epochs=1, steps_per_epoch=4)
+    arena = _ppo_then_search(policy, search={"updates": 4, "every": 2}, epochs=1, steps_per_epoch=4)
     seen = []
     for update in range(4):
         m = arena.train_step(update)
@@ -259,7 +256,7 @@ def test_interleaved_search_resumes_bit_identically():
         "policy", encoder=TTT_MLP, obs_shape=[3, 3, 2], num_actions=9, seed=0, lr_scheduler=POLY
     )
     # the checkpoint falls between a search update and a PPO update
-    arena = _ppo_then_search(policy, search_updates=4, search_every=2)
+    arena = _ppo_then_search(policy, search={"updates": 4, "every": 2})
     assert "resume from a checkpoint is bit-identical" in check_arena(arena, steps=2)
 
 
@@ -273,30 +270,11 @@ def test_ppo_then_search_resumes_bit_identically_across_the_switch():
     assert "resume from a checkpoint is bit-identical" in passed
 
 
-@pytest.mark.parametrize(
-    ("setting", "value", "words"),
-    [
-        ("search_updates", 5, "arena.search_updates must be in [0, epochs x steps_per_epoch = 4]"),
-        ("search_games_per_step", 0, "arena.search_games_per_step must be >= 1"),
-        ("search_lr", -1.0, "arena.search_lr must be > 0"),
-        ("search_every", 0, "arena.search_every must be >= 1"),
-        ("policy_target", "counts", "arena.policy_target must be one of ('visits', 'completed_q')"),
-    ],
-)
-def test_search_phase_settings_are_checked(make_scope, setting, value, words):
-    from paddlecraft.agents.settings import ConfigError  # run.py prints it as one error: line
-
-    policy = Policy(make_scope("bad"), encoder=TTT_MLP, obs_shape=[3, 3, 2], num_actions=9)
-    with pytest.raises(ConfigError) as e:
-        _ppo_then_search(policy, **{setting: value})
-    assert words in str(e.value)
-
-
 def test_policy_coef_zero_trains_the_value_only(make_scope):
-    """policy_coef=0: the visit counts do not train the policy head; the value head learns."""
+    """update.policy_coef=0: the visit counts do not train the policy head; the value head learns."""
     seed_everything(0)
     policy = Policy(make_scope("vonly"), encoder=TTT_MLP, obs_shape=[3, 3, 2], num_actions=9)
-    arena = _az_arena(policy, policy_coef=0.0)
+    arena = _az_arena(policy, update={"policy_coef": 0.0})
     before = {p.name: p.numpy().copy() for p in policy.parameters()}
     arena.train_step(0)
     moved = {p.name for p in policy.parameters() if not np.array_equal(before[p.name], p.numpy())}

@@ -144,10 +144,12 @@ def test_arena_reports_perfect_move_rates_in_the_final_evaluation(make_scope):
         epochs=1,
         steps_per_epoch=1,
         games_per_step=8,
-        eval_games={"random": 2},
-        search_eval_games={"random": 2},
-        eval_simulations=4,
-        solver_positions=40,
+        eval={
+            "games": {"random": 2},
+            "search_games": {"random": 2},
+            "simulations": 4,
+            "solver_positions": 40,
+        },
     )
     arena.updates = 1  # the final evaluation
     out = arena.evaluate()
@@ -159,7 +161,7 @@ def test_arena_reports_perfect_move_rates_in_the_final_evaluation(make_scope):
     for k in ("perfect_move_rate", "good_move_rate", "search_perfect_move_rate"):
         assert 0.0 <= out[k] <= 1.0
     assert out["good_move_rate"] >= out["perfect_move_rate"]
-    with pytest.raises(ConfigError, match="solver_positions needs game=connect_four"):
+    with pytest.raises(ConfigError, match="arena.eval.solver_positions needs game=connect_four"):
         SelfPlayArena(
             {
                 "policy": Policy(
@@ -171,7 +173,7 @@ def test_arena_reports_perfect_move_rates_in_the_final_evaluation(make_scope):
                 )
             },  # fmt: skip
             data="tictactoe",
-            solver_positions=10,
+            eval={"solver_positions": 10},
         )
 
 

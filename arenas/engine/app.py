@@ -34,7 +34,7 @@ from .base import Arena, StepAborted
 from .callbacks import TrainerConfig, standard_callbacks
 from .checkpoint import latest_good_checkpoint, restore_checkpoint
 from .loop import Callback, Loop
-from .resume import apply_changes, record_changes, resume_changes
+from .resume import apply_changes, record_changes, resume_changes, upgrade_saved_config
 from .rng import seed_everything
 from .runlock import RunLock
 from .validate import validate
@@ -263,7 +263,9 @@ def _config_for_resume(
         raise ConfigError(
             f"resume={str(run_dir)!r}: no config.yaml there; is it a PaddleCraft run directory?"
         )
-    saved = OmegaConf.create(upgrade_targets(OmegaConf.load(saved_path)))  # pre-0.2 names
+    saved_tree = upgrade_targets(OmegaConf.load(saved_path))  # pre-0.2 names
+    upgrade_saved_config(saved_tree)  # settings renamed since (self-play's groups)
+    saved = OmegaConf.create(saved_tree)
     changes = resume_changes(cfg, saved, overrides)
     if not overrides:  # called from Python: cfg's own settings are not the command line's
         _warn_ignored(cfg, saved)

@@ -9,7 +9,7 @@ from typing import Any, ClassVar
 import numpy as np
 
 from paddlecraft.agents import Agent
-from paddlecraft.agents.settings import ConfigError, make_settings
+from paddlecraft.agents.settings import ConfigError, make_settings, upgrade_settings
 
 
 class StepAborted(RuntimeError):
@@ -67,6 +67,18 @@ class Arena:
         self.seed = int(seed)
         #: the run folder, for files written during training; set by :meth:`setup`
         self.run_dir: str | None = None
+
+    @classmethod
+    def upgrade_saved(cls, config: dict[str, Any]) -> dict[str, str]:
+        """Bring the ``arena`` settings of a run saved by an older PaddleCraft (its
+        ``config.yaml``) up to date, in place, before a resume; returns ``{old: new}`` key
+        renames for the log.
+
+        The base moves the keys its ``Config`` lists in ``RENAMED`` (``{old key: new dotted
+        key}``, see :func:`~paddlecraft.agents.settings.upgrade_settings`); an arena whose
+        saved settings changed otherwise overrides this.
+        """
+        return upgrade_settings(cls.Config, config)
 
     def setup(self, run_dir: str) -> None:
         """Called by the engine once per run, when its :class:`~arenas.engine.Loop` is made:

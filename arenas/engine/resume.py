@@ -35,12 +35,49 @@ MAY_CHANGE: tuple[str, ...] = (
     "arena.epochs",  # train longer (a finished run continues)
     "arena.eval_*",  # evaluation settings
     "arena.final_eval_*",
+    "arena.eval.games*",  # self-play's evaluation (arena.eval: games, final_games, simulations)
+    "arena.eval.final_games*",
+    "arena.eval.simulations",
     "trainer.*",  # checkpoints, logging, evaluation cadence, max_steps, progress...
     "data.workers",  # decoding processes (data order does not depend on it)
 )
 #: command-line keys that are about the resume itself, not the run
 NOT_SETTINGS = ("resume",)
 CHANGES_FILE = "resume_changes.jsonl"
+
+
+def upgrade_saved_config(saved: dict[str, Any]) -> dict[str, str]:
+    """Bring a run's saved ``config.yaml`` (a plain dict, edited in place) up to today's
+    setting names: its arena class's :meth:`~.base.Arena.upgrade_saved` moves the keys it
+    renamed (self-play's flat ``arena.collect_workers`` becomes ``arena.workers.count``).
+    Returns ``{old: new}`` dotted keys, also logged.
+
+    The arena's ``_target_`` passes the run's allow-list before it is imported.
+    """
+    from hydra.utils import get_object
+
+    from paddlecraft.agents.instantiate import check_targets
+
+    from .base import Arena
+
+    arena = saved.get("arena")
+    target = arena.get("_target_") if isinstance(arena, dict) else None
+    if not isinstance(target, str):
+        return {}
+    check_targets({"_target_": target}, allow=list(saved.get("allow_targets") or []))
+    try:
+        cls = get_object(target)
+    except Exception:  # noqa: BLE001 (validate reports an arena that cannot be imported)
+        return {}
+    if not (isinstance(cls, type) and issubclass(cls, Arena)):
+        return {}
+    moved = {f"arena.{k}": f"arena.{v}" for k, v in cls.upgrade_saved(arena).items()}
+    if moved:
+        log.info(
+            "resume: the run was saved by an older PaddleCraft; settings renamed (%s)",
+            ", ".join(f"{k} -> {v}" for k, v in moved.items()),
+        )
+    return moved
 
 
 def may_change(key: str) -> bool:

@@ -57,16 +57,15 @@ _TRAINER_COUNTS = ("eval_every", "log_every", "checkpoint_every", "keep_checkpoi
                    "early_stopping_patience", "progress_every_s")  # fmt: skip
 
 
-#: arena settings (by name, in any arena) that count something there must be one of
+#: top-level arena settings (by name, in any arena) that count something there must be one
+#: of (settings in groups, like self-play's ``arena.search.*``, are their group's to check)
 _ARENA_POSITIVE = frozenset({
-    "epochs", "steps", "steps_per_epoch", "games_per_step", "update_epochs", "simulations",
-    "eval_simulations", "pool_size", "eval_samples", "ref_samples", "grid_rows", "beam_size",
-    "threads_per_worker",
+    "epochs", "steps", "steps_per_epoch", "games_per_step", "eval_samples", "ref_samples",
+    "grid_rows", "beam_size",
 })  # fmt: skip
 #: arena settings (by name) where 0 means "none"/"off", never negative
 _ARENA_COUNTS = frozenset({
-    "temperature_moves", "pool_opponents_per_step", "snapshot_every", "snapshot_min_games",
-    "collect_workers", "final_samples", "sheet_rows", "finetune_epochs", "finetune_size",
+    "final_samples", "sheet_rows", "finetune_epochs", "finetune_size",
 })  # fmt: skip
 
 

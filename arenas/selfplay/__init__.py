@@ -1,7 +1,8 @@
 """Self-play: a policy learns a two-player board game against itself and its past selves.
 
-Modules: :mod:`.arena` (SelfPlayArena and its settings), :mod:`.ppo` and
-:mod:`.alphazero` (the two kinds of update), :mod:`.workers` (collection processes),
+Modules: :mod:`.arena` (SelfPlayArena), :mod:`.config` (its settings, in groups),
+:mod:`.updates` (one update rule per algorithm, from :mod:`.ppo` and :mod:`.alphazero`),
+:mod:`.collect` and :mod:`.workers` (collection, in this process or on Ray workers),
 :mod:`.league` (opponent pool, ratings), :mod:`.player` (trained policies as players, with
 or without search), :mod:`.tournament` (round robin with fitted ratings), :mod:`.plots`.
 The search itself is :mod:`paddlecraft.arenas.games.search` (it needs only the rules).
@@ -10,7 +11,15 @@ The search itself is :mod:`paddlecraft.arenas.games.search` (it needs only the r
 from paddlecraft.agents import Policy
 
 from .analysis import tictactoe_losing_lines
-from .arena import SelfPlayArena, SelfPlayConfig
+from .arena import SelfPlayArena
+from .config import (
+    EvalConfig,
+    LeagueConfig,
+    SearchConfig,
+    SelfPlayConfig,
+    UpdateConfig,
+    WorkersConfig,
+)
 from .player import PolicyPlayer, SearchPlayer, load_policy, search_player
 
 #: Hydra schemas this family adds (see arenas.engine.register_schemas)
@@ -21,10 +30,15 @@ SCHEMAS = {
 
 __all__ = [
     "SCHEMAS",
+    "EvalConfig",
+    "LeagueConfig",
     "PolicyPlayer",
+    "SearchConfig",
     "SearchPlayer",
     "SelfPlayArena",
     "SelfPlayConfig",
+    "UpdateConfig",
+    "WorkersConfig",
     "load_policy",
     "search_player",
     "tictactoe_losing_lines",

@@ -1,12 +1,13 @@
-"""Training with search (``arena.algo=alphazero``): the learner plays its moves with PUCT
-search guided by its own network; the search's visit counts become the policy targets
-and the game outcomes the value targets (Silver et al., AlphaZero). With
-``policy_target=completed_q`` the policy target is Gumbel AlphaZero's improved policy
-instead (:func:`~arenas.games.search.completed_q_policy`).
+"""Training with search (``arena.algo=alphazero`` and the updates of the search phase,
+``arena.search.updates``): the learner plays its moves with PUCT search guided by its own
+network; the search's visit counts become the policy targets and the game outcomes the
+value targets (Silver et al., AlphaZero). With ``arena.search.policy_target=completed_q``
+the policy target is Gumbel AlphaZero's improved policy instead
+(:func:`~arenas.games.search.completed_q_policy`).
 
 Training games add Dirichlet noise at the root and sample moves in proportion to the
-visit counts for the first ``temperature_moves`` plies of a game, then play the most
-visited move. All games of a step are searched together, one network call per
+visit counts for the first ``search.temperature_moves`` plies of a game, then play the
+most visited move. All games of a step are searched together, one network call per
 simulation (:class:`~arenas.games.search.PUCTSearch`).
 """
 
@@ -25,8 +26,9 @@ def search_controller(
 ) -> Any:
     """A collection controller: ``(planes, masks) -> (actions, {"pi", "root_value"})``.
 
-    ``cfg`` carries ``simulations``, ``c_puct``, ``dirichlet_alpha``, ``noise_fraction``,
-    ``temperature_moves`` and ``policy_target`` (the arena's settings). ``pi`` is the
+    ``cfg`` is ``arena.search`` (:class:`~.config.SearchConfig`): ``simulations``,
+    ``c_puct``, ``dirichlet_alpha``, ``noise_fraction``, ``temperature_moves`` and
+    ``policy_target`` are read. ``pi`` is the
     policy target: the visit distribution, or the completed-Q policy
     (:func:`~arenas.games.search.completed_q_policy`).
     """
@@ -71,15 +73,15 @@ def outcome_samples(
     }
 
 
-def alphazero_step(policy: Any, b: dict[str, np.ndarray], cfg: Any) -> dict[str, float]:
+def alphazero_step(policy: Any, b: dict[str, np.ndarray], u: Any) -> dict[str, float]:
     """One gradient step: ``policy_coef`` x cross-entropy to the visit distribution +
-    ``value_coef`` x MSE to the outcome; returns its metrics."""
+    ``value_coef`` x MSE to the outcome (``u`` is ``arena.update``); returns its metrics."""
     logits, value = policy(b["obs"])
     logp = policy.masked_log_probs(logits, b["mask"])  # [B, A], ~-1e9 on illegal moves
     pi = policy.to_tensor(b["pi"])
     policy_loss = -(pi * logp).sum(-1).mean()  # pi is 0 where a move is illegal
     value_loss = ((value - policy.to_tensor(b["z"])) ** 2).mean()
-    loss = cfg.policy_coef * policy_loss + cfg.value_coef * value_loss
+    loss = u.policy_coef * policy_loss + u.value_coef * value_loss
     policy.update(loss)
     p = logp.exp()
     entropy = -(p * logp).sum(-1).mean()

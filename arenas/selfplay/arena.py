@@ -4,19 +4,19 @@ Each training step plays a batch of games at once on a batched numpy game (thous
 positions per call), the learner against its latest self, a frozen snapshot from the
 pool or a scripted anchor, seats alternating, then updates the policy: PPO or A2C on
 the learner's moves (:mod:`.ppo`), or AlphaZero-style on search targets
-(``algo=alphazero``, :mod:`.alphazero`), or both: the last ``search_updates`` updates
-form a search phase where every ``search_every``-th update searches. Snapshots join the pool every
-``snapshot_every`` updates or when the learner's score against the pool reaches
-``snapshot_score``; a league table rates the learner, the snapshots and fixed anchors.
-``python run.py arena=selfplay game=tictactoe``.
+(``algo=alphazero``, :mod:`.alphazero`), or both: the last ``search.updates`` updates
+form a search phase where every ``search.every``-th update searches. Snapshots join the
+pool every ``league.snapshot_every`` updates or when the learner's score against the pool
+reaches ``league.snapshot_score``; a league table rates the learner, the snapshots and
+fixed anchors. ``python run.py arena=selfplay game=tictactoe``.
 
 Scores: ``score`` is win 1, draw 1/2 everywhere (metrics, pool rule, tournaments);
 ``no_loss_rate`` is the share of games not lost (win or draw).
 
-Why one module of ~420 lines: it is the one class that schedules a step (which opponents,
-which update, when to snapshot); playing is in :mod:`.collect`/:mod:`.workers`, the updates
-in :mod:`.ppo`/:mod:`.alphazero`, the pool and ratings in :mod:`.league`, players in
-:mod:`.player`, settings in :mod:`.config`.
+Why one module of ~400 lines: it is the one class that schedules a step (which opponents,
+which update, when to snapshot); playing is in :mod:`.collect`/:mod:`.workers`, the
+updates in :mod:`.updates` (one rule per algorithm: :mod:`.ppo`, :mod:`.alphazero`), the
+pool and ratings in :mod:`.league`, players in :mod:`.player`, settings in :mod:`.config`.
 """
 
 from __future__ import annotations
@@ -35,7 +35,6 @@ from paddlecraft.encoders.tensorio import atomic_write_json
 
 from ..engine import Arena
 from ..games import ConnectFour, Player, TicTacToe, make_baseline
-from .alphazero import alphazero_step, outcome_samples
 from .analysis import game_spec, outcomes, result_rates, tictactoe_losing_lines
 from .collect import LEARNER, Collection
 from .config import SelfPlayConfig, check_settings
@@ -49,7 +48,7 @@ from .league import (
 )
 from .player import PolicyPlayer, SearchPlayer
 from .plots import rating_history_chart, save
-from .ppo import average, gae_samples, minibatches, mirror_samples, ppo_step
+from .updates import apply_update
 from .workers import Controller, RayCollectors, play_games, require_ray
 
 log = logging.getLogger("paddlecraft")
@@ -65,10 +64,10 @@ class SelfPlayArena(Collection, Arena):
         seed: run seed; every random draw of a step comes from a stream of
             ``(seed, purpose, update)``, never from numpy's global generator.
         **settings: :class:`SelfPlayConfig` fields. Evaluation after each epoch plays
-            ``eval_games`` (the last one ``final_eval_games``) with the greedy policy,
-            seats alternating; ``search_eval_games`` are played in the final evaluation
-            by the policy with ``eval_simulations`` PUCT simulations per move (metrics
-            ``search_*``). ``keep_best`` (an evaluation metric) ends the run with the
+            ``eval.games`` (the last one ``eval.final_games``) with the greedy policy,
+            seats alternating; ``eval.search_games`` are played in the final evaluation
+            by the policy with ``eval.simulations`` PUCT simulations per move (metrics
+            ``search_*``). ``eval.keep_best`` (an evaluation metric) ends the run with the
             best-evaluated policy, as AlphaGo Zero gated networks against a fixed bar.
     """
 
@@ -99,13 +98,13 @@ class SelfPlayArena(Collection, Arena):
             )
         check_settings(cfg)
         total = cfg.epochs * cfg.steps_per_epoch
-        self.search_from = total - cfg.search_updates  # first update trained with search
+        self.search_from = total - cfg.search.updates  # first update trained with search
         rules = self.spec.rules
         if rules is None and (
-            cfg.algo == "alphazero" or cfg.search_updates or cfg.search_eval_games
+            cfg.algo == "alphazero" or cfg.search.updates or cfg.eval.search_games
         ):
             raise ConfigError(
-                f"arena.algo=alphazero, arena.search_updates and arena.search_eval_games need "
+                f"arena.algo=alphazero, arena.search.updates and arena.eval.search_games need "
                 f"the native rules of "
                 f"the game for the search; {self.spec.name} has none (use game=tictactoe or "
                 "game=connect_four)"
@@ -120,13 +119,13 @@ class SelfPlayArena(Collection, Arena):
                 )
             self.policy.load_state(folder, optimizer=False)
         self._pool_workers: RayCollectors | None = None
-        self.train_anchors = {str(k): float(v) for k, v in (cfg.train_anchors or {}).items()}
+        self.train_anchors = {str(k): float(v) for k, v in (cfg.league.train_anchors or {}).items()}
         default_eval = {"random": 100, **({"minimax": 100} if rules is TicTacToe else {})}
-        self.eval_games = {str(k): int(v) for k, v in (cfg.eval_games or default_eval).items()}
+        self.eval_games = {str(k): int(v) for k, v in (cfg.eval.games or default_eval).items()}
         self.final_eval_games = {
-            str(k): int(v) for k, v in (cfg.final_eval_games or self.eval_games).items()
+            str(k): int(v) for k, v in (cfg.eval.final_games or self.eval_games).items()
         }
-        self.search_eval_games = {str(k): int(v) for k, v in cfg.search_eval_games.items()}
+        self.search_eval_games = {str(k): int(v) for k, v in cfg.eval.search_games.items()}
         self.baselines: dict[str, Player] = {}
         named = {*self.eval_games, *self.final_eval_games, *self.train_anchors}
         for name in sorted(named | set(self.search_eval_games)):
@@ -136,26 +135,26 @@ class SelfPlayArena(Collection, Arena):
                     "only supports the random baseline"
                 )
             self.baselines[name] = make_baseline(name, rules or TicTacToe)
-        if cfg.collect_workers:  # the extra is missing: one error line now, not at step 1
+        if cfg.workers.count:  # the extra is missing: one error line now, not at step 1
             require_ray()
-        if cfg.solver_positions:
+        if cfg.eval.solver_positions:
             if rules is not ConnectFour:
                 raise ConfigError(
-                    f"arena.solver_positions needs game=connect_four (the solved game), got "
-                    f"{self.spec.name}; set arena.solver_positions=0"
+                    f"arena.eval.solver_positions needs game=connect_four (the solved game), "
+                    f"got {self.spec.name}; set arena.eval.solver_positions=0"
                 )
             from ..games.solver import SolverPlayer
 
             SolverPlayer()  # the extra is missing: one error line now, not after training
-        if cfg.keep_best:  # checked now, not at the first evaluation an epoch later
+        if cfg.eval.keep_best:  # checked now, not at the first evaluation an epoch later
             rates = result_rates(np.zeros(1))
             known = {f"{k}_vs_{b}" for k in rates for b, n in self.eval_games.items() if n > 0}
-            if cfg.keep_best not in known:
+            if cfg.eval.keep_best not in known:
                 raise ConfigError(
-                    f"arena.keep_best={cfg.keep_best!r} is not a per-epoch evaluation metric; "
-                    f"choose one of {sorted(known)} (from arena.eval_games)"
+                    f"arena.eval.keep_best={cfg.eval.keep_best!r} is not a per-epoch evaluation "
+                    f"metric; choose one of {sorted(known)} (from arena.eval.games)"
                 )
-        if cfg.headline_metric is None:
+        if cfg.eval.headline_metric is None:
             if "minimax" in self.final_eval_games:
                 self.headline = "no_loss_rate_vs_minimax"
             elif "mcts100" in self.final_eval_games:
@@ -163,11 +162,11 @@ class SelfPlayArena(Collection, Arena):
             else:
                 self.headline = "win_rate_vs_random"
         else:
-            self.headline = cfg.headline_metric
+            self.headline = cfg.eval.headline_metric
         self.steps_per_epoch_ = cfg.steps_per_epoch
 
         # state that checkpoints carry (arena_state)
-        self.pool = OpponentPool(cfg.pool_size)
+        self.pool = OpponentPool(cfg.league.pool_size)
         self.league = LeagueTable()
         self.league.add(LEARNER, "learner")
         self.updates = 0
@@ -191,10 +190,11 @@ class SelfPlayArena(Collection, Arena):
         return np.random.default_rng([self.seed, purpose, self.updates])
 
     def searching_now(self) -> bool:
-        """Whether the current update is a search update: every ``search_every``-th update
-        of the last ``search_updates`` (the phase ends on one)."""
+        """Whether the current update is a search update: every ``search.every``-th update
+        of the last ``search.updates`` (the phase ends on one)."""
         k = self.updates - self.search_from
-        return self.cfg.search_updates > 0 and k >= 0 and (k + 1) % self.cfg.search_every == 0
+        search = self.cfg.search
+        return search.updates > 0 and k >= 0 and (k + 1) % search.every == 0
 
     def algo_now(self) -> str:
         """The algorithm of the current update: ``algo``, or alphazero in the search updates."""
@@ -202,21 +202,21 @@ class SelfPlayArena(Collection, Arena):
 
     def games_now(self) -> int:
         """Games played in the current update."""
-        if self.searching_now() and self.cfg.search_games_per_step:
-            return self.cfg.search_games_per_step
+        if self.searching_now() and self.cfg.search.games_per_step:
+            return self.cfg.search.games_per_step
         return self.cfg.games_per_step
 
     def train_step(self, batch: int) -> dict[str, float]:
         if not self.pool.snapshots:  # the pool starts with the initial policy
             self._take_snapshot()
         searching = self.searching_now()
-        if self.cfg.search_lr is not None and self.updates >= self.search_from:
-            self._set_lr(self.cfg.search_lr if searching else None)
+        if self.cfg.search.lr is not None and self.updates >= self.search_from:
+            self._set_lr(self.cfg.search.lr if searching else None)
         rollout = self._collect()
         metrics = self._update(rollout)
         self.updates += 1
         metrics.update(rollout["metrics"])
-        if self.cfg.search_updates:
+        if self.cfg.search.updates:
             metrics["search_update"] = float(searching)
         reason = self._snapshot_due()
         if reason:
@@ -228,9 +228,9 @@ class SelfPlayArena(Collection, Arena):
 
     def evaluate(self) -> dict[str, float]:
         final = self.updates >= self.epochs * self.steps_per_epoch_
-        if not (final and self.cfg.keep_best):
+        if not (final and self.cfg.eval.keep_best):
             return self._evaluate(self.final_eval_games if final else self.eval_games, final)
-        key = self.cfg.keep_best
+        key = self.cfg.eval.keep_best
         last = self._evaluate(self.eval_games, False)  # the last policy is a candidate too
         assert self.best is not None
         OpponentPool.load_into(self.policy, self.best)
@@ -254,7 +254,7 @@ class SelfPlayArena(Collection, Arena):
         players: list[tuple[str, Mapping[str, int], Any]] = [("", plan, None)]
         if final and self.search_eval_games:
             searcher = SearchPlayer(
-                self.policy, self.spec.rules, self.cfg.eval_simulations, self.cfg.c_puct
+                self.policy, self.spec.rules, self.cfg.eval.simulations, self.cfg.search.c_puct
             )
             players.append(("search_", self.search_eval_games, searcher))
         for prefix, games, me in players:
@@ -267,7 +267,7 @@ class SelfPlayArena(Collection, Arena):
                     self.league.record(LEARNER, name, o)
                 for k, v in result_rates(o).items():
                     out[f"{prefix}{k}_vs_{name}"] = v
-        if final and self.cfg.solver_positions:
+        if final and self.cfg.eval.solver_positions:
             out.update(self._judge(players))
         if self.spec.rules is TicTacToe and not self.spec.is_pettingzoo:
             first, second = tictactoe_losing_lines(self.policy)
@@ -281,7 +281,7 @@ class SelfPlayArena(Collection, Arena):
         out["pool_size"] = float(len(self.pool))
         out["snapshots_taken"] = float(self.pool.created)
         self.league.log_history(self.updates)
-        key = self.cfg.keep_best
+        key = self.cfg.eval.keep_best
         if key and not final:  # per-epoch plans have it (checked in __init__)
             if out[key] >= self.best_value:
                 self.best = Snapshot("best", self.updates, weights_of(self.policy))
@@ -290,10 +290,10 @@ class SelfPlayArena(Collection, Arena):
 
     def _judge(self, players: list[tuple[str, Mapping[str, int], Any]]) -> dict[str, float]:
         """Perfect-move and good-move rates of the greedy policy (and of the searching
-        policy, ``search_`` prefix) on ``solver_positions`` solver-judged positions."""
+        policy, ``search_`` prefix) on ``eval.solver_positions`` solver-judged positions."""
         from ..games.solver import perfect_move_rate, solver_positions
 
-        positions = solver_positions(self.cfg.solver_positions, seed=0)
+        positions = solver_positions(self.cfg.eval.solver_positions, seed=0)
         out: dict[str, float] = {}
         for prefix, _, me in players:
             player = me if me is not None else PolicyPlayer(self.policy)
@@ -363,7 +363,7 @@ class SelfPlayArena(Collection, Arena):
 
     # ------------------------------------------------------------------ learning
     def _set_lr(self, lr: float | None) -> None:
-        """Train this update at ``lr`` (``search_lr``), or at the policy's own (schedule's)
+        """Train this update at ``lr`` (``search.lr``), or at the policy's own (schedule's)
         rate where ``None``: set before every update of the search phase, so a resume and
         PPO updates between search updates agree."""
         sched = self.policy.scheduler
@@ -374,35 +374,14 @@ class SelfPlayArena(Collection, Arena):
             self.policy.optimizer.set_lr(lr if lr is not None else self.policy.lr)
 
     def _update(self, rollout: dict[str, Any]) -> dict[str, float]:
-        cfg = self.cfg
-        algo = self.algo_now()
-        if algo == "alphazero":
-            data, step = outcome_samples(rollout["records"], rollout["winner"]), alphazero_step
-        else:
-            data = gae_samples(
-                rollout["records"],
-                rollout["winner"],
-                rollout["n"],
-                self.spec.max_moves,
-                cfg.gamma,
-                cfg.gae_lambda,
-            )
-            step = ppo_step
-        if cfg.augment_mirror:
-            extra = mirror_samples(data, self.spec.obs_shape)
-            data = {k: np.concatenate([v, extra[k]]) for k, v in data.items()}
-        self.policy.train()
-        n = len(data["obs"])
-        epochs, size = (1, n) if algo == "a2c" else (cfg.update_epochs, cfg.minibatch_size)
-        stats = [
-            step(self.policy, {k: v[j] for k, v in data.items()}, cfg)
-            for j in minibatches(n, epochs, size, self.stream(13))
-        ]
-        return average(stats)
+        """Train on the step's games with the current update's algorithm (:mod:`.updates`)."""
+        return apply_update(
+            self.algo_now(), self.policy, rollout, self.spec, self.cfg, self.stream(13)
+        )
 
     # ------------------------------------------------------------------ snapshots
     def _snapshot_due(self) -> str | None:
-        cfg = self.cfg
+        cfg = self.cfg.league
         if cfg.snapshot_every and self.updates - self.last_snapshot >= cfg.snapshot_every:
             return f"every {cfg.snapshot_every} updates"
         if (

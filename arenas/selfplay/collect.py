@@ -22,15 +22,6 @@ from .workers import (
 )
 
 LEARNER = "latest"
-#: settings the search of ``algo=alphazero`` reads (also sent to collection workers)
-SEARCH_KEYS = (
-    "simulations",
-    "c_puct",
-    "dirichlet_alpha",
-    "noise_fraction",
-    "temperature_moves",
-    "policy_target",
-)
 
 
 class Collection:
@@ -58,13 +49,13 @@ class Collection:
 
     def _collect(self) -> dict[str, Any]:
         """Play ``games_per_step`` games: the learner vs latest self / pool / anchors."""
-        cfg, n = self.cfg, self.games_now()
+        league, n = self.cfg.league, self.games_now()
         rng = self.stream(11)
         learner_seat = (np.arange(n) + self.updates) % 2  # seats alternate game to game
         # opponent plan: controller 0 = learner, 1.. = pool snapshots, then anchors
         n_anchor = {k: int(round(v * n)) for k, v in self.train_anchors.items()}
-        n_pool = max(0, int(round((1.0 - cfg.latest_ratio) * n)) - sum(n_anchor.values()))
-        k_pool = max(1, cfg.pool_opponents_per_step)
+        n_pool = max(0, int(round((1.0 - league.latest_ratio) * n)) - sum(n_anchor.values()))
+        k_pool = max(1, league.pool_opponents_per_step)
         snaps = self.pool.sample(k_pool, rng) if n_pool else []
         opp = np.zeros(n, np.int64)  # 0 = latest self
         names: list[str] = [LEARNER]
@@ -86,7 +77,7 @@ class Collection:
         rows = np.arange(n)
         seats[rows, learner_seat] = 0
         seats[rows, 1 - learner_seat] = opp  # 0 for self-play games: both seats learn
-        if cfg.collect_workers:
+        if self.cfg.workers.count:
             winner, records, moves = self._collectors().play(
                 seats, self._wire_plan(plan), seed=[self.seed, 11, self.updates], record=0
             )
@@ -128,7 +119,7 @@ class Collection:
             OpponentPool.load_into(actor, arg)
         else:
             actor = self.baselines[arg]
-        return make_controller(kind, actor, rng, self.spec.rules, self.cfg)
+        return make_controller(kind, actor, rng, self.spec.rules, self.cfg.search)
 
     def _wire_plan(self, plan: list[PlanEntry]) -> list[PlanEntry]:
         """The plan as sent to worker processes: weights instead of live networks."""
@@ -137,8 +128,7 @@ class Collection:
             if kind == "learner":
                 out.append((kind, weights_of(self.policy)))
             elif kind == "search":
-                settings = {k: getattr(self.cfg, k) for k in SEARCH_KEYS}
-                out.append((kind, (weights_of(self.policy), settings)))
+                out.append((kind, (weights_of(self.policy), self.cfg.search)))
             elif kind == "snapshot":
                 out.append((kind, arg.weights))
             else:
@@ -147,14 +137,15 @@ class Collection:
 
     def _collectors(self) -> RayCollectors:
         if self._pool_workers is None:
+            workers = self.cfg.workers
             self._pool_workers = RayCollectors(
-                self.cfg.collect_workers,
+                workers.count,
                 self.policy.config,
                 self.spec.name,
                 {k: v for k, v in self.baselines.items() if k in self.train_anchors},
                 name=f"{self.policy.name}_collector",
-                threads_per_worker=self.cfg.threads_per_worker,
-                address=self.cfg.ray_address,
+                threads_per_worker=workers.threads,
+                address=workers.ray_address,
             )
         return self._pool_workers
 

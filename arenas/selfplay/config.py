@@ -1,9 +1,25 @@
-"""Settings of the self-play arena (:class:`SelfPlayConfig`) and their checks."""
+"""Settings of the self-play arena (:class:`SelfPlayConfig`), grouped, and their checks.
+
+The run's shape stays at the top (``arena.epochs``, ``arena.games_per_step``, ``arena.algo``);
+everything else lives in one group per concern, each a small dataclass that checks its
+own values:
+
+- ``arena.update.*`` (:class:`UpdateConfig`): the gradient update of every step (PPO, A2C
+  and the search updates alike);
+- ``arena.search.*`` (:class:`SearchConfig`): PUCT search in training and the search phase;
+- ``arena.league.*`` (:class:`LeagueConfig`): who the learner plays (latest self, pool, anchors);
+- ``arena.eval.*`` (:class:`EvalConfig`): the evaluations and the run's headline;
+- ``arena.workers.*`` (:class:`WorkersConfig`): collection on Ray workers.
+
+The flat names of PaddleCraft 0.2 (``arena.collect_workers``...) are :data:`RENAMED`: a
+saved run's ``config.yaml`` is upgraded on resume, and a flat key typed on the command
+line is refused with one line naming its new place.
+"""
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Optional  # noqa: UP035 (OmegaConf needs typing forms)
+from typing import Any, ClassVar, Optional  # noqa: UP035 (OmegaConf needs typing forms)
 
 from paddlecraft.agents.settings import ConfigError
 
@@ -13,101 +29,254 @@ ALGOS = ("ppo", "a2c", "alphazero")
 POLICY_TARGETS = ("visits", "completed_q")
 
 
+def _need(ok: bool, key: str, value: Any, rule: str, fix: str) -> None:
+    """Refuse ``key=value`` unless ``ok``, in the engine's range-check wording."""
+    if not ok:
+        raise ConfigError(f"{key}={value!r}: must be {rule}; {fix}")
+
+
+@dataclass
+class UpdateConfig:
+    """``arena.update``: how each step's games become gradient steps."""
+
+    epochs: int = 4
+    """Passes over each step's samples (PPO and search updates; A2C makes one)."""
+    minibatch_size: int = 512
+    """Positions per gradient step (PPO and search updates; A2C takes them all at once)."""
+    clip_ratio: float = 0.2
+    """PPO: how far the probability ratio may move from 1 before the loss is clipped."""
+    gamma: float = 0.99
+    """PPO/A2C: discount per own move (a quicker win is worth more)."""
+    gae_lambda: float = 0.95
+    """PPO/A2C: GAE lambda (1: Monte Carlo returns; 0: one-step TD)."""
+    value_coef: float = 0.5
+    """Weight of the value loss (every algorithm)."""
+    policy_coef: float = 1.0
+    """Search updates (``algo=alphazero`` and the search phase): weight of the visit-count
+    loss (0: train the value head only)."""
+    entropy_coef: float = 0.01
+    """PPO/A2C: entropy bonus."""
+
+    def check(self, at: str = "arena.update") -> None:
+        """Refuse values no update can use, naming ``<at>.<key>``."""
+        _need(self.epochs >= 1, f"{at}.epochs", self.epochs, ">= 1", f"e.g. {at}.epochs=4")
+        _need(
+            self.minibatch_size >= 1,
+            f"{at}.minibatch_size",
+            self.minibatch_size,
+            ">= 1",
+            f"e.g. {at}.minibatch_size=512",
+        )
+
+
+@dataclass
+class SearchConfig:
+    """``arena.search``: PUCT search while training (``algo=alphazero``) and the search phase
+    that ends a run (its last ``updates`` updates)."""
+
+    simulations: int = 50
+    """PUCT simulations per training move."""
+    c_puct: float = 1.5
+    """Exploration constant (training and the final evaluation's searching player)."""
+    dirichlet_alpha: float = 1.0
+    """Concentration of the Dirichlet noise added to the root's priors."""
+    noise_fraction: float = 0.25
+    """Share of the root's priors replaced by that noise."""
+    temperature_moves: int = 8
+    """Plies of a training game played in proportion to the visits; then the most visited."""
+    policy_target: str = "visits"
+    """``visits`` (AlphaZero's visit counts) or ``completed_q`` (Gumbel AlphaZero's improved
+    policy: the noise-free prior raised by the search's Q values)."""
+    updates: int = 0
+    """The last N updates of the run are the search phase (search updates train as
+    ``algo=alphazero``; 0: none)."""
+    every: int = 1
+    """In the search phase every N-th update searches, the others train with ``algo``."""
+    games_per_step: Optional[int] = None  # noqa: UP045
+    """Games per search update (null: ``arena.games_per_step``)."""
+    lr: Optional[float] = None  # noqa: UP045
+    """The policy's learning rate in search updates (null: its own schedule's)."""
+
+    def check(self, total: int, at: str = "arena.search") -> None:
+        """Refuse values no search can use; ``total`` is the run's number of updates."""
+        _need(
+            self.simulations >= 1,
+            f"{at}.simulations",
+            self.simulations,
+            ">= 1",
+            f"e.g. {at}.simulations=50",
+        )
+        _need(
+            self.temperature_moves >= 0,
+            f"{at}.temperature_moves",
+            self.temperature_moves,
+            ">= 0 (0: always the most visited move)",
+            f"e.g. {at}.temperature_moves=8",
+        )
+        if self.policy_target not in POLICY_TARGETS:
+            raise ConfigError(
+                f"{at}.policy_target must be one of {POLICY_TARGETS}, got {self.policy_target!r}"
+            )
+        if not 0 <= self.updates <= total:
+            raise ConfigError(
+                f"{at}.updates must be in [0, epochs x steps_per_epoch = {total}] (the "
+                f"last updates of the run are the search phase), got {self.updates}"
+            )
+        if self.every < 1:
+            raise ConfigError(
+                f"{at}.every must be >= 1 (1: every update of the search phase searches), "
+                f"got {self.every}"
+            )
+        if self.games_per_step is not None and self.games_per_step < 1:
+            raise ConfigError(
+                f"{at}.games_per_step must be >= 1 or null (arena.games_per_step), got "
+                f"{self.games_per_step}"
+            )
+        if self.lr is not None and not self.lr > 0:
+            raise ConfigError(f"{at}.lr must be > 0 or null, got {self.lr}")
+
+
+@dataclass
+class LeagueConfig:
+    """``arena.league``: the learner's opponents in training and when snapshots join them."""
+
+    latest_ratio: float = 0.5
+    """Share of games against the latest self."""
+    pool_size: int = 16
+    """Frozen snapshots kept in the pool."""
+    pool_opponents_per_step: int = 4
+    """Snapshots drawn from the pool per update."""
+    snapshot_every: int = 10
+    """Snapshot the learner every N updates (0: off)."""
+    snapshot_score: float = 0.7
+    """Snapshot when the learner's score (win 1, draw 1/2) vs the pool reaches this (0: off)."""
+    snapshot_min_games: int = 256
+    """Pool games needed before the score rule applies."""
+    train_anchors: dict[str, float] = field(default_factory=dict)
+    """``{baseline: share of games}``: scripted opponents in training."""
+
+    def check(self, at: str = "arena.league") -> None:
+        """Refuse values no league can use, naming ``<at>.<key>``."""
+        if not 0.0 <= self.latest_ratio <= 1.0:
+            raise ConfigError(f"{at}.latest_ratio must be in [0, 1], got {self.latest_ratio}")
+        _need(self.pool_size >= 1, f"{at}.pool_size", self.pool_size, ">= 1",
+              f"e.g. {at}.pool_size=16")  # fmt: skip
+        for key in ("pool_opponents_per_step", "snapshot_every", "snapshot_min_games"):
+            value = getattr(self, key)
+            _need(value >= 0, f"{at}.{key}", value, ">= 0", f"e.g. {at}.{key}=0")
+
+
+@dataclass
+class EvalConfig:
+    """``arena.eval``: the evaluation after each epoch, the final one and the headline."""
+
+    games: dict[str, int] = field(default_factory=dict)
+    """``{baseline: games}`` the greedy policy plays after each epoch (empty: random, and
+    minimax on tic-tac-toe, 100 each)."""
+    final_games: Optional[dict[str, int]] = None  # noqa: UP045
+    """``{baseline: games}`` of the last evaluation (null: ``games``)."""
+    search_games: dict[str, int] = field(default_factory=dict)
+    """``{baseline: games}`` the policy plays with PUCT search in the final evaluation
+    (metrics ``search_*``)."""
+    simulations: int = 200
+    """Simulations per move of ``search_games``."""
+    solver_positions: int = 0
+    """Connect Four: the final evaluation scores the policy's moves (and, with
+    ``search_games``, the searching policy's) on this many solver-judged positions:
+    metrics perfect_move_rate / good_move_rate (extra ``solver``; 0: off)."""
+    headline_metric: Optional[str] = None  # noqa: UP045
+    """The run's headline metric (null: chosen by the final opponents)."""
+    keep_best: Optional[str] = None  # noqa: UP045
+    """End with the policy best on this per-epoch metric instead of the last one."""
+
+    def check(self, at: str = "arena.eval") -> None:
+        """Refuse values no evaluation can use, naming ``<at>.<key>``."""
+        _need(self.simulations >= 1, f"{at}.simulations", self.simulations, ">= 1",
+              f"e.g. {at}.simulations=200")  # fmt: skip
+        _need(self.solver_positions >= 0, f"{at}.solver_positions", self.solver_positions,
+              ">= 0 (0: off)", f"e.g. {at}.solver_positions=400")  # fmt: skip
+
+
+@dataclass
+class WorkersConfig:
+    """``arena.workers``: where the training games are played."""
+
+    count: int = 0
+    """Ray workers playing the training games (0: in this process; extra ``ray``)."""
+    threads: int = 1
+    """``OMP_NUM_THREADS`` (and Ray CPUs) of each worker."""
+    ray_address: Optional[str] = None  # noqa: UP045
+    """A running Ray cluster to collect on (``auto`` after ``ray start --head``); null: this
+    process's Ray, started locally when none is running."""
+
+    def check(self, at: str = "arena.workers") -> None:
+        """Refuse values no collection can use, naming ``<at>.<key>``."""
+        if self.count < 0 or self.threads < 1:
+            raise ConfigError(
+                f"{at}.count must be >= 0 (0: collect in this process) and {at}.threads "
+                f">= 1, got {self.count} and {self.threads}"
+            )
+
+
 @dataclass
 class SelfPlayConfig(ArenaConfig):
-    """paddlecraft.arenas.SelfPlayArena settings."""
+    """paddlecraft.arenas.SelfPlayArena settings: the run's shape, then one group per concern."""
 
-    epochs: int = 10  #: evaluation after each epoch
-    steps_per_epoch: int = 20  #: updates per epoch
-    games_per_step: int = 256  #: games played in parallel per update
-    algo: str = "ppo"  #: ppo | a2c | alphazero (search visit counts as policy targets)
-    update_epochs: int = 4  #: passes over each step's samples
-    minibatch_size: int = 512  #: minibatch (positions)
-    clip_ratio: float = 0.2  #: PPO clipping
-    gamma: float = 0.99  #: discount per own move (PPO/A2C)
-    gae_lambda: float = 0.95  #: GAE lambda (PPO/A2C)
-    value_coef: float = 0.5  #: value-loss weight
-    policy_coef: float = 1.0
-    #: ^ alphazero and search updates: weight of the visit-count loss (0: train the value only)
-    entropy_coef: float = 0.01  #: entropy bonus (PPO/A2C)
-    simulations: int = 50  #: alphazero: PUCT simulations per training move
-    c_puct: float = 1.5  #: alphazero: exploration constant
-    dirichlet_alpha: float = 1.0  #: alphazero: root noise concentration
-    noise_fraction: float = 0.25  #: alphazero: share of root priors replaced by noise
-    temperature_moves: int = 8  #: alphazero: plies played in proportion to visits, then greedy
-    policy_target: str = "visits"
-    #: ^ alphazero: ``visits`` (AlphaZero's visit counts) or ``completed_q`` (Gumbel
-    #: AlphaZero's improved policy: the noise-free prior raised by the search's Q values)
-    latest_ratio: float = 0.5  #: share of games against the latest self
-    pool_size: int = 16  #: frozen snapshots kept
-    pool_opponents_per_step: int = 4  #: snapshots drawn per update
-    snapshot_every: int = 10  #: snapshot every N updates (0: off)
-    snapshot_score: float = 0.7
-    #: ^ snapshot when the score (win 1, draw 1/2) vs the pool reaches this (0: off)
-    snapshot_min_games: int = 256  #: pool games needed before the score rule applies
-    train_anchors: dict[str, float] = field(default_factory=dict)  #: {baseline: share of games}
-    eval_games: dict[str, int] = field(default_factory=dict)  #: {baseline: games} per epoch
-    final_eval_games: Optional[dict[str, int]] = None  #: last evaluation  # noqa: UP045
-    search_eval_games: dict[str, int] = field(default_factory=dict)
-    #: ^ {baseline: games} the policy plays with search in the final evaluation
-    eval_simulations: int = 200  #: simulations per move of search_eval_games
-    solver_positions: int = 0
-    #: ^ Connect Four: the final evaluation scores the policy's moves (and, with
-    #: search_eval_games, the searching policy's) on this many solver-judged positions:
-    #: metrics perfect_move_rate / good_move_rate (extra ``solver``; 0: off)
-    headline_metric: Optional[str] = None  #: default: per game  # noqa: UP045
-    augment_mirror: bool = False  #: also train on left-right mirrored samples
-    keep_best: Optional[str] = None  #: end with the policy best on this eval metric  # noqa: UP045
-    search_updates: int = 0
-    #: ^ the last N updates are the search phase (search updates train as algo=alphazero)
-    search_every: int = 1
-    #: ^ in those last updates, every N-th trains with search and the others with ``algo``
-    search_games_per_step: Optional[int] = None  # noqa: UP045
-    #: ^ games per search update (default: games_per_step)
-    search_lr: Optional[float] = None  # noqa: UP045
-    #: ^ the policy's learning rate in search updates (default: its own schedule's)
+    epochs: int = 10
+    """Evaluations: one after each epoch."""
+    steps_per_epoch: int = 20
+    """Updates per epoch."""
+    games_per_step: int = 256
+    """Games played in parallel per update."""
+    algo: str = "ppo"
+    """``ppo`` | ``a2c`` | ``alphazero`` (PUCT search's visit counts as policy targets)."""
+    augment_mirror: bool = False
+    """Also train on left-right mirrored samples."""
     init_policy: Optional[str] = None  # noqa: UP045
-    #: ^ start from this saved policy's weights (a run folder or its policy/)
-    collect_workers: int = 0
-    #: ^ Ray workers playing the training games (0: in-process; extra ``ray``)
-    threads_per_worker: int = 1  #: OMP_NUM_THREADS (and Ray CPUs) of each collection worker
-    ray_address: Optional[str] = None  # noqa: UP045
-    #: ^ a running Ray cluster to collect on (``auto`` after ``ray start --head``); default:
-    #: this process's Ray, started locally when none is running
+    """Start from this saved policy's weights (a run folder or its ``policy/``)."""
+    update: UpdateConfig = field(default_factory=UpdateConfig)
+    """The gradient update of each step."""
+    search: SearchConfig = field(default_factory=SearchConfig)
+    """PUCT search in training and the search phase."""
+    league: LeagueConfig = field(default_factory=LeagueConfig)
+    """The learner's training opponents and the snapshot pool."""
+    eval: EvalConfig = field(default_factory=EvalConfig)
+    """Evaluations and the headline."""
+    workers: WorkersConfig = field(default_factory=WorkersConfig)
+    """Collection on Ray workers."""
+
+    #: the flat keys of PaddleCraft 0.2 and where they are now (``old: group.new``)
+    RENAMED: ClassVar[dict[str, str]] = {
+        **{k: f"update.{k}" for k in ("minibatch_size", "clip_ratio", "gamma", "gae_lambda",
+                                      "value_coef", "policy_coef", "entropy_coef")},
+        "update_epochs": "update.epochs",
+        **{k: f"search.{k}" for k in ("simulations", "c_puct", "dirichlet_alpha",
+                                      "noise_fraction", "temperature_moves", "policy_target")},
+        "search_updates": "search.updates",
+        "search_every": "search.every",
+        "search_games_per_step": "search.games_per_step",
+        "search_lr": "search.lr",
+        **{k: f"league.{k}" for k in ("latest_ratio", "pool_size", "pool_opponents_per_step",
+                                      "snapshot_every", "snapshot_score", "snapshot_min_games",
+                                      "train_anchors")},
+        "eval_games": "eval.games",
+        "final_eval_games": "eval.final_games",
+        "search_eval_games": "eval.search_games",
+        "eval_simulations": "eval.simulations",
+        **{k: f"eval.{k}" for k in ("solver_positions", "headline_metric", "keep_best")},
+        "collect_workers": "workers.count",
+        "threads_per_worker": "workers.threads",
+        "ray_address": "workers.ray_address",
+    }  # fmt: skip
 
 
 def check_settings(cfg: SelfPlayConfig) -> None:
     """Refuse settings out of range, naming the setting, before anything is built (run.py
-    prints these as one ``error:`` line)."""
+    prints these as one ``error:`` line): the algorithm, then each group's own checks."""
     if cfg.algo not in ALGOS:
         raise ConfigError(f"arena.algo must be one of {ALGOS}, got {cfg.algo!r}")
-    if cfg.policy_target not in POLICY_TARGETS:
-        raise ConfigError(
-            f"arena.policy_target must be one of {POLICY_TARGETS}, got {cfg.policy_target!r}"
-        )
-    total = cfg.epochs * cfg.steps_per_epoch
-    if not 0 <= cfg.search_updates <= total:
-        raise ConfigError(
-            f"arena.search_updates must be in [0, epochs x steps_per_epoch = {total}] (the "
-            f"last updates of the run are the search phase), got {cfg.search_updates}"
-        )
-    if cfg.search_every < 1:
-        raise ConfigError(
-            f"arena.search_every must be >= 1 (1: every update of the search phase searches), "
-            f"got {cfg.search_every}"
-        )
-    if cfg.search_games_per_step is not None and cfg.search_games_per_step < 1:
-        raise ConfigError(
-            f"arena.search_games_per_step must be >= 1 or null (games_per_step), got "
-            f"{cfg.search_games_per_step}"
-        )
-    if cfg.search_lr is not None and not cfg.search_lr > 0:
-        raise ConfigError(f"arena.search_lr must be > 0 or null, got {cfg.search_lr}")
-    if not 0.0 <= cfg.latest_ratio <= 1.0:
-        raise ConfigError(f"arena.latest_ratio must be in [0, 1], got {cfg.latest_ratio}")
-    if cfg.collect_workers < 0 or cfg.threads_per_worker < 1:
-        raise ConfigError(
-            f"arena.collect_workers must be >= 0 (0: collect in this process) and "
-            f"arena.threads_per_worker >= 1, got {cfg.collect_workers} and "
-            f"{cfg.threads_per_worker}"
-        )
+    cfg.update.check()
+    cfg.search.check(total=cfg.epochs * cfg.steps_per_epoch)
+    cfg.league.check()
+    cfg.eval.check()
+    cfg.workers.check()

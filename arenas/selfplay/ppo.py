@@ -105,23 +105,35 @@ def average(stats: list[dict[str, float]]) -> dict[str, float]:
     return {k: float(np.mean([s[k] for s in stats])) for k in keys}
 
 
-def ppo_step(policy: Any, b: dict[str, np.ndarray], cfg: Any) -> dict[str, float]:
-    """One PPO (``cfg.algo == "ppo"``) or A2C gradient step on a minibatch; its metrics."""
+def ppo_step(policy: Any, b: dict[str, np.ndarray], u: Any) -> dict[str, float]:
+    """One PPO gradient step on a minibatch (the clipped surrogate); its metrics.
+    ``u`` is ``arena.update`` (:class:`~.config.UpdateConfig`)."""
+    return _policy_gradient_step(policy, b, u, clip=True)
+
+
+def a2c_step(policy: Any, b: dict[str, np.ndarray], u: Any) -> dict[str, float]:
+    """One A2C gradient step (the plain policy gradient) on all of a step's samples."""
+    return _policy_gradient_step(policy, b, u, clip=False)
+
+
+def _policy_gradient_step(
+    policy: Any, b: dict[str, np.ndarray], u: Any, clip: bool
+) -> dict[str, float]:
     adv = b["adv"]
     adv = (adv - adv.mean()) / (adv.std() + 1e-8)
     logp, entropy, value = policy.evaluate_actions(b["obs"], b["mask"], b["action"])
     adv_t = policy.to_tensor(adv.astype(np.float32))
     ret_t = policy.to_tensor(b["ret"].astype(np.float32))
-    if cfg.algo == "ppo":
+    if clip:
         ratio = (logp - policy.to_tensor(b["logp"])).exp()
-        clipped = paddle.clip(ratio, 1 - cfg.clip_ratio, 1 + cfg.clip_ratio)
+        clipped = paddle.clip(ratio, 1 - u.clip_ratio, 1 + u.clip_ratio)
         pg_loss = -paddle.minimum(ratio * adv_t, clipped * adv_t).mean()
     else:
         ratio = None
         pg_loss = -(logp * adv_t).mean()
     v_loss = ((value - ret_t) ** 2).mean()
     ent = entropy.mean()
-    loss = pg_loss + cfg.value_coef * v_loss - cfg.entropy_coef * ent
+    loss = pg_loss + u.value_coef * v_loss - u.entropy_coef * ent
     policy.update(loss)
     out = {
         "loss": float(loss),
@@ -131,6 +143,6 @@ def ppo_step(policy: Any, b: dict[str, np.ndarray], cfg: Any) -> dict[str, float
     }
     if ratio is not None:
         r = ratio.numpy()
-        out["clip_frac"] = float((np.abs(r - 1) > cfg.clip_ratio).mean())
+        out["clip_frac"] = float((np.abs(r - 1) > u.clip_ratio).mean())
         out["approx_kl"] = float(np.mean((r - 1) - np.log(r)))
     return out

@@ -7,12 +7,12 @@ policy network, receives the step's weights and its slice of the games, plays th
 end with batched moves and returns the winners and the learner's moves. The learner then
 updates on all of them, exactly as with in-process collection.
 
-    python run.py arena=selfplay game=connect_four arena.collect_workers=2
+    python run.py arena=selfplay game=connect_four arena.workers.count=2
     ray start --head   # on a cluster; then, on the learner's machine:
-    python run.py arena=selfplay game=connect_four arena.collect_workers=8 \
-        arena.ray_address=auto
+    python run.py arena=selfplay game=connect_four arena.workers.count=8 \
+        arena.workers.ray_address=auto
 
-With no ``ray_address`` a local Ray starts in this process when none is running (nothing
+With no ``workers.ray_address`` a local Ray starts in this process when none is running (nothing
 to set up on a laptop). Ray is the optional extra ``ray`` (``pip install
 paddlecraft[ray]``), imported only here.
 
@@ -32,7 +32,6 @@ import os
 import pickle
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from types import SimpleNamespace
 from typing import Any
 
 import numpy as np
@@ -53,7 +52,7 @@ log = logging.getLogger("paddlecraft")
 Controller = Callable[[np.ndarray, np.ndarray], tuple[np.ndarray, Any]]
 
 #: one seat-controller of a collection plan: ``("learner", weights)`` samples and records
-#: log-probabilities and values; ``("search", (weights, search settings))`` plays with
+#: log-probabilities and values; ``("search", (weights, arena.search))`` plays with
 #: PUCT search and records visit distributions; ``("snapshot", weights)`` samples;
 #: ``("anchor", name)`` is a scripted baseline
 PlanEntry = tuple[str, Any]
@@ -129,7 +128,7 @@ def require_ray() -> Any:
         import ray
     except ImportError as e:
         raise ConfigError(
-            f"arena.collect_workers > 0 runs collection on Ray, which is the optional extra "
+            f"arena.workers.count > 0 runs collection on Ray, which is the optional extra "
             f"'ray': pip install paddlecraft[ray] ({e})"
         ) from None
     return ray
@@ -190,7 +189,7 @@ class RayCollectors:
     ) -> None:
         if workers < 1:
             raise ValueError(
-                f"arena.collect_workers: Ray collection needs >= 1 worker, got {workers}"
+                f"arena.workers.count: Ray collection needs >= 1 worker, got {workers}"
             )
         ray = require_ray()
         self.ray, self.workers, self.retries = ray, int(workers), int(retries)
@@ -324,9 +323,9 @@ def make_controller(
     """The one controller factory of collection, in the learner's process and in workers.
 
     ``actor`` is the network (``learner``: samples and records log-probabilities and
-    values; ``snapshot``: samples; ``search``: PUCT search with the ``search`` settings on
-    ``rules``, records visit targets) or a scripted :class:`Player` (``anchor``). Every
-    draw comes from ``rng``.
+    values; ``snapshot``: samples; ``search``: PUCT search on ``rules`` with the ``search``
+    settings, ``arena.search``, recording visit targets) or a scripted :class:`Player`
+    (``anchor``). Every draw comes from ``rng``.
     """
     if kind == "anchor":
         return lambda o, m: (actor.act(o, m, rng=rng), None)
@@ -348,14 +347,13 @@ def _play_task(
     for k, (kind, arg) in enumerate(task["plan"]):
         if kind not in KINDS:
             make_controller(kind, None, rng)  # raises, naming the kinds
-        settings = None
+        search = None
         if kind == "anchor":
             actor = baselines[arg]
         else:
             actor = net(k)
-            weights, settings = arg if kind == "search" else (arg, None)
+            weights, search = arg if kind == "search" else (arg, None)
             OpponentPool.load_into(actor, Snapshot(kind, 0, weights))
-        search = SimpleNamespace(**settings) if settings else None
         controllers.append(make_controller(kind, actor, rng, spec.rules, search))
     seats = np.asarray(task["seats"])
     return play_games(spec, len(seats), seats, controllers, task["record"])
