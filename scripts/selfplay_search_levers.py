@@ -1,0 +1,99 @@
+"""Is the search the lever? A trained Connect Four policy judged by the perfect solver under
+other search settings, without retraining.
+
+    python scripts/selfplay_search_levers.py runs/selfplay_targets/seed0
+    python scripts/selfplay_search_levers.py RUN --c-puct 0.5 1.5 3 --simulations 200 3200
+    python scripts/selfplay_search_levers.py RUN --rollout-mix 0.25 0.5 0.75
+
+For each setting: the perfect-move and good-move rates (extra ``solver``) on the same
+seeded positions as ``scripts/selfplay_targets.py`` (400, seed 0). ``--rollout-mix L``
+also searches with leaf values mixed from the value head and one random playout,
+``(1 - L) * v + L * rollout`` (AlphaGo's mixing; the anchors' rollouts, never the solver).
+Evaluation only: nothing here trains.
+"""
+
+from __future__ import annotations
+
+import argparse
+import time
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from paddlecraft.encoders.cpu_tuning import apply_cpu_tuning
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("run", help="a finished run folder (its policy/ is judged)")
+    ap.add_argument("--c-puct", type=float, nargs="+", default=[0.5, 1.5, 3.0])
+    ap.add_argument("--simulations", type=int, nargs="+", default=[200, 800, 3200])
+    ap.add_argument("--rollout-mix", type=float, nargs="*", default=[0.25, 0.5, 0.75])
+    ap.add_argument("--positions", type=int, default=400)
+    args = ap.parse_args()
+    apply_cpu_tuning()
+
+    from paddlecraft.arenas.games import ConnectFour
+    from paddlecraft.arenas.games.baselines import Player
+    from paddlecraft.arenas.games.evaluators import (
+        Evaluator,
+        NetworkEvaluator,
+        RandomRolloutEvaluator,
+    )
+    from paddlecraft.arenas.games.search import MCTS, choose_moves
+    from paddlecraft.arenas.games.solver import perfect_move_rate, solver_positions
+    from paddlecraft.arenas.selfplay import PolicyPlayer, load_policy
+
+    class MixedEvaluator(Evaluator):
+        """The network's priors; leaf value ``(1 - mix) * v + mix * one random playout``."""
+
+        def __init__(self, network: Any, mix: float) -> None:
+            self.net, self.mix = NetworkEvaluator(network), mix
+
+        def evaluate(self, game, cur, mask, legal, rng):  # noqa: ANN001, ANN201
+            p, v = self.net.evaluate(game, cur, mask, legal, rng)
+            r = RandomRolloutEvaluator.rollout(game, cur, mask, rng)
+            return p, (1 - self.mix) * v + self.mix * r
+
+        def root(self, game, cur, mask, legal, rng):  # noqa: ANN001, ANN201
+            return self.net.evaluate(game, cur, mask, legal, rng)
+
+    class TreePlayer(Player):
+        """The most visited move of one search per position (ties from a seeded rng)."""
+
+        def __init__(self, tree: MCTS) -> None:
+            self.tree = tree
+
+        def act(self, observations: Any, action_masks: Any, rng: Any = None) -> np.ndarray:
+            legal = self._masks(action_masks)
+            obs = np.asarray(observations).reshape(-1, *ConnectFour.obs_shape())
+            cur, mask = ConnectFour.from_planes(obs)
+            rng = np.random.default_rng(0)
+            visits = self.tree.search(cur, mask, rng).visits
+            return choose_moves(np.where(legal, visits, -1.0), 0.0, rng)
+
+    policy = load_policy(Path(args.run) / "policy", name="judged")
+    pos = solver_positions(args.positions, seed=0)
+    net = policy.priors_and_values
+
+    def report(label: str, player: Player) -> None:
+        t = time.time()
+        r = perfect_move_rate(player, pos)
+        print(
+            f"{label:<28} perfect {r['perfect_move_rate']:.4f}  good {r['good_move_rate']:.4f}"
+            f"  ({time.time() - t:.1f} s)",
+            flush=True,
+        )
+
+    report("raw policy", PolicyPlayer(policy))
+    for c in args.c_puct:
+        for sims in args.simulations:
+            report(f"c_puct={c} sims={sims}", TreePlayer(MCTS(ConnectFour, net, sims, "puct", c)))
+    for mix in args.rollout_mix:
+        tree = MCTS(ConnectFour, MixedEvaluator(net, mix), 200, "puct", 1.5)
+        report(f"rollout_mix={mix} sims=200", TreePlayer(tree))
+
+
+if __name__ == "__main__":
+    main()
