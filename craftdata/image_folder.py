@@ -26,6 +26,7 @@ from paddlecraft.craftdata.badfiles import BadDataError, BadFiles, check_image_f
 from paddlecraft.craftdata.digits import Dataset, Split, stratified_split
 from paddlecraft.craftdata.images import IMAGE_EXTENSIONS, ImageTransform, decode_image
 from paddlecraft.craftdata.loader import LazySplit
+from paddlecraft.errors import command
 
 __all__ = ["SPLIT_FILE", "ImageFolderData", "ImageFolderSplit", "class_names", "load_image_folder"]
 
@@ -222,6 +223,10 @@ def load_image_folder(
     :class:`~craftdata.Dataset` (float32 [N, C, H, W]) for arenas that index arrays, such
     as the GAN's metrics: only for folders that fit in memory; no split is recorded.
     """
+    if not path:
+        raise BadDataError(
+            f"data.path is not set: {command()} ... data=image_folder data.path=/your/images"
+        )
     bad = BadFiles(on_bad_file)
     classes = class_names(path)
     train_t = ImageTransform(channels, image_size, resize, mean, std, hflip)

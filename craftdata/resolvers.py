@@ -1,7 +1,5 @@
-"""Config interpolations that read the data: ``${craft.num_classes:${.path}}``, ``${craft.mul:...}``.
+"""Config interpolations: ``${craft.mul:...}`` (pure arithmetic) and the caption words.
 
-They let ``conf/data/image_folder.yaml`` size the encoder from the folder itself, so
-``python run.py arena=classify data=image_folder data.path=...`` needs nothing else;
 ``craft.caption_words`` / ``craft.speech_alphabet`` give the caption agents the words of the
 training captions and the recognizer the characters of the training transcripts
 (``conf/data/captions.yaml``, ``conf/data/speech.yaml``). They read the files once per
@@ -16,18 +14,9 @@ from pathlib import Path
 from omegaconf import OmegaConf
 
 from paddlecraft.craftdata.badfiles import BadDataError
-from paddlecraft.craftdata.image_folder import class_names
 from paddlecraft.errors import command
 
 __all__ = ["register_resolvers"]
-
-
-def _num_classes(path: str | None) -> int:
-    if path is None:
-        raise BadDataError(
-            f"data.path is not set: {command()} ... data=image_folder data.path=/your/images"
-        )
-    return len(class_names(path))
 
 
 def _need_path(path: str | None, data: str) -> str:
@@ -73,7 +62,6 @@ def _speech_alphabet(
 
 def register_resolvers() -> None:
     """Register the ``craft.*`` resolvers with OmegaConf (idempotent)."""
-    OmegaConf.register_new_resolver("craft.num_classes", _num_classes, replace=True)
     OmegaConf.register_new_resolver(
         "craft.caption_words", _caption_words, replace=True, use_cache=True
     )
