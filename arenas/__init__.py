@@ -44,7 +44,7 @@ def register_configs() -> None:
     ``run.py`` calls it before composing; a user's arena package calls
     :func:`paddlecraft.arenas.engine.register_schemas` with its own ``SCHEMAS`` instead (or as well).
     """
-    register_data_resolvers()  # ${craft.mul:...}, ${craft.caption_words:...}
+    register_data_resolvers()  # ${craft.mul:...}
     register_from_data()  # ${craft.from_data:num_classes}: filled from the built dataset
     register_sweep_resolvers()  # ${headline_direction:...} in Optuna sweep files
     register_schemas(ENCODER_SCHEMAS)

@@ -55,9 +55,12 @@ ABORTED = 1
 
 
 def build_data(cfg: DictConfig) -> Any | None:
-    """The dataset ``cfg.data.loader`` builds, or None (no data, or an arena that reads its
-    own: one whose config has a ``data`` key). Composing read nothing; this reads the files."""
-    if cfg.get("data") is None or "loader" not in cfg.data or "data" in cfg.arena:
+    """The dataset ``cfg.data.loader`` builds, or None: no data, or an arena that makes its
+    own (one whose ``arena.data`` are its own settings, unless ``arena.files`` names the
+    loader: the caption arena on files). Composing read nothing; this reads the files."""
+    if cfg.get("data") is None or "loader" not in cfg.data:
+        return None
+    if "data" in cfg.arena and not cfg.arena.get("files"):
         return None
     allow = list(cfg.get("allow_targets") or [])
     log.info("Instantiating data <%s>", cfg.data.loader.get("_target_"))
@@ -85,12 +88,17 @@ def build_agents(cfg: DictConfig, data: Any | None = None) -> dict[str, Agent]:
 
 def build_arena(cfg: DictConfig, agents: dict[str, Agent], data: Any | None = None) -> Arena:
     """Instantiate ``cfg.arena`` with the agents, the data (``data``, else built here from
-    ``data.loader``) and the run seed."""
+    ``data.loader``) and the run seed.
+
+    The data goes in as ``data=``, or as ``source=`` to an arena whose ``arena.data`` are its
+    own settings and whose ``arena.files`` names the loader (the caption arena on files).
+    """
     allow = list(cfg.get("allow_targets") or [])
     log.info("Instantiating arena <%s>", cfg.arena._target_)
     kwargs: dict[str, Any] = {"agents": agents, "seed": cfg.seed}
-    if cfg.get("data") is not None and "data" not in cfg.arena:
-        kwargs["data"] = build_data(cfg) if data is None else data
+    if cfg.get("data") is not None and ("data" not in cfg.arena or cfg.arena.get("files")):
+        key = "source" if "data" in cfg.arena else "data"
+        kwargs[key] = build_data(cfg) if data is None else data
     # partial, then called: keyword objects given to instantiate itself would be merged into
     # the config (a dataclass dataset would become a DictConfig)
     make = safe_instantiate(cfg.arena, allow=allow, _recursive_=False, _partial_=True)
@@ -213,7 +221,7 @@ def main_entry(
         results = run_config(cfg, run_dir, overrides)
     except (*USER_ERRORS, InterpolationResolutionError, InstantiationException) as e:
         # a data loader found a bad file or a missing folder (Hydra wraps what a _target_
-        # raises), or a config value read from the data (${craft.caption_words:...}) failed
+        # raises)
         # a file a _target_ was given (data, weights) that is missing or unreadable
         cause = user_error(e, also=(OSError,) if isinstance(e, InstantiationException) else ())
         if cause is None:

@@ -3,7 +3,8 @@
 Composing a config reads no data (``--cfg job`` and sweeps stay pure): the marker resolves
 to null there. The app builds the dataset (``data.loader``) first, then replaces every marker
 in the agents' configs with what :func:`data_facts` reads off the built dataset, e.g. a
-classifier's ``num_classes`` or a conditional GAN's ``agents.discriminator.num_classes``;
+classifier's ``num_classes``, a conditional GAN's ``agents.discriminator.num_classes`` or
+the caption agents' ``words`` (``${craft.from_data:words}``: the training captions' words);
 the run's ``config.yaml`` records the filled values. A value the config gives instead is
 kept (the arena checks it against the data).
 """
@@ -25,11 +26,15 @@ _MARK = re.compile(r"^\$\{" + re.escape(RESOLVER) + r":\s*(\w+)\s*\}$")
 
 
 def data_facts(data: Any) -> dict[str, Any]:
-    """What a built dataset gives its agents: ``num_classes`` (when it has classes)."""
+    """What a built dataset gives its agents: ``num_classes`` (when it has classes) and
+    ``words`` (caption and speech data: the vocabulary, a tokenizer file or the characters)."""
     facts: dict[str, Any] = {}
     k = getattr(data, "num_classes", None)
     if isinstance(k, int) and not isinstance(k, bool) and k > 0:
         facts["num_classes"] = k
+    words = getattr(data, "words", None)
+    if words:
+        facts["words"] = words
     return facts
 
 
