@@ -70,3 +70,32 @@ def test_data_facts_read_the_built_dataset(tmp_path: Path):
     assert data_facts(load_digits(seed=0)) == {"num_classes": 10}
     assert data_facts(SimpleNamespace(num_classes=0, words=[])) == {}  # nothing to give
     assert data_facts(SimpleNamespace(words=["a", "b"])) == {"words": ["a", "b"]}
+
+
+@pytest.mark.parametrize("game, shape, actions", [("tictactoe", [3, 3, 2], 9),
+                                                  ("connect_four", [6, 7, 2], 7)])  # fmt: skip
+def test_the_policy_is_sized_from_the_game(game, shape, actions, compose_config):
+    """conf/game/* restate no sizes: the policy's obs_shape and num_actions come from the
+    built GameSpec (data.loader), as a classifier's class count comes from its dataset."""
+    from paddlecraft.arenas.engine.app import build_agents, build_data
+
+    text = (Path(__file__).resolve().parents[1] / "conf" / "game" / f"{game}.yaml").read_text()
+    assert "obs_shape:" not in text and "num_actions:" not in text
+    cfg = compose_config("arena=selfplay", f"game={game}")
+    assert sorted(marked(cfg.agents, "agents")) == [
+        "agents.policy.num_actions", "agents.policy.obs_shape",
+    ]  # fmt: skip
+    assert cfg.agents.policy.num_actions is None  # composing knows no game yet
+    spec = build_data(cfg)
+    policy = build_agents(cfg, spec)["policy"]
+    assert list(policy.obs_shape) == list(spec.obs_shape) == shape
+    assert policy.num_actions == spec.num_actions == actions
+    assert list(cfg.agents.policy.obs_shape) == shape  # recorded in the run's config
+
+
+def test_a_policy_without_sizes_says_where_they_come_from(make_scope):
+    from paddlecraft.agents import Policy
+
+    mlp = {"_target_": "paddlecraft.encoders.ImageMLPEncoder", "hidden_size": 8}
+    with pytest.raises(ConfigError, match=r"agents\.\w+\.num_actions is not set.*GameSpec"):
+        Policy(make_scope("pol"), encoder=mlp, obs_shape=[3, 3, 2], num_actions=None)

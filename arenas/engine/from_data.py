@@ -4,7 +4,8 @@ Composing a config reads no data (``--cfg job`` and sweeps stay pure): the marke
 to null there. The app builds the dataset (``data.loader``) first, then replaces every marker
 in the agents' configs with what :func:`data_facts` reads off the built dataset, e.g. a
 classifier's ``num_classes``, a conditional GAN's ``agents.discriminator.num_classes`` or
-the caption agents' ``words`` (``${craft.from_data:words}``: the training captions' words);
+the caption agents' ``words`` (``${craft.from_data:words}``: the training captions' words)
+or a policy's ``obs_shape`` / ``num_actions`` (from the game, ``data.loader: GameSpec``);
 the run's ``config.yaml`` records the filled values. A value the config gives instead is
 kept (the arena checks it against the data).
 """
@@ -26,8 +27,9 @@ _MARK = re.compile(r"^\$\{" + re.escape(RESOLVER) + r":\s*(\w+)\s*\}$")
 
 
 def data_facts(data: Any) -> dict[str, Any]:
-    """What a built dataset gives its agents: ``num_classes`` (when it has classes) and
-    ``words`` (caption and speech data: the vocabulary, a tokenizer file or the characters)."""
+    """What a built dataset gives its agents: ``num_classes`` (when it has classes),
+    ``words`` (caption and speech data: the vocabulary, a tokenizer file or the characters),
+    ``obs_shape`` and ``num_actions`` (a game, :class:`~paddlecraft.arenas.games.GameSpec`)."""
     facts: dict[str, Any] = {}
     k = getattr(data, "num_classes", None)
     if isinstance(k, int) and not isinstance(k, bool) and k > 0:
@@ -35,6 +37,12 @@ def data_facts(data: Any) -> dict[str, Any]:
     words = getattr(data, "words", None)
     if words:
         facts["words"] = words
+    shape = getattr(data, "obs_shape", None)  # a game (GameSpec): its board planes
+    if isinstance(shape, (tuple, list)):
+        facts["obs_shape"] = [int(s) for s in shape]
+    actions = getattr(data, "num_actions", None)
+    if isinstance(actions, int) and not isinstance(actions, bool):
+        facts["num_actions"] = actions
     return facts
 
 
