@@ -2,11 +2,11 @@
 
 Composing a config reads no data (``--cfg job`` and sweeps stay pure): the marker resolves
 to null there. The app builds the dataset (``data.loader``) first, then replaces every marker
-in the agents' configs with what :func:`data_facts` reads off the built dataset, e.g. a
-classifier's ``num_classes``, a conditional GAN's ``agents.discriminator.num_classes`` or
-the caption agents' ``words`` (``${craft.from_data:words}``: the training captions' words)
-or a policy's ``obs_shape`` / ``num_actions`` (from the game, ``data.loader: GameSpec``);
-the run's ``config.yaml`` records the filled values. A value the config gives instead is
+in the agents' configs with what :func:`data_facts` reads off the built dataset: a
+classifier's ``num_classes``, a conditional GAN's ``agents.discriminator.num_classes``, the
+caption agents' ``words`` (``${craft.from_data:words}``: the training captions' words), a
+policy's ``obs_shape`` / ``num_actions`` (from the game, ``data.loader: GameSpec``). The
+run's ``config.yaml`` records the filled values. A value the config gives instead is
 kept (the arena checks it against the data).
 """
 
@@ -75,7 +75,8 @@ def fill_from_data(agents: DictConfig, data: Any, what: str = "the data") -> lis
     for full, fact in found.items():
         if fact not in facts:
             raise ConfigError(
-                f"{full}: {what} gives no {fact} to fill it with; set it, e.g. {full}=10"
+                f"{full}: {what} gives no {fact} to fill it with; set {full} in the config "
+                "(or use data whose loader gives it)"
             )
         OmegaConf.update(agents, full.split(".", 1)[1], facts[fact], merge=False)
     return list(found)
