@@ -10,6 +10,7 @@ from typing import Any
 
 from hydra.utils import get_object, instantiate
 from omegaconf import DictConfig, ListConfig, OmegaConf
+from omegaconf.nodes import InterpolationResultNode
 
 from paddlecraft.errors import UnsafeConfigError
 
@@ -50,6 +51,10 @@ def upgrade_targets(cfg: Any) -> Any:
 
 def iter_targets(cfg: Any, path: str = "") -> Iterator[tuple[str, str]]:
     """Yield ``(key path, target)`` for every ``_target_`` in a config tree."""
+    if isinstance(cfg, (DictConfig, ListConfig)) and cfg._is_interpolation():
+        node = cfg._dereference_node()
+        if isinstance(node, InterpolationResultNode):  # a resolver's value: walk it as such
+            cfg = node._value()  # (``${craft.from_data:obs_shape}`` is None until filled)
     if isinstance(cfg, (DictConfig, ListConfig)) and (cfg._is_none() or cfg._is_missing()):
         return  # a typed node set to None / ??? holds nothing to build
     if isinstance(cfg, (DictConfig, Mapping)):

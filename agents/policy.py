@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Optional  # noqa: UP035 (OmegaConf needs typing forms)
 
 import numpy as np
 import paddle
@@ -17,6 +17,7 @@ from paddlecraft.errors import command
 
 from .base import Agent, AgentConfig
 from .plug import image_inputs
+from .settings import ConfigError
 
 #: added to the logits of illegal actions (finite, so masked terms never produce NaN)
 MASK_PENALTY = 1e9
@@ -27,8 +28,9 @@ class PolicyConfig(AgentConfig):
     """paddlecraft.agents.Policy settings."""
 
     encoder: Any = MISSING  #: encoder config (conf/encoder/*); sized from obs_shape, headless
-    obs_shape: list[int] = field(default_factory=lambda: [3, 3, 2])  #: [rows, cols, planes]
-    num_actions: int = 9  #: size of the action space
+    #: [rows, cols, planes]; from the game in a run (``${craft.from_data:obs_shape}``)
+    obs_shape: Optional[list[int]] = field(default_factory=lambda: [3, 3, 2])  # noqa: UP045
+    num_actions: Optional[int] = 9  #: size of the action space; from the game in a run  # noqa: UP045
 
 
 class Policy(Agent):
@@ -91,6 +93,13 @@ class Policy(Agent):
 
     def __init__(self, name: str, **settings: Any) -> None:
         super().__init__(name, **settings)
+        for key in ("obs_shape", "num_actions"):
+            if getattr(self.cfg, key) is None:
+                raise ConfigError(
+                    f"agents.{name}.{key} is not set: a run fills it from the game "
+                    "(data.loader: GameSpec); in Python pass it, e.g. "
+                    "Policy(..., obs_shape=list(spec.obs_shape), num_actions=spec.num_actions)"
+                )
         obs_shape = tuple(int(s) for s in self.cfg.obs_shape)
         num_actions, encoder = int(self.cfg.num_actions), self.cfg.encoder
         if len(obs_shape) != 3:

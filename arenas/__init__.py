@@ -28,6 +28,7 @@ from .engine import (
     run_from_config,
     standard_callbacks,
 )
+from .engine.from_data import register_resolver as register_from_data
 from .engine.sweeps import register_resolvers as register_sweep_resolvers
 from .gan import GanArena
 from .referential import ReferentialArena
@@ -43,7 +44,8 @@ def register_configs() -> None:
     ``run.py`` calls it before composing; a user's arena package calls
     :func:`paddlecraft.arenas.engine.register_schemas` with its own ``SCHEMAS`` instead (or as well).
     """
-    register_data_resolvers()  # ${craft.num_classes:...}: data configs sized from the files
+    register_data_resolvers()  # ${craft.mul:...}
+    register_from_data()  # ${craft.from_data:num_classes}: filled from the built dataset
     register_sweep_resolvers()  # ${headline_direction:...} in Optuna sweep files
     register_schemas(ENCODER_SCHEMAS)
     for family in FAMILIES:

@@ -14,9 +14,16 @@ import struct
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from paddlecraft.errors import BadDataError
+from paddlecraft.errors import BadDataError, command
 
-__all__ = ["ON_BAD_FILE", "BadDataError", "BadFiles", "check_audio_file", "check_image_file"]
+__all__ = [
+    "ON_BAD_FILE",
+    "BadDataError",
+    "BadFiles",
+    "check_audio_file",
+    "check_image_file",
+    "need_path",
+]
 
 log = logging.getLogger("paddlecraft.data")
 
@@ -141,3 +148,11 @@ def _check_wav_chunks(path: Path, size: int) -> str | None:
                     )
                 return None
             f.seek(n + (n & 1), os.SEEK_CUR)
+
+
+def need_path(path: str | os.PathLike | None, data: str) -> str | os.PathLike:
+    """``path``, or :class:`BadDataError` saying ``data.path`` is not set (``data``: the
+    data config that needs it, for the fix)."""
+    if not path:
+        raise BadDataError(f"data.path is not set: {command()} ... data={data} data.path=...")
+    return path

@@ -24,7 +24,7 @@ from typing import Any
 
 import numpy as np
 
-from paddlecraft.craftdata.badfiles import BadDataError, BadFiles, check_image_file
+from paddlecraft.craftdata.badfiles import BadDataError, BadFiles, check_image_file, need_path
 from paddlecraft.craftdata.images import ImageTransform, decode_image
 from paddlecraft.craftdata.loader import LazySplit, held_out
 
@@ -120,6 +120,15 @@ class CaptionFileData:
     workers: int = 2
     prefetch: int = 2
     bad_files: BadFiles = field(default_factory=BadFiles)
+    tokenizer: str | None = None  #: the tokenizer file ``vocab`` was read from, if any
+
+    @property
+    def words(self) -> list[str] | str:
+        """What the caption agents' ``words`` setting takes: the training captions' words
+        (most frequent first, specials left out), or the tokenizer file (the agents read it)."""
+        if self.tokenizer:
+            return str(Path(self.tokenizer).expanduser().resolve())
+        return list(self.vocab.itos[4:])
 
 
 def _resolve(
@@ -176,6 +185,7 @@ def load_captions(
     Every referenced image is checked first: a missing or damaged one raises
     :class:`BadDataError` naming it (``on_bad_file="skip"``: its captions are dropped).
     """
+    need_path(path, "captions")
     bad = BadFiles(on_bad_file)
     t = ImageTransform(channels, image_size, resize, mean, std, False)
 
@@ -218,6 +228,7 @@ def load_captions(
         workers=workers,
         prefetch=prefetch,
         bad_files=bad,
+        tokenizer=tokenizer or None,
     )
 
 

@@ -22,7 +22,7 @@ from pathlib import Path
 
 import numpy as np
 
-from paddlecraft.craftdata.badfiles import BadDataError, BadFiles, check_image_file
+from paddlecraft.craftdata.badfiles import BadDataError, BadFiles, check_image_file, need_path
 from paddlecraft.craftdata.digits import Dataset, Split, stratified_split
 from paddlecraft.craftdata.images import IMAGE_EXTENSIONS, ImageTransform, decode_image
 from paddlecraft.craftdata.loader import LazySplit
@@ -222,6 +222,7 @@ def load_image_folder(
     :class:`~craftdata.Dataset` (float32 [N, C, H, W]) for arenas that index arrays, such
     as the GAN's metrics: only for folders that fit in memory; no split is recorded.
     """
+    need_path(path, "image_folder")
     bad = BadFiles(on_bad_file)
     classes = class_names(path)
     train_t = ImageTransform(channels, image_size, resize, mean, std, hflip)

@@ -132,6 +132,9 @@ class BatchLoader:
             and only those rows are read and decoded. (A bad file left out of a batch lowers
             the share of the process that met it: the step then weights the surviving rows
             as if the batch had its full size.)
+        minibatches: each batch is this many equal minibatches read at once (the GAN's
+            ``n_critic`` critic updates per step); a shard takes its rows ``rank::world`` of
+            each minibatch, so its batch is ``minibatches`` equal local minibatches in turn.
     """
 
     def __init__(
@@ -145,9 +148,14 @@ class BatchLoader:
         bad_files: BadFiles | None = None,
         drop_last: bool = False,
         shard: tuple[int, int] | None = None,
+        minibatches: int = 1,
     ) -> None:
         if batch_size < 1:
             raise ValueError(f"batch_size must be >= 1, got {batch_size}")
+        if minibatches < 1 or batch_size % minibatches:
+            raise ValueError(
+                f"batch_size {batch_size} must be a multiple of minibatches {minibatches} (>= 1)"
+            )
         if workers < 0:
             raise ValueError(f"data.workers must be >= 0, got {workers}")
         self.split, self.batch_size, self.seed = split, int(batch_size), int(seed)
@@ -155,6 +163,7 @@ class BatchLoader:
         self.bad_files = bad_files if bad_files is not None else BadFiles()
         self.drop_last = drop_last
         self.shard = shard if shard is not None and shard[1] > 1 else None
+        self.minibatches = int(minibatches)
         self.lazy = isinstance(split, LazySplit)
         self._loader: Any = None
         self._sampler = _Batches()
@@ -178,10 +187,16 @@ class BatchLoader:
         ]
         if self.shard is None:
             return self._read(epoch, idx)
-        r, w = self.shard
         rows = [len(i) for i in idx]  # of each global batch
-        mine = self._read(epoch, [i[r::w] for i in idx])
+        mine = self._read(epoch, [self._rows(i) for i in idx])
         return (Shard(f, len(f[0]) / n if n else 0.0) for f, n in zip(mine, rows))
+
+    def _rows(self, idx: np.ndarray) -> np.ndarray:
+        """This process's indices of one global batch: ``rank::world`` of each minibatch."""
+        r, w = self.shard  # type: ignore[misc]
+        if self.minibatches == 1 or len(idx) % self.minibatches:  # a last, smaller batch
+            return idx[r::w]
+        return np.concatenate([part[r::w] for part in np.split(idx, self.minibatches)])
 
     def _read(self, epoch: int, idx: list[np.ndarray]) -> Iterator[tuple[np.ndarray, ...]]:
         if not self.lazy:

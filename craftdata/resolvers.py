@@ -1,85 +1,21 @@
-"""Config interpolations that read the data: ``${craft.num_classes:${.path}}``, ``${craft.mul:...}``.
+"""Config interpolations of the data configs: ``${craft.mul:...}`` (pure arithmetic).
 
-They let ``conf/data/image_folder.yaml`` size the encoder from the folder itself, so
-``python run.py arena=classify data=image_folder data.path=...`` needs nothing else;
-``craft.caption_words`` / ``craft.speech_alphabet`` give the caption agents the words of the
-training captions and the recognizer the characters of the training transcripts
-(``conf/data/captions.yaml``, ``conf/data/speech.yaml``). They read the files once per
-argument list (cached), before anything is built, so bad data fails first.
+Composing a config reads no data: what only the files can tell (class counts, the caption
+words, the speech alphabet) comes from the dataset the run builds, through
+``${craft.from_data:...}`` (:mod:`paddlecraft.arenas.engine.from_data`).
 """
 
 from __future__ import annotations
 
 import math
-from pathlib import Path
 
 from omegaconf import OmegaConf
-
-from paddlecraft.craftdata.badfiles import BadDataError
-from paddlecraft.craftdata.image_folder import class_names
-from paddlecraft.errors import command
 
 __all__ = ["register_resolvers"]
 
 
-def _num_classes(path: str | None) -> int:
-    if path is None:
-        raise BadDataError(
-            f"data.path is not set: {command()} ... data=image_folder data.path=/your/images"
-        )
-    return len(class_names(path))
-
-
-def _need_path(path: str | None, data: str) -> str:
-    if path is None:
-        raise BadDataError(f"data.path is not set: {command()} ... data={data} data.path=...")
-    return path
-
-
-def _caption_words(
-    path: str | None,
-    test_path: str | None,
-    image_root: str | None,
-    test_fraction: float,
-    seed: int,
-    min_freq: int,
-    max_vocab: int | None,
-    on_bad_file: str,
-    tokenizer: str | None = None,
-) -> list[str] | str:
-    """The vocabulary of the training captions (most frequent first), specials left out; or
-    the ``tokenizer`` file itself when one is given (the agents read it)."""
-    from paddlecraft.craftdata.captions import load_captions
-
-    data = load_captions(
-        _need_path(path, "captions"), test_path, image_root, float(test_fraction), int(seed),
-        min_freq=int(min_freq), max_vocab=max_vocab, tokenizer=tokenizer, workers=0,
-        on_bad_file=on_bad_file,
-    )  # fmt: skip
-    if tokenizer:
-        return str(Path(tokenizer).expanduser().resolve())
-    return list(data.vocab.itos[4:])
-
-
-def _speech_alphabet(
-    path: str | None, test_path: str | None, test_fraction: float, seed: int
-) -> list[str]:
-    """The characters of the training transcripts (a space included), sorted."""
-    from paddlecraft.craftdata.transcripts import split_rows, training_alphabet
-
-    train, _ = split_rows(_need_path(path, "speech"), test_path, float(test_fraction), int(seed))
-    return list(training_alphabet(train))
-
-
 def register_resolvers() -> None:
-    """Register the ``craft.*`` resolvers with OmegaConf (idempotent)."""
-    OmegaConf.register_new_resolver("craft.num_classes", _num_classes, replace=True)
-    OmegaConf.register_new_resolver(
-        "craft.caption_words", _caption_words, replace=True, use_cache=True
-    )
-    OmegaConf.register_new_resolver(
-        "craft.speech_alphabet", _speech_alphabet, replace=True, use_cache=True
-    )
+    """Register the ``craft.*`` data resolvers with OmegaConf (idempotent)."""
     OmegaConf.register_new_resolver(
         "craft.mul", lambda *xs: math.prod(int(x) for x in xs), replace=True
     )

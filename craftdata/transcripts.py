@@ -23,7 +23,7 @@ from pathlib import Path
 
 import numpy as np
 
-from paddlecraft.craftdata.badfiles import BadDataError, BadFiles, check_audio_file
+from paddlecraft.craftdata.badfiles import BadDataError, BadFiles, check_audio_file, need_path
 from paddlecraft.craftdata.loader import LazySplit, held_out
 from paddlecraft.craftdata.speech import resample
 
@@ -177,6 +177,11 @@ class TranscriptData:
     prefetch: int = 2
     bad_files: BadFiles = field(default_factory=BadFiles)
 
+    @property
+    def words(self) -> list[str]:
+        """What a character recognizer's ``words`` setting takes: the alphabet's characters."""
+        return list(self.alphabet)
+
 
 def split_rows(
     path: str, test_path: str | None, test_fraction: float, seed: int
@@ -211,6 +216,7 @@ def load_transcripts(
     characters against the alphabet; a bad one raises :class:`BadDataError` naming the file
     or line (``on_bad_file="skip"``: logged, left out, counted).
     """
+    need_path(path, "speech")
     bad = BadFiles(on_bad_file)
     rows, test_rows = split_rows(path, test_path, test_fraction, seed)
     given = alphabet is not None

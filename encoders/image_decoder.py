@@ -11,31 +11,40 @@ from paddle import nn
 
 from .base import Encoder, EncoderInputError, InputSpec, LayerSpec, Tensor
 
+NORMS = ("batch", "none")  #: ImageDecoder ``norm``: BatchNorm2D after each layer, or none
+
 
 class Project(nn.Layer):
-    """Linear (no bias) -> reshape to [B, C, s0, s0] -> BatchNorm2D -> ReLU (``fc``, ``bn``)."""
+    """Linear -> reshape to [B, C, s0, s0] -> BatchNorm2D -> ReLU (``fc``, ``bn``); with
+    ``norm="none"`` the linear has a bias and there is no ``bn``."""
 
-    def __init__(self, in_features: int, channels: int, size: int) -> None:
+    def __init__(self, in_features: int, channels: int, size: int, norm: str = "batch") -> None:
         super().__init__()
         self.channels, self.size = channels, size
-        self.fc = nn.Linear(in_features, channels * size * size, bias_attr=False)
-        self.bn = nn.BatchNorm2D(channels)
+        batch = norm == "batch"
+        self.fc = nn.Linear(in_features, channels * size * size, bias_attr=False if batch else None)
+        self.bn = nn.BatchNorm2D(channels) if batch else None
 
     def forward(self, z: Tensor) -> Tensor:
         h = self.fc(z).reshape([-1, self.channels, self.size, self.size])  # [B, C, s0, s0]
-        return F.relu(self.bn(h))
+        return F.relu(h if self.bn is None else self.bn(h))
 
 
 class UpBlock(nn.Layer):
-    """Conv2DTranspose (kernel 4, stride 2, padding 1: doubles H and W) -> BN -> ReLU."""
+    """Conv2DTranspose (kernel 4, stride 2, padding 1: doubles H and W) -> BN -> ReLU (no BN
+    and a biased deconvolution with ``norm="none"``)."""
 
-    def __init__(self, c_in: int, c_out: int) -> None:
+    def __init__(self, c_in: int, c_out: int, norm: str = "batch") -> None:
         super().__init__()
-        self.deconv = nn.Conv2DTranspose(c_in, c_out, 4, stride=2, padding=1, bias_attr=False)
-        self.bn = nn.BatchNorm2D(c_out)
+        batch = norm == "batch"
+        self.deconv = nn.Conv2DTranspose(
+            c_in, c_out, 4, stride=2, padding=1, bias_attr=False if batch else None
+        )
+        self.bn = nn.BatchNorm2D(c_out) if batch else None
 
     def forward(self, x: Tensor) -> Tensor:
-        return F.relu(self.bn(self.deconv(x)))  # [B, c_out, 2H, 2W]
+        h = self.deconv(x)  # [B, c_out, 2H, 2W]
+        return F.relu(h if self.bn is None else self.bn(h))
 
 
 def start_size(image_size: int) -> tuple[int, int]:
@@ -56,7 +65,8 @@ class ImageDecoder(Encoder):
     Logical layers: ``label_embedding`` (only with ``num_classes``: ``nn.Embedding``
     concatenated to ``z``), ``project`` (linear to ``C0 x s0 x s0`` + BN + ReLU),
     ``upsample_1`` .. ``upsample_n`` (Conv2DTranspose k4 s2 p1 + BN + ReLU, each doubling
-    H and W and halving the channels down to ``base_channels``) and ``to_image``
+    H and W and halving the channels down to ``base_channels``; ``norm="none"`` leaves the
+    BNs out, e.g. for data-parallel runs, where each process's BN sees only its own rows) and ``to_image``
     (conv3x3 to ``out_channels``, then a sigmoid). ``s0`` and ``n`` come from
     :func:`start_size` (28 -> 7 x 7 and two upsamples; 64 -> 4 x 4 and four);
     ``C0 = base_channels * 2**(n - 1)``.
@@ -77,8 +87,11 @@ class ImageDecoder(Encoder):
         base_channels: int = 64,
         num_classes: int | None = None,
         embed_dim: int = 16,
+        norm: str = "batch",
     ) -> None:
         super().__init__(scope)
+        if norm not in NORMS:
+            raise ValueError(f"ImageDecoder({scope!r}): norm must be one of {NORMS}, got {norm!r}")
         s0, ups = start_size(image_size)
         if ups < 1:
             raise ValueError(
@@ -87,16 +100,16 @@ class ImageDecoder(Encoder):
             )
         self.latent_dim, self.out_channels, self.image_size = latent_dim, out_channels, image_size
         self.base_channels, self.num_classes, self.embed_dim = base_channels, num_classes, embed_dim
-        self.start_size, self.n_upsample = s0, ups
+        self.start_size, self.n_upsample, self.norm = s0, ups, norm
         z_in = latent_dim
         if num_classes is not None:
             self.declare("label_embedding", _embedding(num_classes, embed_dim))
             z_in += embed_dim
         c = base_channels * 2 ** (ups - 1)
-        self.declare("project", _project(z_in, c, s0))
+        self.declare("project", _project(z_in, c, s0, norm))
         for i in range(1, ups + 1):
             c_out = max(base_channels, c // 2)
-            self.declare(f"upsample_{i}", _up(c, c_out))
+            self.declare(f"upsample_{i}", _up(c, c_out, norm))
             c = c_out
         self.declare("to_image", _to_image(c, out_channels))
         dtype = paddle.get_default_dtype()
@@ -192,14 +205,17 @@ def _embedding(num_classes: int, embed_dim: int) -> LayerSpec:
     )
 
 
-def _project(in_features: int, channels: int, size: int) -> LayerSpec:
+def _project(in_features: int, channels: int, size: int, norm: str) -> LayerSpec:
+    extra = () if norm == "batch" else (norm,)  # the default keeps its saved signature
     return LayerSpec(
-        lambda: Project(in_features, channels, size), ("project", in_features, channels, size)
+        lambda: Project(in_features, channels, size, norm),
+        ("project", in_features, channels, size, *extra),
     )
 
 
-def _up(c_in: int, c_out: int) -> LayerSpec:
-    return LayerSpec(lambda: UpBlock(c_in, c_out), ("upsample", c_in, c_out))
+def _up(c_in: int, c_out: int, norm: str) -> LayerSpec:
+    extra = () if norm == "batch" else (norm,)
+    return LayerSpec(lambda: UpBlock(c_in, c_out, norm), ("upsample", c_in, c_out, *extra))
 
 
 def _to_image(c_in: int, c_out: int) -> LayerSpec:

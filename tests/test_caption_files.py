@@ -16,6 +16,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from omegaconf import OmegaConf
 
 from paddlecraft.agents import Agent
 from paddlecraft.arenas.caption.files import SPLIT_FILE
@@ -174,9 +175,11 @@ def _wer_against_split(run: Path, m: dict) -> None:
 def test_asr_chain_runs_on_speech_files(layout, tmp_path, compose_config):
     path = speech_table(tmp_path) if layout == "csv" else librispeech(tmp_path / "ls")
     cfg = compose_config(*ASR, f"data.path={path}")
-    assert list(cfg.agents.recognizer.words) == [" ", "h", "i", "k", "o", "y"]
+    assert cfg.agents.recognizer.words is None  # composing reads no file: the data gives them
     run = tmp_path / "run"
     score = run_from_config(cfg, run)
+    saved = OmegaConf.load(run / "config.yaml")  # filled from the built dataset's alphabet
+    assert list(saved.agents.recognizer.words) == [" ", "h", "i", "k", "o", "y"]
     m = json.loads((run / "results.json").read_text())["metrics"]
     assert (
         m["recognizer_wer"] >= 0.0 and 0.0 <= m["recognizer_cer"] and score == m["chain_accuracy"]
@@ -341,8 +344,10 @@ def test_caption_files_with_a_pretrained_tokenizer(tmp_path, compose_config):
     vocab.write_text("\n".join(["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", *words]) + "\n")
     cfg = compose_config("arena=caption", "data=captions", f"data.path={path}", *SMALL,
                          f"data.loader.tokenizer={vocab}")  # fmt: skip
-    assert cfg.agents.captioner.words == str(vocab) == cfg.agents.listener.words
+    assert cfg.agents.captioner.words is None  # composing reads no file
     score = run_from_config(cfg, tmp_path / "run")
+    saved = OmegaConf.load(tmp_path / "run" / "config.yaml")
+    assert saved.agents.captioner.words == str(vocab) == saved.agents.listener.words
     m = json.loads((tmp_path / "run" / "results.json").read_text())["metrics"]
     assert 0.0 <= m["captioner_bleu4"] <= 1.0 and 0.0 <= score <= 1.0
     cap = Agent.load(list_checkpoints(tmp_path / "run")[-1] / "agents" / "captioner")

@@ -8,13 +8,15 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from omegaconf import OmegaConf
 
-from paddlecraft.agents import Classifier
+from paddlecraft.agents import Agent, Classifier
 from paddlecraft.arenas import ClassifyArena, check_arena, run_arena
-from paddlecraft.arenas.engine.app import run_from_config
+from paddlecraft.arenas.engine.app import run_from_config, user_error
 from paddlecraft.arenas.engine.callbacks import standard_callbacks
 from paddlecraft.arenas.engine.checkpoint import list_checkpoints
 from paddlecraft.arenas.engine.rng import seed_everything
+from paddlecraft.craftdata.badfiles import BadDataError
 from paddlecraft.craftdata.image_folder import SPLIT_FILE
 from tests.data_files import image_folder, truncate
 
@@ -37,19 +39,53 @@ def _params(arena: ClassifyArena) -> dict[str, np.ndarray]:
     return {p.name: p.numpy() for p in arena.classifier.parameters()}
 
 
-def test_run_py_config_needs_only_the_path(folder: Path, tmp_path: Path, compose_config) -> None:
+def test_run_py_config_needs_only_the_path(tmp_path: Path, compose_config) -> None:
+    folder = image_folder(tmp_path / "imgs4", per_class=10, classes=4)
     cfg = compose_config(
         "arena=classify", "data=image_folder", f"data.path={folder}", "arena.epochs=1",
         "arena.batch_size=8", "trainer.progress=false", "trainer.max_steps=3",
     )  # fmt: skip
-    assert cfg.data.num_classes == 3 and cfg.data.flat_size == 3 * 32 * 32  # from the folder
+    # composing reads no data: the class count is left for the built dataset to give
+    assert cfg.agents.classifier.num_classes is None and "num_classes" not in cfg.data
+    assert cfg.data.flat_size == 3 * 32 * 32
     assert list(cfg.agents.classifier.input_shape) == [3, 32, 32]  # the MLP's input_size follows
     acc = run_from_config(cfg, tmp_path / "run")
     results = json.loads((tmp_path / "run" / "results.json").read_text())
     assert results["step"] == 3 and results["metrics"]["test_accuracy"] == acc
     assert results["metrics"]["bad_files_skipped"] == 0
     rows = (tmp_path / "run" / SPLIT_FILE).read_text().splitlines()
-    assert len(rows) == 30 and sum(r.startswith("test\t") for r in rows) == 6
+    assert len(rows) == 40 and sum(r.startswith("test\t") for r in rows) == 8
+    saved = OmegaConf.load(tmp_path / "run" / "config.yaml")
+    assert saved.agents.classifier.num_classes == 4  # filled from the folder's 4 sub-folders
+    agent = Agent.load(list_checkpoints(tmp_path / "run")[0] / "agents" / "classifier")
+    assert agent.encoder.num_classes == 4
+    x = np.zeros((2, 3, 32, 32), np.float32)
+    assert tuple(agent(agent.to_tensor(x)).shape) == (2, 4)  # four class logits
+
+
+def test_composing_reads_no_folder_and_the_build_names_data_path(
+    tmp_path: Path, compose_config, monkeypatch
+) -> None:
+    """``data=image_folder`` composes (and ``--cfg job`` resolves) without touching the folder;
+    the missing folder is refused when the run builds its data, before any work."""
+    import paddlecraft.craftdata.image_folder as image_folder_module
+
+    listed: list[str] = []
+    real = image_folder_module.class_names
+    monkeypatch.setattr(
+        image_folder_module, "class_names", lambda p, *a: listed.append(str(p)) or real(p, *a)
+    )
+    missing = tmp_path / "nonexistent"
+    cfg = compose_config("arena=classify", "data=image_folder", f"data.path={missing}")
+    OmegaConf.to_yaml(cfg, resolve=True)  # what --cfg job prints
+    assert listed == [] and not missing.exists()
+    run = tmp_path / "run"
+    with pytest.raises(Exception) as info:
+        run_from_config(cfg, run)
+    assert listed == [str(missing)]  # read once, when the run built its data
+    cause = user_error(info.value)
+    assert isinstance(cause, BadDataError) and str(cause).startswith(f"data.path={str(missing)!r}")
+    assert not (run / "config.yaml").exists() and not (run / "checkpoints").exists()
 
 
 def test_skipped_files_are_counted_in_results(folder: Path, tmp_path: Path, compose_config) -> None:

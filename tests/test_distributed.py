@@ -19,9 +19,9 @@ ROOT = Path(__file__).resolve().parents[1]
 ARGS = ["arena=classify", "trainer.max_steps=25", "trainer.progress=false"]
 
 
-def _weights(run_dir: Path) -> dict[str, np.ndarray]:
+def _weights(run_dir: Path, agent: str = "classifier") -> dict[str, np.ndarray]:
     newest = sorted((run_dir / "checkpoints").glob("step_*"))[-1]
-    return load_file(newest / "agents" / "classifier" / "weights.safetensors")
+    return load_file(newest / "agents" / agent / "weights.safetensors")
 
 
 def test_shard_splits_rows_and_weights_by_share(monkeypatch):
@@ -60,21 +60,41 @@ def test_two_processes_match_one_process_on_combined_batch(tmp_path):
     assert moved > 0
 
 
-def test_gan_arena_runs_data_parallel(tmp_path):
-    run = tmp_path / "gan"
+#: WGAN-GP with two critic minibatches per step of an odd size (15: the processes' rows of
+#: each minibatch differ from their rows of the stacked 30), a generator without batch norm
+#: (each process's BN would normalise only its own rows), cheap evaluation
+GAN_ARGS = ["arena=gan", "arena.loss=wgan_gp", "arena.n_critic=2", "arena.batch_size=15",
+            "agents.generator.encoder.norm=none", "trainer.max_steps=6", "trainer.progress=false",
+            "arena.eval_samples=50", "arena.ref_samples=50", "arena.final_samples=20",
+            "arena.featnet.epochs=1"]  # fmt: skip
+
+
+def test_gan_two_processes_match_one_process(tmp_path):
+    """The GAN's loader shards each critic minibatch: two processes take the steps one
+    process takes (generator and discriminator weights after 6 steps)."""
+    one, two = tmp_path / "one", tmp_path / "two"
+    subprocess.run(
+        [sys.executable, str(ROOT / "run.py"), *GAN_ARGS, f"hydra.run.dir={one}"],
+        cwd=ROOT, check=True, capture_output=True,
+    )  # fmt: skip
     r = subprocess.run(
         [
             sys.executable, "-m", "paddle.distributed.launch", "--nproc_per_node", "2",
-            "--log_dir", str(tmp_path / "logs"), str(ROOT / "run.py"), "arena=gan",
-            "trainer.max_steps=4", "trainer.progress=false", f"hydra.run.dir={run}",
+            "--log_dir", str(tmp_path / "logs"), str(ROOT / "run.py"), *GAN_ARGS,
+            f"hydra.run.dir={two}",
         ],
         cwd=ROOT, capture_output=True, text=True,
     )  # fmt: skip
     logs = "".join(p.read_text() for p in (tmp_path / "logs").glob("workerlog.*"))
     assert r.returncode == 0, logs[-3000:]
     assert "data-parallel: {'rank': 1, 'world_size': 2}" in logs
-    results = json.loads((run / "results.json").read_text())
-    assert results["status"] == "finished" and results["step"] == 4
+    results = json.loads((two / "results.json").read_text())
+    assert results["status"] == "finished" and results["step"] == 6
+    for agent in ("generator", "discriminator"):
+        a, b = _weights(one, agent), _weights(two, agent)
+        assert a.keys() == b.keys() and len(a) > 0
+        worst = max(float(np.abs(a[k] - b[k]).max()) for k in a)
+        assert worst < 1e-5, (agent, worst)
 
 
 class _Counted(LazySplit):
@@ -117,3 +137,41 @@ def test_the_loader_shards_once_and_reads_only_its_rows(lazy):
     plain = list(BatchLoader(split, size, seed=4, shard=(0, 1)).epoch(1))
     assert not isinstance(plain[0], Shard)
     assert all(np.array_equal(a, b) for p, w in zip(plain, whole) for a, b in zip(p, w))
+
+
+@pytest.mark.parametrize("lazy", [False, True])
+def test_the_loader_shards_each_minibatch_of_a_stacked_batch(lazy):
+    """``minibatches=k``: a batch is k minibatches read at once (the GAN's n_critic); each
+    process gets its rows rank::world of every minibatch, minibatch after minibatch."""
+    n, size, k = 40, 6, 2  # batches of 12 = two minibatches of 6
+    x, y = np.arange(n * 2, dtype=np.float32).reshape(n, 2), np.arange(n) % 3
+    split = _Counted(n) if lazy else Split(x, y)
+    whole = list(BatchLoader(split, size * k, seed=4, drop_last=True).epoch(0))
+    if lazy:
+        split.read.clear()
+    got = list(BatchLoader(split, size * k, seed=4, drop_last=True, shard=(1, 4),
+                           minibatches=k).epoch(0))  # fmt: skip
+    assert len(got) == len(whole) == 3
+    for part, full in zip(got, whole):
+        assert isinstance(part, Shard) and part.share == pytest.approx(4 / 12)
+        for p, f in zip(part, full):  # rows 1 and 5 of each minibatch of 6
+            assert np.array_equal(p, np.concatenate([f[1:6:4], f[7:12:4]]))
+    if lazy:
+        assert sorted(split.read) == sorted(int(r[0]) for b in got for r in b[0])
+    with pytest.raises(ValueError, match="multiple of minibatches"):
+        BatchLoader(split, 7, minibatches=2)
+
+
+def test_gan_data_gives_each_process_its_rows_of_every_critic_minibatch():
+    from paddlecraft.arenas.gan.data import GanData
+    from paddlecraft.craftdata import load_digits
+
+    data = load_digits(seed=0)
+    one = next(GanData(data, 3, 5, 2, None).batches(0))
+    shards = [next(GanData(data, 3, 5, 2, None, shard=(r, 2)).batches(0)) for r in (0, 1)]
+    assert not isinstance(one, Shard) and one[0].shape == (2, 5, 1, 8, 8)
+    for r, part in enumerate(shards):
+        xs, ys = part
+        assert isinstance(part, Shard) and part.share == pytest.approx((3 - r) / 5)
+        assert xs.shape == (2, 3 - r, 1, 8, 8) and ys.shape == (2, 3 - r)
+        assert np.array_equal(xs, one[0][:, r::2]) and np.array_equal(ys, one[1][:, r::2])

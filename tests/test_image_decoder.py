@@ -196,3 +196,24 @@ def test_wrong_inputs_raise_encoder_input_error(scope):
         dec(paddle.randn([2, 8]))
     with pytest.raises(ValueError, match="unconditional"):
         ImageDecoder(scope + "_u", latent_dim=8, image_size=8).sample(2, labels=[0, 1])
+
+
+def test_norm_none_leaves_out_batch_norm_so_rows_are_independent(make_scope):
+    """``norm="none"``: no BN (biased layers instead), so an image depends only on its own
+    latent row (what makes data-parallel GAN steps match one process); bad values refused."""
+    dec = ImageDecoder(make_scope(), latent_dim=8, out_channels=1, image_size=8, base_channels=4,
+                       norm="none").build()  # fmt: skip
+    names = [p.name for p in dec.parameters()]
+    assert not any("batch_norm" in n for n in names)
+    assert f"{dec.scope}.project.linear_0.b_0" in names  # biased, as BN no longer shifts
+    dec.train()
+    z = paddle.randn([6, 8])
+    whole = dec(z).numpy()
+    np.testing.assert_allclose(dec(z[1::2]).numpy(), whole[1::2], atol=1e-6)
+    batch = ImageDecoder(make_scope(), latent_dim=8, out_channels=1, image_size=8,
+                         base_channels=4).build()  # fmt: skip
+    batch.train()  # with BN (the default), train-mode rows depend on the rest of the batch
+    assert any("batch_norm" in p.name for p in batch.parameters())
+    assert not np.allclose(batch(z[1::2]).numpy(), batch(z).numpy()[1::2], atol=1e-4)
+    with pytest.raises(ValueError, match="norm must be one of"):
+        ImageDecoder(make_scope(), norm="layer")

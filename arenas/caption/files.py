@@ -146,8 +146,16 @@ class FileCaptionArena(CaptionArena):
     Args:
         agents: the chain's agents (captioner/listener for captions; a recognizer for speech).
         seed: run seed (split, order, distractors).
+        source: the dataset ``files`` builds, when already built (the app builds it once:
+            the agents' words come from it); None builds it here.
         **settings: :class:`~.arena.CaptionConfig` fields; ``files`` is required.
     """
+
+    def __init__(
+        self, agents: Mapping[str, Any], seed: int = 0, source: Any = None, **settings: Any
+    ) -> None:
+        self._given_source = source
+        super().__init__(agents, seed=seed, **settings)
 
     def _build_world(self) -> Any:
         c = self.cfg
@@ -155,7 +163,10 @@ class FileCaptionArena(CaptionArena):
             raise ConfigError("arena.files is not set: use data=captions or data=speech")
         if c.finetune_epochs:
             raise ConfigError("arena.finetune_epochs is not supported with data=captions|speech")
-        self.source: CaptionFileData | TranscriptData = safe_instantiate(c.files)
+        given, self._given_source = self._given_source, None
+        self.source: CaptionFileData | TranscriptData = (
+            given if given is not None else safe_instantiate(c.files)
+        )
         self.speech = isinstance(self.source, TranscriptData)
         kinds = set(self.chain.kinds.values())
         want = {Recognizer} if self.speech else {Captioner, Listener}

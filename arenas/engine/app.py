@@ -33,6 +33,7 @@ from paddlecraft.errors import PaddleCraftError, command
 from .base import Arena, StepAborted
 from .callbacks import TrainerConfig, standard_callbacks
 from .checkpoint import latest_good_checkpoint, restore_checkpoint
+from .from_data import fill_from_data, marked
 from .loop import Callback, Loop
 from .resume import apply_changes, record_changes, resume_changes, upgrade_saved_config
 from .rng import seed_everything
@@ -53,29 +54,51 @@ DIVERGED = 3
 ABORTED = 1
 
 
-def build_agents(cfg: DictConfig) -> dict[str, Agent]:
-    """Instantiate every agent under ``cfg.agents`` (name = key)."""
+def build_data(cfg: DictConfig) -> Any | None:
+    """The dataset ``cfg.data.loader`` builds, or None: no data, or an arena that makes its
+    own (one whose ``arena.data`` are its own settings, unless ``arena.files`` names the
+    loader: the caption arena on files). Composing read nothing; this reads the files."""
+    if cfg.get("data") is None or "loader" not in cfg.data:
+        return None
+    if "data" in cfg.arena and not cfg.arena.get("files"):
+        return None
+    allow = list(cfg.get("allow_targets") or [])
+    log.info("Instantiating data <%s>", cfg.data.loader.get("_target_"))
+    return built(OmegaConf.to_container(cfg.data.loader, resolve=True), allow)
+
+
+def build_agents(cfg: DictConfig, data: Any | None = None) -> dict[str, Agent]:
+    """Instantiate every agent under ``cfg.agents`` (name = key).
+
+    Settings the data gives (``${craft.from_data:num_classes}``, :mod:`.from_data`) are
+    filled in ``cfg`` from ``data`` first (built here from ``data.loader`` when not given).
+    """
+    if marked(cfg.agents, "agents"):
+        data = build_data(cfg) if data is None else data
+        fill_from_data(cfg.agents, data, f"data.loader ({type(data).__name__})")
     allow = list(cfg.get("allow_targets") or [])
     out: dict[str, Agent] = {}
-    try:
-        for name, acfg in cfg.agents.items():
-            log.info("Instantiating agent %s <%s>", name, acfg._target_)
-            out[name] = safe_instantiate(
-                acfg, name=name, allow=allow, allow_targets=allow, _recursive_=False
-            )
-    except BaseException:  # free the names of those built (an in-process retry reuses them)
-        raise
+    for name, acfg in cfg.agents.items():
+        log.info("Instantiating agent %s <%s>", name, acfg._target_)
+        out[name] = safe_instantiate(
+            acfg, name=name, allow=allow, allow_targets=allow, _recursive_=False
+        )
     return out
 
 
-def build_arena(cfg: DictConfig, agents: dict[str, Agent]) -> Arena:
-    """Instantiate ``cfg.arena`` with the agents, the data (built here from ``data.loader``)
-    and the run seed."""
+def build_arena(cfg: DictConfig, agents: dict[str, Agent], data: Any | None = None) -> Arena:
+    """Instantiate ``cfg.arena`` with the agents, the data (``data``, else built here from
+    ``data.loader``) and the run seed.
+
+    The data goes in as ``data=``, or as ``source=`` to an arena whose ``arena.data`` are its
+    own settings and whose ``arena.files`` names the loader (the caption arena on files).
+    """
     allow = list(cfg.get("allow_targets") or [])
     log.info("Instantiating arena <%s>", cfg.arena._target_)
     kwargs: dict[str, Any] = {"agents": agents, "seed": cfg.seed}
-    if cfg.get("data") is not None and "data" not in cfg.arena:
-        kwargs["data"] = built(OmegaConf.to_container(cfg.data.loader, resolve=True), allow)
+    if cfg.get("data") is not None and ("data" not in cfg.arena or cfg.arena.get("files")):
+        key = "source" if "data" in cfg.arena else "data"
+        kwargs[key] = build_data(cfg) if data is None else data
     # partial, then called: keyword objects given to instantiate itself would be merged into
     # the config (a dataclass dataset would become a DictConfig)
     make = safe_instantiate(cfg.arena, allow=allow, _recursive_=False, _partial_=True)
@@ -155,8 +178,9 @@ def run_config(
     with lock:
         seed_everything(int(cfg.seed))
         try:
-            agents = build_agents(cfg)
-            arena = build_arena(cfg, agents)
+            data = build_data(cfg)  # read first: the agents' class counts come from it
+            agents = build_agents(cfg, data)
+            arena = build_arena(cfg, agents, data)
         except BaseException:
             if isinstance(lock, RunLock) and not resume:
                 lock.discard()  # refused before any work: leave nothing like a run
@@ -196,8 +220,8 @@ def main_entry(
     try:
         results = run_config(cfg, run_dir, overrides)
     except (*USER_ERRORS, InterpolationResolutionError, InstantiationException) as e:
-        # a config value read from the data (${craft.num_classes:...}) failed for the user's
-        # data, or a data loader found a bad file (Hydra wraps what a _target_ raises)
+        # a data loader found a bad file or a missing folder (Hydra wraps what a _target_
+        # raises)
         # a file a _target_ was given (data, weights) that is missing or unreadable
         cause = user_error(e, also=(OSError,) if isinstance(e, InstantiationException) else ())
         if cause is None:

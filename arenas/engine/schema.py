@@ -34,7 +34,6 @@ class DataConfig:
     image_size: int = 8  #: image side
     #: channels * image_size**2, derived: a config that restates it can only contradict it
     flat_size: int = "${craft.mul:${.channels},${.image_size},${.image_size}}"  # type: ignore[assignment]
-    num_classes: int = 10  #: label count
     path: Optional[str] = None  #: your data's folder or file (data=image_folder)  # noqa: UP045
     test_path: Optional[str] = None  #: a test folder/file; unset: a seeded share of path  # noqa: UP045
     on_bad_file: str = "stop"  #: a bad data file: stop (one clear error) | skip (log, count)

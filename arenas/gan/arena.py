@@ -53,7 +53,7 @@ import numpy as np
 import paddle
 
 from paddlecraft.agents import Agent
-from paddlecraft.agents.distributed import rank, shard, world_size
+from paddlecraft.agents.distributed import rank, world_size
 from paddlecraft.agents.gan import (
     Discriminator,
     Generator,
@@ -139,7 +139,10 @@ class GanArena(Arena):
         if self.n_critic < 1:
             raise ConfigError(f"arena.n_critic must be >= 1, got {self.n_critic}")
         self.data = built(data)
-        self.real = GanData(self.data, self.seed, self.batch_size, self.n_critic, c.eval_images)
+        self._world, self._rank = world_size(), rank()
+        # data-parallel: the loader gives each process its rows of every critic minibatch
+        self.real = GanData(self.data, self.seed, self.batch_size, self.n_critic,
+                            c.eval_images, shard=(self._rank, self._world))  # fmt: skip
         check_data(self.data, self.real.image_shape, self.real.lazy, self.generator)
         self.num_classes = int(self.data.num_classes)
         if self.conditional:
@@ -149,7 +152,6 @@ class GanArena(Arena):
         self._d_params = d.parameters()
         self._g_stats, self._d_stats = running_stats(g), running_stats(d)
         self._same_place = str(g.place) == str(d.place)
-        self._world, self._rank = world_size(), rank()
         # fixed noise (from the seed, so nothing to checkpoint) for metrics, grids, samples.npy
         self._eval_z, self._eval_labels = self._noise(self.eval_samples, 1)
         self._grid_z, self._grid_labels = self._noise(self.grid_rows**2, 2, per_row=True)
@@ -186,23 +188,23 @@ class GanArena(Arena):
 
     def batches(self, epoch: int, start: int = 0) -> Iterator[tuple[np.ndarray, np.ndarray]]:
         """Per step from ``start`` on: ``n_critic`` real minibatches, x [n_critic, B, C, H, W]
-        and y [n_critic, B]; earlier steps are never read."""
+        and y [n_critic, B] (data-parallel: this process's rows of each, a ``Shard`` with its
+        share); earlier steps are never read."""
         return self.real.batches(epoch, start)
 
     # ------------------------------------------------------------------ training
     def train_step(self, batch: tuple[np.ndarray, np.ndarray]) -> dict[str, float]:
-        xs, ys = batch
+        xs, ys = batch  # [n_critic, b, C, H, W], [n_critic, b]
+        # data-parallel: the loader sharded each minibatch (a Shard with its share)
+        self._share = getattr(batch, "share", 1.0)
         for agent in (self.generator, self.discriminator):
             if not agent.training:  # train() walks every sublayer: only when needed
                 agent.train()
-        # data-parallel launch: this process's rows of each global batch (else all of it)
-        parts = [shard(xs[i], ys[i]) for i in range(self.n_critic)]
-        self._share = parts[0][1]
-        for (x, y), _ in parts[:-1]:  # WGAN-GP: extra critic updates, their own fakes
-            self.discriminator_step(x, y)
+        for i in range(self.n_critic - 1):  # WGAN-GP: extra critic updates, their own fakes
+            self.discriminator_step(xs[i], ys[i])
         # the last critic update and the generator's update share one batch of fakes
         # (DCGAN's schedule: one generator forward per step); the critic sees it detached
-        (x, y), _ = parts[-1]
+        x, y = xs[-1], ys[-1]
         fake = self.fakes(y)
         d_metrics = self._d_update(x, y, fake.detach())
         g_metrics = self._g_update(y, fake)
@@ -219,7 +221,7 @@ class GanArena(Arena):
     def _local_rows(self, t: paddle.Tensor) -> paddle.Tensor:
         # noise is drawn for the whole global batch on every process (so all processes'
         # random streams stay identical, and checkpoints from rank 0 fit them all), then
-        # each process keeps its own rows, as shard() does for data
+        # each process keeps its own rows, as the loader does for data
         return t if self._world == 1 else t[self._rank :: self._world]
 
     def discriminator_step(

@@ -75,5 +75,5 @@ def check_classes(agents: Any, num_classes: int) -> None:
         if agent.num_classes != num_classes:
             raise ConfigError(
                 f"{agent.name!r} is built for {agent.num_classes} classes but the data "
-                f"has {num_classes}; use num_classes: ${{data.num_classes}}"
+                f"has {num_classes}; use num_classes: ${{craft.from_data:num_classes}}"
             )

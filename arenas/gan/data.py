@@ -13,6 +13,10 @@ decoding the steps before it. In-memory and lazy data give the same batches (unl
 decode in a worker (``on_bad_file=skip``) leaves its step short: the step is refilled
 from its own good images, so every step keeps ``batch_size`` rows.
 
+Data-parallel (``shard=(rank, world)``): the loader shards each of a step's ``n_critic``
+minibatches, so each process reads and decodes only its rows ``rank::world`` of every
+critic minibatch; a step is then a :class:`~craftdata.loader.Shard` with its ``share``.
+
 Evaluation (feature net, FID reference, recall, ``fid_real``) needs real images as
 arrays. In-memory data is used whole. Lazy data is decoded once, in file order
 without augmentation, from a seeded sample of at most ``eval_images`` files per split
@@ -29,7 +33,7 @@ from typing import Any
 import numpy as np
 
 from paddlecraft.agents.settings import ConfigError
-from paddlecraft.craftdata.loader import BatchLoader, LazySplit
+from paddlecraft.craftdata.loader import BatchLoader, LazySplit, Shard
 
 log = logging.getLogger("paddlecraft")
 
@@ -78,12 +82,21 @@ class GanData:
         n_critic: critic updates per step.
         eval_images: lazy data: at most this many images per split are decoded for
             evaluation (None: all).
+        shard: ``(rank, world)`` of a data-parallel launch: each step holds this process's
+            rows of each critic minibatch (None or world 1: all of them).
     """
 
     def __init__(
-        self, data: Any, seed: int, batch_size: int, n_critic: int, eval_images: int | None
+        self,
+        data: Any,
+        seed: int,
+        batch_size: int,
+        n_critic: int,
+        eval_images: int | None,
+        shard: tuple[int, int] | None = None,
     ) -> None:
         self.data, self.seed = data, int(seed)
+        self.shard = shard if shard is not None and shard[1] > 1 else None
         self.batch_size, self.n_critic = int(batch_size), int(n_critic)
         self.eval_images = None if eval_images is None else int(eval_images)
         if self.eval_images is not None and self.eval_images < 1:
@@ -135,6 +148,8 @@ class GanData:
                 prefetch=getattr(self.data, "prefetch", 2),
                 bad_files=self.bad_files,
                 drop_last=True,
+                shard=self.shard,
+                minibatches=self.n_critic,
             )
         return self._loader
 
@@ -142,17 +157,31 @@ class GanData:
         """Steps in one pass (the last, incomplete step's images are left out)."""
         return len(self.loader())
 
+    def local_rows(self) -> int:
+        """Rows of each critic minibatch this process trains on (``batch_size`` unsharded)."""
+        if self.shard is None:
+            return self.batch_size
+        r, w = self.shard
+        return len(range(r, self.batch_size, w))
+
     def batches(self, epoch: int, start: int = 0) -> Iterator[tuple[np.ndarray, np.ndarray]]:
-        """Steps ``start, ...`` of ``epoch``: x [n_critic, B, C, H, W] float32, y [n_critic, B]."""
-        per = self.batch_size * self.n_critic
-        for x, y in self.loader().epoch(epoch, start):
+        """Steps ``start, ...`` of ``epoch``: x [n_critic, b, C, H, W] float32, y [n_critic, b]
+        with ``b`` = :meth:`local_rows`; sharded, each step is a ``Shard`` with its share."""
+        b = self.local_rows()
+        per = b * self.n_critic
+        for batch in self.loader().epoch(epoch, start):
+            x, y = batch
+            share = getattr(batch, "share", None)
             if len(x) < per:  # files that failed to decode (on_bad_file=skip) were left out
+                if share is not None:  # the refilled rows count as the full shard
+                    share = share * per / len(x)
                 keep = np.arange(per) % len(x)  # refill from the batch's good images
                 x, y = x[keep], y[keep]
-            yield (
-                x.reshape(self.n_critic, self.batch_size, *x.shape[1:]),
-                np.asarray(y).astype(np.int64).reshape(self.n_critic, self.batch_size),
+            step = (
+                x.reshape(self.n_critic, b, *x.shape[1:]),  # [n_critic, b, C, H, W]
+                np.asarray(y).astype(np.int64).reshape(self.n_critic, b),  # [n_critic, b]
             )
+            yield step if share is None else Shard(step, share)
 
     # ------------------------------------------------------------------ evaluation
     def arrays(self, split: str) -> tuple[np.ndarray, np.ndarray]:
