@@ -2,7 +2,7 @@
 
 Launch with ``python -m paddle.distributed.launch --nproc_per_node 2 run.py arena=classify``.
 Every process builds identical agents (same seeds), takes its shard of each global batch
-(rows ``rank::world``), and :func:`allreduce_gradients` sums the gradients weighted by each
+(rows ``rank::world``, cut by the loader: ``BatchLoader(shard=(rank(), world_size()))``), and :func:`allreduce_gradients` sums the gradients weighted by each
 shard's share of the batch, so every process takes the same optimizer step as one process
 on the combined batch. Only rank 0 writes checkpoints, logs and results.
 """
@@ -41,14 +41,6 @@ def init_if_launched() -> bool:
     if not dist.is_initialized():
         dist.init_parallel_env()
     return True
-
-
-def shard(*arrays: np.ndarray) -> tuple[list[np.ndarray], float]:
-    """This rank's rows of a global batch, and their share of it (for gradient weighting)."""
-    n = len(arrays[0])
-    r, w = rank(), world_size()
-    local = [a[r::w] for a in arrays]
-    return local, (len(local[0]) / n if n else 0.0)
 
 
 def allreduce_gradients(params: Sequence[paddle.Tensor], share: float) -> None:

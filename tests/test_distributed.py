@@ -11,7 +11,6 @@ import numpy as np
 import pytest
 from safetensors.numpy import load_file
 
-from paddlecraft.agents import distributed
 from paddlecraft.craftdata import Split
 from paddlecraft.craftdata.loader import BatchLoader, LazySplit, Shard
 
@@ -22,17 +21,6 @@ ARGS = ["arena=classify", "trainer.max_steps=25", "trainer.progress=false"]
 def _weights(run_dir: Path, agent: str = "classifier") -> dict[str, np.ndarray]:
     newest = sorted((run_dir / "checkpoints").glob("step_*"))[-1]
     return load_file(newest / "agents" / agent / "weights.safetensors")
-
-
-def test_shard_splits_rows_and_weights_by_share(monkeypatch):
-    x = np.arange(10)
-    monkeypatch.setenv("PADDLE_TRAINERS_NUM", "3")
-    monkeypatch.setenv("PADDLE_TRAINER_ID", "1")
-    (local,), share = distributed.shard(x)
-    assert local.tolist() == [1, 4, 7] and share == pytest.approx(0.3)
-    monkeypatch.setenv("PADDLE_TRAINER_ID", "0")
-    (local,), share = distributed.shard(x)
-    assert local.tolist() == [0, 3, 6, 9] and share == pytest.approx(0.4)
 
 
 def test_two_processes_match_one_process_on_combined_batch(tmp_path):
