@@ -25,14 +25,20 @@ def gumbel_softmax_st(
     ``noise=False`` drops the Gumbel noise (greedy evaluation: the one-hot argmax).
     ``hard=False`` returns the relaxed sample itself.
     """
+    # Every op here is one eager dispatch (and one backward node) per step of a small game,
+    # so none is spent on an identity: x - y is bit-for-bit x + (-y), x / 1.0 is x.
     if noise:
         u = paddle.rand(logits.shape, dtype=logits.dtype).clip(1e-10, 1.0 - 1e-7)
         e = (-paddle.log(u)).clip(min=1e-10)  # Exponential(1), > 0
-        logits = logits + (-paddle.log(e))  # + Gumbel(0, 1) noise
-    y_soft = F.softmax(logits / temperature, axis=-1)  # [B, V]
+        logits = logits - paddle.log(e)  # + Gumbel(0, 1) noise
+    if temperature != 1.0:
+        logits = logits / temperature
+    y_soft = F.softmax(logits, axis=-1)  # [B, V]
     if not hard:
         return y_soft
-    y_hard = F.one_hot(y_soft.argmax(-1), y_soft.shape[-1]).astype(y_soft.dtype)  # [B, V]
+    y_hard = F.one_hot(y_soft.argmax(-1), y_soft.shape[-1])  # [B, V]
+    if y_hard.dtype != y_soft.dtype:
+        y_hard = y_hard.astype(y_soft.dtype)
     return y_hard - y_soft.detach() + y_soft
 
 

@@ -162,9 +162,6 @@ class Sender(Agent):
 
         ctx = self.view(x)  # [B, H]
         b = ctx.shape[0]
-        prev = paddle.zeros([b, self.embed.weight.shape[1]])  # [B, E] start of message
-        state: Any = ctx if self.cell == "gru" else (ctx, paddle.zeros_like(ctx))
-        seq = [ctx]  # transformer: the context token, then each symbol's embedding
         if self.cell == "linear":  # every position at once: one noise draw, no loop
             every = self.out(ctx).reshape([b, self.max_len, self.vocab_size])  # [B, L, V]
             if channel == "gs":
@@ -178,6 +175,9 @@ class Sender(Agent):
                 "log_prob": lp.reshape(shape),
                 "entropy": ent.reshape(shape),
             }
+        prev = paddle.zeros([b, self.embed.weight.shape[1]])  # [B, E] start of message
+        state: Any = ctx if self.cell == "gru" else (ctx, paddle.zeros_like(ctx))
+        seq = [ctx]  # transformer: the context token, then each symbol's embedding
         symbols, onehots, logps, ents = [], [], [], []
         for _ in range(self.max_len):
             if self.cell == "transformer":
@@ -234,6 +234,7 @@ class Receiver(Agent):
         _check(name, c, needs_view=not reconstruct)
         self.vocab_size, self.cell = c.vocab_size, c.cell
         self.n_attributes, self.n_values = c.n_attributes, c.n_values
+        self._masks: dict[int, paddle.Tensor] = {}  # linear cell: causal masks by length
         h, e, v = c.hidden_size, c.embed_size, c.vocab_size
         with self.seeded():
             self.embed = self.make_head("embed", lambda: nn.Linear(v, e, bias_attr=False))
@@ -274,8 +275,7 @@ class Receiver(Agent):
             message = F.one_hot(message, self.vocab_size)
         if self.cell == "linear":
             b, n, v = message.shape
-            seen = paddle.tril(paddle.ones([n, n])).reshape([1, n, n, 1])  # [1, t, s, 1]: s <= t
-            upto = (message.unsqueeze(1) * seen).reshape([b, n, n * v])  # [B, L, L * V]
+            upto = (message.unsqueeze(1) * self._seen(n)).reshape([b, n, n * v])  # [B, L, L * V]
             return self.rnn(upto)  # [B, L, H]
         emb = self.embed(message)  # [B, L, E]
         if self.cell == "transformer":
@@ -284,6 +284,14 @@ class Receiver(Agent):
             return self.rnn(tokens, _causal_mask(n))  # [B, L, H]
         out, _ = self.rnn(emb)  # [B, L, H]
         return out
+
+    def _seen(self, n: int) -> paddle.Tensor:
+        """[1, t, s, 1]: 1 where s <= t, made once per message length (a constant)."""
+        seen = self._masks.get(n)
+        if seen is None:
+            seen = paddle.tril(paddle.ones([n, n])).reshape([1, n, n, 1])
+            self._masks[n] = seen
+        return seen
 
     def reconstruct(self, h: paddle.Tensor) -> paddle.Tensor:
         """Attribute logits [..., n_attributes, n_values] from readings [..., H]."""
