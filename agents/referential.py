@@ -22,7 +22,7 @@ from typing import Any, Optional  # noqa: UP035 (OmegaConf needs typing forms)
 
 import paddle
 import paddle.nn.functional as F
-from paddle import nn
+from paddle import _C_ops, nn
 
 from .base import Agent, AgentConfig
 from .plug import image_inputs
@@ -36,6 +36,26 @@ def pooled_features(encoder: Any, x: paddle.Tensor) -> paddle.Tensor:
     """An encoder's pooled feature vector [B, D] for inputs ``x`` (the ONE adapter to the
     encoder feature contract: change it here if the contract changes)."""
     return encoder.forward_features(x)  # the contract's ``pooled`` output
+
+
+def _linear(layer: nn.Layer, x: paddle.Tensor) -> paddle.Tensor:
+    """``layer(x)`` for the agents' linear heads, without ``nn.Linear``'s per-call overhead.
+
+    ``nn.Linear.forward`` asks ``paddle.get_flags`` on every call (~5 us) and, on a
+    CPU-only build in eager mode, then calls exactly ``_C_ops.linear(x, weight, bias)``;
+    this calls that op directly there (a tenth of a small referential game's forward).
+    Anything else (a CUDA build, static mode, another layer class, forward hooks) goes
+    through ``layer(x)``.
+    """
+    if (
+        type(layer) is nn.Linear
+        and not layer._forward_pre_hooks
+        and not layer._forward_post_hooks
+        and not paddle.is_compiled_with_cuda()
+        and paddle.in_dynamic_mode()
+    ):
+        return _C_ops.linear(x, layer.weight, layer.bias)
+    return layer(x)
 
 
 def _check(name: str, cfg: Any, needs_view: bool = True) -> None:
@@ -85,7 +105,7 @@ class _ObjectView(nn.Layer):
 
     def forward(self, x: paddle.Tensor) -> paddle.Tensor:
         feats = x if self.encoder is None else pooled_features(self.encoder, x)  # [B, D]
-        return self.project(feats)  # [B, out]
+        return _linear(self.project, feats)  # [B, out]
 
 
 def _causal_mask(n: int) -> paddle.Tensor:
@@ -158,15 +178,15 @@ class Sender(Agent):
         (straight-through: one-hot forward, soft gradient); with ``"reinforce"`` also
         ``log_prob`` [B, L] and ``entropy`` [B, L] of each symbol.
         """
-        from .channel import categorical_sample, gumbel_softmax_st
+        from .channel import categorical_sample, gumbel_symbols
 
         ctx = self.view(x)  # [B, H]
         b = ctx.shape[0]
         if self.cell == "linear":  # every position at once: one noise draw, no loop
-            every = self.out(ctx).reshape([b, self.max_len, self.vocab_size])  # [B, L, V]
+            every = _linear(self.out, ctx).reshape([b, self.max_len, self.vocab_size])  # [B, L, V]
             if channel == "gs":
-                y = gumbel_softmax_st(every, temperature, noise=not greedy)  # [B, L, V]
-                return {"symbols": y.argmax(-1), "onehot": y}
+                y, sym = gumbel_symbols(every, temperature, noise=not greedy)  # [B, L, V], [B, L]
+                return {"symbols": sym, "onehot": y}
             flat = every.reshape([b * self.max_len, self.vocab_size])
             sym, lp, ent = categorical_sample(flat, greedy=greedy)
             shape = [b, self.max_len]
@@ -192,8 +212,7 @@ class Sender(Agent):
                 hid, state = self.rnn(prev, state)
             logits = self.out(hid)  # [B, V]
             if channel == "gs":
-                y = gumbel_softmax_st(logits, temperature, noise=not greedy)  # [B, V]
-                sym = y.argmax(-1)
+                y, sym = gumbel_symbols(logits, temperature, noise=not greedy)  # [B, V], [B]
                 onehots.append(y)
             else:
                 sym, lp, ent = categorical_sample(logits, greedy=greedy)
@@ -276,7 +295,7 @@ class Receiver(Agent):
         if self.cell == "linear":
             b, n, v = message.shape
             upto = (message.unsqueeze(1) * self._seen(n)).reshape([b, n, n * v])  # [B, L, L * V]
-            return self.rnn(upto)  # [B, L, H]
+            return _linear(self.rnn, upto)  # [B, L, H]
         emb = self.embed(message)  # [B, L, E]
         if self.cell == "transformer":
             n = emb.shape[1]
@@ -295,7 +314,7 @@ class Receiver(Agent):
 
     def reconstruct(self, h: paddle.Tensor) -> paddle.Tensor:
         """Attribute logits [..., n_attributes, n_values] from readings [..., H]."""
-        logits = self.attributes(h)
+        logits = _linear(self.attributes, h)
         return logits.reshape([*h.shape[:-1], self.n_attributes, self.n_values])
 
     def score(self, h: paddle.Tensor, candidates: paddle.Tensor) -> paddle.Tensor:

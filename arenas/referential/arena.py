@@ -22,6 +22,7 @@ from typing import Any
 import numpy as np
 import paddle
 import paddle.nn.functional as F
+from paddle import _C_ops
 
 from paddlecraft.agents import Agent, update_together
 from paddlecraft.agents.channel import RunningBaseline, temperature_at
@@ -188,15 +189,16 @@ class ReferentialArena(Arena):
         h = self.readings(listener, message, batch, snr)  # [B, L, H]
         if self.cfg.game == "reconstruction":
             logits = listener.reconstruct(h)  # [B, L, A, V]
-            want = listener.to_tensor(split.meanings[batch["target"]])  # [B, A]
-            want = want.unsqueeze(1).expand([h.shape[0], h.shape[1], want.shape[-1]])
-            ce = F.cross_entropy(logits, want.unsqueeze(-1), reduction="none").squeeze(-1)
-            acc = (logits.argmax(-1) == want).astype("float32").min(-1)  # [B, L]
+            want = split.meanings[batch["target"]]  # [B, A]
+            b, n, a = h.shape[0], h.shape[1], want.shape[-1]
+            want = listener.to_tensor(np.broadcast_to(want[:, None, :, None], (b, n, a, 1)))
+            ce = _cross_entropy(logits, want).squeeze(-1)  # [B, L, A]
+            acc = (logits.argmax(-1, keepdim=True) == want).astype("float32").min([-2, -1])
             return ce.sum(-1), acc  # [B, L] summed over attributes
         cand = listener.to_tensor(split.x[batch["candidates"]])  # [B, K, ...]
         scores = listener.score(h, cand)  # [B, L, K]
         pos = listener.to_tensor(batch["position"]).unsqueeze(1).expand(scores.shape[:2])
-        ce = F.cross_entropy(scores, pos.unsqueeze(-1), reduction="none").squeeze(-1)
+        ce = _cross_entropy(scores, pos.unsqueeze(-1)).squeeze(-1)
         return ce, (scores.argmax(-1) == pos).astype("float32")  # [B, L]
 
     def stop_weights(self, spoken: dict[str, paddle.Tensor]) -> paddle.Tensor:
@@ -439,6 +441,19 @@ def _check_settings(c: ReferentialConfig) -> None:
         )
     if c.temperature <= 0 or c.temperature_end <= 0:
         raise ConfigError("arena.temperature and arena.temperature_end must be > 0")
+
+
+def _cross_entropy(logits: paddle.Tensor, label: paddle.Tensor) -> paddle.Tensor:
+    """``F.cross_entropy(logits, label, reduction="none")``: logits [..., C], int64 labels
+    [..., 1] -> [..., 1].
+
+    In eager mode this is the op ``F.cross_entropy`` runs, called directly: its wrapper
+    also builds an ignore-index mask (three more eager ops per call in Paddle 3.3.1) that
+    only a class weight would read.
+    """
+    if paddle.in_dynamic_mode():
+        return _C_ops.cross_entropy_with_softmax(logits, label, False, True, True, -100, -1)[1]
+    return F.cross_entropy(logits, label, reduction="none")
 
 
 def _candidates(target: np.ndarray, n: int, k: int, rng: np.random.Generator) -> dict[str, Any]:
