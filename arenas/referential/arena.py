@@ -192,9 +192,9 @@ class ReferentialArena(Arena):
             want = split.meanings[batch["target"]]  # [B, A]
             b, n, a = h.shape[0], h.shape[1], want.shape[-1]
             want = listener.to_tensor(np.broadcast_to(want[:, None, :, None], (b, n, a, 1)))
-            ce = _cross_entropy(logits, want).squeeze(-1)  # [B, L, A]
+            ce = _cross_entropy(logits, want)  # [B, L, A, 1]
             acc = (logits.argmax(-1, keepdim=True) == want).astype("float32").min([-2, -1])
-            return ce.sum(-1), acc  # [B, L] summed over attributes
+            return ce.sum([-2, -1]), acc  # [B, L] summed over attributes
         cand = listener.to_tensor(split.x[batch["candidates"]])  # [B, K, ...]
         scores = listener.score(h, cand)  # [B, L, K]
         pos = listener.to_tensor(batch["position"]).unsqueeze(1).expand(scores.shape[:2])
