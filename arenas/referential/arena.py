@@ -263,8 +263,9 @@ class ReferentialArena(Arena):
     def train_step(self, batch: dict[str, Any]) -> dict[str, float]:
         i, j = batch["pair"]
         speaker, listener = self.speakers[i], self.listeners[j]
-        speaker.train()
-        listener.train()
+        for agent in (speaker, listener):
+            if not agent.training:  # train() walks every sublayer: only when needed (as classify)
+                agent.train()
         loss, acc, _ = self.play(speaker, listener, batch)
         update_together(loss, [speaker, listener])
         self.steps_done += 1
