@@ -40,7 +40,7 @@ from .amp import Amp
 from .device import place_of, resolve_device
 from .distributed import allreduce_gradients, world_size
 from .instantiate import check_targets, safe_instantiate, to_plain, upgrade_target, upgrade_targets
-from .optim import load_optimizer_state, optimizer_state
+from .optim import adam_step, load_optimizer_state, optimizer_state
 from .plug import check_contract, sized_config
 from .settings import ConfigError, make_settings, settings_record
 from .upgrade import saved_shapes, upgrade_names, upgrade_opt_names
@@ -382,7 +382,8 @@ class Agent(nn.Layer):
             )
             if not as_tensor:
                 norm = float(norm)
-        self.amp.step(self.optimizer)
+        if self.amp.scaler is not None or not adam_step(self.optimizer):
+            self.amp.step(self.optimizer)  # anything adam_step does not cover
         self.optimizer.clear_grad(set_to_zero=False)
         self.step_count += 1
         return norm

@@ -22,7 +22,7 @@ from typing import Any, Optional  # noqa: UP035 (OmegaConf needs typing forms)
 
 import paddle
 import paddle.nn.functional as F
-from paddle import nn
+from paddle import _C_ops, nn
 
 from .base import Agent, AgentConfig
 from .plug import image_inputs
@@ -36,6 +36,26 @@ def pooled_features(encoder: Any, x: paddle.Tensor) -> paddle.Tensor:
     """An encoder's pooled feature vector [B, D] for inputs ``x`` (the ONE adapter to the
     encoder feature contract: change it here if the contract changes)."""
     return encoder.forward_features(x)  # the contract's ``pooled`` output
+
+
+def _linear(layer: nn.Layer, x: paddle.Tensor) -> paddle.Tensor:
+    """``layer(x)`` for the agents' linear heads, without ``nn.Linear``'s per-call overhead.
+
+    ``nn.Linear.forward`` asks ``paddle.get_flags`` on every call (~5 us) and, on a
+    CPU-only build in eager mode, then calls exactly ``_C_ops.linear(x, weight, bias)``;
+    this calls that op directly there (a tenth of a small referential game's forward).
+    Anything else (a CUDA build, static mode, another layer class, forward hooks) goes
+    through ``layer(x)``.
+    """
+    if (
+        type(layer) is nn.Linear
+        and not layer._forward_pre_hooks
+        and not layer._forward_post_hooks
+        and not paddle.is_compiled_with_cuda()
+        and paddle.in_dynamic_mode()
+    ):
+        return _C_ops.linear(x, layer.weight, layer.bias)
+    return layer(x)
 
 
 def _check(name: str, cfg: Any, needs_view: bool = True) -> None:
@@ -85,7 +105,7 @@ class _ObjectView(nn.Layer):
 
     def forward(self, x: paddle.Tensor) -> paddle.Tensor:
         feats = x if self.encoder is None else pooled_features(self.encoder, x)  # [B, D]
-        return self.project(feats)  # [B, out]
+        return _linear(self.project, feats)  # [B, out]
 
 
 def _causal_mask(n: int) -> paddle.Tensor:
@@ -158,18 +178,15 @@ class Sender(Agent):
         (straight-through: one-hot forward, soft gradient); with ``"reinforce"`` also
         ``log_prob`` [B, L] and ``entropy`` [B, L] of each symbol.
         """
-        from .channel import categorical_sample, gumbel_softmax_st
+        from .channel import categorical_sample, gumbel_symbols
 
         ctx = self.view(x)  # [B, H]
         b = ctx.shape[0]
-        prev = paddle.zeros([b, self.embed.weight.shape[1]])  # [B, E] start of message
-        state: Any = ctx if self.cell == "gru" else (ctx, paddle.zeros_like(ctx))
-        seq = [ctx]  # transformer: the context token, then each symbol's embedding
         if self.cell == "linear":  # every position at once: one noise draw, no loop
-            every = self.out(ctx).reshape([b, self.max_len, self.vocab_size])  # [B, L, V]
+            every = _linear(self.out, ctx).reshape([b, self.max_len, self.vocab_size])  # [B, L, V]
             if channel == "gs":
-                y = gumbel_softmax_st(every, temperature, noise=not greedy)  # [B, L, V]
-                return {"symbols": y.argmax(-1), "onehot": y}
+                y, sym = gumbel_symbols(every, temperature, noise=not greedy)  # [B, L, V], [B, L]
+                return {"symbols": sym, "onehot": y}
             flat = every.reshape([b * self.max_len, self.vocab_size])
             sym, lp, ent = categorical_sample(flat, greedy=greedy)
             shape = [b, self.max_len]
@@ -178,6 +195,9 @@ class Sender(Agent):
                 "log_prob": lp.reshape(shape),
                 "entropy": ent.reshape(shape),
             }
+        prev = paddle.zeros([b, self.embed.weight.shape[1]])  # [B, E] start of message
+        state: Any = ctx if self.cell == "gru" else (ctx, paddle.zeros_like(ctx))
+        seq = [ctx]  # transformer: the context token, then each symbol's embedding
         symbols, onehots, logps, ents = [], [], [], []
         for _ in range(self.max_len):
             if self.cell == "transformer":
@@ -192,8 +212,7 @@ class Sender(Agent):
                 hid, state = self.rnn(prev, state)
             logits = self.out(hid)  # [B, V]
             if channel == "gs":
-                y = gumbel_softmax_st(logits, temperature, noise=not greedy)  # [B, V]
-                sym = y.argmax(-1)
+                y, sym = gumbel_symbols(logits, temperature, noise=not greedy)  # [B, V], [B]
                 onehots.append(y)
             else:
                 sym, lp, ent = categorical_sample(logits, greedy=greedy)
@@ -234,6 +253,7 @@ class Receiver(Agent):
         _check(name, c, needs_view=not reconstruct)
         self.vocab_size, self.cell = c.vocab_size, c.cell
         self.n_attributes, self.n_values = c.n_attributes, c.n_values
+        self._masks: dict[int, paddle.Tensor] = {}  # linear cell: causal masks by length
         h, e, v = c.hidden_size, c.embed_size, c.vocab_size
         with self.seeded():
             self.embed = self.make_head("embed", lambda: nn.Linear(v, e, bias_attr=False))
@@ -274,9 +294,8 @@ class Receiver(Agent):
             message = F.one_hot(message, self.vocab_size)
         if self.cell == "linear":
             b, n, v = message.shape
-            seen = paddle.tril(paddle.ones([n, n])).reshape([1, n, n, 1])  # [1, t, s, 1]: s <= t
-            upto = (message.unsqueeze(1) * seen).reshape([b, n, n * v])  # [B, L, L * V]
-            return self.rnn(upto)  # [B, L, H]
+            upto = (message.unsqueeze(1) * self._seen(n)).reshape([b, n, n * v])  # [B, L, L * V]
+            return _linear(self.rnn, upto)  # [B, L, H]
         emb = self.embed(message)  # [B, L, E]
         if self.cell == "transformer":
             n = emb.shape[1]
@@ -285,9 +304,17 @@ class Receiver(Agent):
         out, _ = self.rnn(emb)  # [B, L, H]
         return out
 
+    def _seen(self, n: int) -> paddle.Tensor:
+        """[1, t, s, 1]: 1 where s <= t, made once per message length (a constant)."""
+        seen = self._masks.get(n)
+        if seen is None:
+            seen = paddle.tril(paddle.ones([n, n])).reshape([1, n, n, 1])
+            self._masks[n] = seen
+        return seen
+
     def reconstruct(self, h: paddle.Tensor) -> paddle.Tensor:
         """Attribute logits [..., n_attributes, n_values] from readings [..., H]."""
-        logits = self.attributes(h)
+        logits = _linear(self.attributes, h)
         return logits.reshape([*h.shape[:-1], self.n_attributes, self.n_values])
 
     def score(self, h: paddle.Tensor, candidates: paddle.Tensor) -> paddle.Tensor:

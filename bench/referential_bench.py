@@ -10,7 +10,8 @@ head to 2 x 10 logits, cross-entropy summed over attributes at the message's end
 backward over the joint loss, and the same per-step metrics (loss, accuracy) read on the
 host. Each framework runs in its own process with the same CPU tuning as ``run.py`` (thread
 count, MKL), alternating, three times; medians are compared. Needs ``pip install
-torch==2.13.0`` (the ``bench`` extra). Run: ``python bench/referential_bench.py [--quick]``.
+torch==2.13.0`` (the ``bench`` extra). Run: ``python bench/referential_bench.py [--quick]
+[--cpu-time]`` (``--cpu-time``: one thread each, timed by CPU time, for a shared machine).
 """
 
 from __future__ import annotations
@@ -41,10 +42,10 @@ arena = build_arena(cfg, build_agents(cfg))
 batches = list(arena.batches(0)) + list(arena.batches(1)) + list(arena.batches(2))
 batches = (batches * 10)[: {steps} + 10]
 for b in batches[:10]: arena.train_step(b)
-t = time.perf_counter()
+t = time.{clock}()
 for b in batches[10:]: arena.train_step(b)
 import paddle
-print(json.dumps({{"steps_per_s": {steps} / (time.perf_counter() - t),
+print(json.dumps({{"steps_per_s": {steps} / (time.{clock}() - t),
                   "threads": paddle.get_flags("FLAGS_paddle_num_threads")["FLAGS_paddle_num_threads"],
                   "omp": os.environ.get("OMP_NUM_THREADS")}}))
 """
@@ -54,6 +55,7 @@ import os, time, json, itertools, numpy as np, torch
 from torch import nn
 import torch.nn.functional as F
 torch.manual_seed(0)
+if {one_thread}: torch.set_num_threads(1)
 A, V, VOCAB, L, B, H, E = {game}
 every = np.array(list(itertools.product(range(V), repeat=A)))
 rng = np.random.default_rng(0)
@@ -96,16 +98,16 @@ def step(idx):
     return float(loss), float((w * acc).sum(1).mean())
 idxs = [torch.tensor(rng.integers(90, size=B)) for _ in range({steps} + 10)]
 for i in idxs[:10]: step(i)
-t = time.perf_counter()
+t = time.{clock}()
 for i in idxs[10:]: step(i)
-print(json.dumps({{"steps_per_s": {steps} / (time.perf_counter() - t), "threads": torch.get_num_threads(),
+print(json.dumps({{"steps_per_s": {steps} / (time.{clock}() - t), "threads": torch.get_num_threads(),
                   "omp": os.environ.get("OMP_NUM_THREADS")}}))
 """
 
 
-def _child(code: str) -> dict:
+def _child(code: str, env: dict | None = None) -> dict:
     out = subprocess.run(
-        [sys.executable, "-c", code], capture_output=True, text=True, env=dict(os.environ)
+        [sys.executable, "-c", code], capture_output=True, text=True, env=env or dict(os.environ)
     )
     if out.returncode != 0:
         raise RuntimeError(out.stderr.strip().splitlines()[-1] if out.stderr else "child failed")
@@ -132,19 +134,31 @@ def _median(values: list[float]) -> float:
     return sorted(values)[len(values) // 2]
 
 
-def bench_referential_vs_torch(quick: bool = False) -> dict:
-    """Median steps/s of the default referential game and its PyTorch twin, and their ratio."""
+def bench_referential_vs_torch(quick: bool = False, cpu_time: bool = False) -> dict:
+    """Median steps/s of the default referential game and its PyTorch twin, and their ratio.
+
+    ``cpu_time``: both on one thread, timed by the process's CPU time instead of the wall
+    clock. On a machine shared with other jobs the wall clock mostly measures the
+    scheduler (PyTorch's two spinning OpenMP threads lose the most there); one thread
+    each and CPU time compare the work each framework does per step.
+    """
     try:
         import torch  # noqa: F401
     except ImportError as e:
         raise RuntimeError("needs PyTorch: pip install torch==2.13.0 (the 'bench' extra)") from e
+    from paddlecraft.encoders.cpu_tuning import cpu_model
+
     steps = 200 if quick else 1000
     repeats = 2 if quick else 3
     game = _game()
+    clock = "process_time" if cpu_time else "perf_counter"
+    env = {**os.environ, "OMP_NUM_THREADS": "1"} if cpu_time else dict(os.environ)
+    pd_code = _PADDLE.format(root=str(ROOT), conf=str(ROOT / "conf"), steps=steps, clock=clock)
+    th_code = _TORCH.format(steps=steps, game=game, clock=clock, one_thread=cpu_time)
     pd_runs, th_runs = [], []
     for _ in range(repeats):  # alternating, so each pair saw about the same machine load
-        pd_runs.append(_child(_PADDLE.format(root=str(ROOT), conf=str(ROOT / "conf"), steps=steps)))
-        th_runs.append(_child(_TORCH.format(steps=steps, game=game)))
+        pd_runs.append(_child(pd_code, env))
+        th_runs.append(_child(th_code, env))
     pd_rates = [r["steps_per_s"] for r in pd_runs]
     th_rates = [r["steps_per_s"] for r in th_runs]
     pd_m, th_m = _median(pd_rates), _median(th_rates)
@@ -155,6 +169,8 @@ def bench_referential_vs_torch(quick: bool = False) -> dict:
         "ratio": pd_m / th_m,
         "ratio_pairs": pairs,
         "threads": {"paddle": pd_runs[0], "torch": th_runs[0]},
+        "clock": "process CPU time, 1 thread each" if cpu_time else "wall clock",
+        "machine": {"cpu": cpu_model(), "load_avg_1m": os.getloadavg()[0]},
         "target": ">= 1.0",
         "steps": steps,
         "repeats": repeats,
@@ -166,10 +182,16 @@ def bench_referential_vs_torch(quick: bool = False) -> dict:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true")
+    parser.add_argument(
+        "--cpu-time",
+        action="store_true",
+        help="one thread each, timed by process CPU time (for a machine shared with other jobs)",
+    )
     from paddlecraft.encoders.cpu_tuning import apply_cpu_tuning
 
     apply_cpu_tuning()  # in this process's environment: every child (peers too) inherits it
-    print(json.dumps(bench_referential_vs_torch(parser.parse_args().quick), indent=2))
+    args = parser.parse_args()
+    print(json.dumps(bench_referential_vs_torch(args.quick, args.cpu_time), indent=2))
 
 
 if __name__ == "__main__":

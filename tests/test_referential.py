@@ -320,3 +320,32 @@ def test_chance_level_is_one_in_k_or_a_guess_per_attribute(scoped):
     """A run at or below it is flagged (docs/reliability.md): 1/K, or prod(1/values)."""
     assert scoped(game="discrimination", candidates=5).chance_level() == pytest.approx(0.2)
     assert scoped(game="reconstruction").chance_level() == pytest.approx(1 / 16)  # 2 x 4 values
+
+
+def test_fast_paths_equal_the_paddle_calls_they_replace():
+    """The hot-path shortcuts give bit for bit what the plain Paddle calls give."""
+    import paddle.nn.functional as F
+
+    from paddlecraft.agents.channel import gumbel_softmax_st, gumbel_symbols
+    from paddlecraft.agents.referential import _linear
+    from paddlecraft.arenas.referential.arena import _cross_entropy
+
+    logits = paddle.to_tensor(np.random.default_rng(0).standard_normal((8, 3, 5)), "float32")
+    for t in (1.0, 0.5):
+        paddle.seed(1)
+        y, sym = gumbel_symbols(logits, t)
+        paddle.seed(1)  # the same noise, written out as before the shortcut
+        u = paddle.rand(logits.shape).clip(1e-10, 1.0 - 1e-7)
+        soft = F.softmax((logits + (-paddle.log((-paddle.log(u)).clip(min=1e-10)))) / t, -1)
+        want = F.one_hot(soft.argmax(-1), 5).astype("float32") - soft.detach() + soft
+        np.testing.assert_array_equal(y.numpy(), want.numpy())
+        np.testing.assert_array_equal(sym.numpy(), want.argmax(-1).numpy())
+        paddle.seed(1)
+        np.testing.assert_array_equal(gumbel_softmax_st(logits, t).numpy(), want.numpy())
+    layer = paddle.nn.Linear(5, 4)
+    np.testing.assert_array_equal(_linear(layer, logits).numpy(), layer(logits).numpy())
+    label = paddle.to_tensor(np.random.default_rng(1).integers(0, 5, (8, 3, 1)))
+    np.testing.assert_array_equal(
+        _cross_entropy(logits, label).numpy(),
+        F.cross_entropy(logits, label, reduction="none").numpy(),
+    )
