@@ -171,7 +171,7 @@ def _sections(size: str) -> dict[str, Callable[[], dict]]:
         return {"full": full, "quick": quick, "tiny": tiny}[size]
 
     return {
-        "overhead": lambda: core_bench.bench_overhead(pick(200, 100, 3), pick(5, 3, 1)),
+        "overhead": lambda: core_bench.bench_overhead(pick(600, 300, 3), pick(7, 3, 1)),
         "flops": lambda: core_bench.bench_flops(pick(60, 20, 1)),
         "decode": lambda: decode_bench.bench_decoding(
             pick(256, 128, 4), train_steps=pick(150, 150, 2)
