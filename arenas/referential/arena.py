@@ -6,7 +6,7 @@ target with a discrete message, the listener rebuilds the target's attributes
 (``game=discrimination``). One joint loss, one backward, each agent steps its own optimizer
 (:func:`paddlecraft.agents.update_together`).
 
-Why one module of ~440 lines: it is the one class that draws a step's pair and targets and
+Why one module of ~470 lines: it is the one class that draws a step's pair and targets and
 scores every pair at evaluation; the rest lives beside it: the worlds (``worlds.py``),
 populations, cross-play and the newcomer (``population.py``), the language measures
 (``metrics.py``), the files and pictures (``report.py``), the spoken channel
