@@ -31,6 +31,11 @@ class PolicyConfig(AgentConfig):
     #: [rows, cols, planes]; from the game in a run (``${craft.from_data:obs_shape}``)
     obs_shape: Optional[list[int]] = field(default_factory=lambda: [3, 3, 2])  # noqa: UP045
     num_actions: Optional[int] = 9  #: size of the action space; from the game in a run  # noqa: UP045
+    #: per-ply discount of what the value head predicts (1: the game's outcome). Below 1,
+    #: search updates train it on ``+-value_discount ** plies-to-the-end`` and every search
+    #: with this policy backs values up with the same discount, so a sooner win and a later
+    #: loss are worth more. Saved with the policy: a loaded one searches as it was trained.
+    value_discount: float = 1.0
 
 
 class Policy(Agent):
@@ -107,6 +112,12 @@ class Policy(Agent):
                 f"agents.{name}.obs_shape must be [rows, cols, planes], got {obs_shape}"
             )
         self.obs_shape, self.num_actions = obs_shape, int(num_actions)
+        self.value_discount = float(self.cfg.value_discount)
+        if not 0 < self.value_discount <= 1:
+            raise ConfigError(
+                f"agents.{name}.value_discount={self.cfg.value_discount!r}: must be in (0, 1] "
+                f"(1: the game's outcome undiscounted); e.g. agents.{name}.value_discount=0.97"
+            )
         with self.seeded():
             self.encoder = self.make_encoder(
                 encoder,
@@ -206,7 +217,8 @@ class Policy(Agent):
         if len(obs) and not masks.any(axis=1).all():
             raise ValueError(f"Policy({self.name!r}).act: a board has no legal action")
         was_training = self.training
-        self.eval()
+        if was_training:  # eval() walks every sublayer: only when there is a mode to change
+            self.eval()
         logits, value = self(obs) if len(obs) else (None, None)
         if was_training:
             self.train()
@@ -234,7 +246,8 @@ class Policy(Agent):
         value head's expected outcome in [-1, 1] for the player to move.
         """
         was_training = self.training
-        self.eval()
+        if was_training:  # eval() walks every sublayer: only when there is a mode to change
+            self.eval()
         logits, value = self(np.asarray(observations))
         if was_training:
             self.train()

@@ -117,7 +117,7 @@ def selfplay_vs_pettingzoo(seconds: float, games: int | None = None) -> dict:
 
     register_configs()
     with initialize_config_dir(config_dir=str(ROOT / "conf"), version_base="1.3"):
-        cfg = compose("config", overrides=["arena=selfplay", "game=connect_four"])
+        cfg = compose("config", overrides=["arena=selfplay", "game=connect_four_ppo"])
     agents = build_agents(cfg)
     policy = agents["policy"]
     env = connect_four_v3.env()

@@ -11,8 +11,8 @@ Measures, on this machine:
    (``env.last()`` -> mask -> action -> ``env.step``): PettingZoo's own
    ``connect_four_v3`` when it is installed, and the native game with one environment;
 3. the arena with the policy in the loop: self-play collection (positions the learner
-   moved on per second, with the default Connect Four network and batch), the PPO
-   update, and a batched MCTS-100 move.
+   moved on per second, with the Connect Four network and the PPO recipe's batch and
+   training mix, ``game=connect_four_ppo``), the PPO update, and a batched MCTS-100 move.
 
 Writes ``bench/results_selfplay.json`` beside this file.
 """
@@ -125,7 +125,7 @@ def bench_arena(
     from paddlecraft.arenas.selfplay.workers import play_games
 
     register_configs()
-    overrides = ["arena=selfplay", "game=connect_four"]
+    overrides = ["arena=selfplay", "game=connect_four_ppo"]  # the PPO training mix
     if games is not None:
         overrides.append(f"arena.games_per_step={games}")
     with initialize_config_dir(config_dir=str(ROOT / "conf"), version_base="1.3"):
@@ -175,10 +175,18 @@ def bench_arena(
     return out
 
 
-def bench_workers(seconds: float, games: int = 1024, workers: tuple[int, ...] = (1, 2, 4)) -> dict:
+def bench_workers(
+    seconds: float,
+    games: int = 1024,
+    workers: tuple[int, ...] = (1, 2, 4),
+    game: str = "connect_four_ppo",
+) -> dict:
     """Training-mix collection moves/s (latest self, pool, anchors) in this process and
     with ``arena.workers.count`` Ray workers, on ``games`` games per step, and the bytes
-    moved per update (pickled plan and slices out, pickled results back).
+    moved per update (pickled plan and slices out, pickled results back). ``game``: the
+    game config whose collection is timed: ``connect_four_ppo`` (the PPO recipe: network
+    moves, one network call per move) or ``connect_four`` (the default: every move a
+    50-simulation search).
 
     Ray binds to the machine's address; where only loopback is allowed, run it in a
     fresh network namespace: ``unshare -rn sh -c 'ip link set lo up && python
@@ -189,7 +197,7 @@ def bench_workers(seconds: float, games: int = 1024, workers: tuple[int, ...] = 
     if set(psutil.net_if_addrs()) != {"lo"} and shutil.which("unshare"):
         counts = ",".join(str(w) for w in workers)
         cmd = (f"ip link set lo up && {sys.executable} {Path(__file__)} --workers --json "
-               f"--seconds {seconds} --games {games} --counts {counts}")  # fmt: skip
+               f"--seconds {seconds} --games {games} --counts {counts} --game {game}")  # fmt: skip
         # a local, single-user cluster: no token to set up (as tests/test_selfplay_ray.py)
         # RAY_TMPDIR: a short path (a long TMPDIR makes Ray's AF_UNIX sockets exceed 107 bytes)
         env = {**os.environ, "RAY_AUTH_MODE": "disabled", "RAY_TMPDIR": "/tmp"}
@@ -205,15 +213,15 @@ def bench_workers(seconds: float, games: int = 1024, workers: tuple[int, ...] = 
     from paddlecraft.arenas.engine.rng import seed_everything
 
     register_configs()
-    out: dict = {"games_per_step": games, "cores": os.cpu_count(), "moves_per_s": {},
-                 "mib_per_update": {}}  # fmt: skip
+    out: dict = {"game": game, "games_per_step": games, "cores": os.cpu_count(),
+                 "moves_per_s": {}, "mib_per_update": {}}  # fmt: skip
     for w in (0, *workers):
         with initialize_config_dir(config_dir=str(ROOT / "conf"), version_base="1.3"):
             cfg = compose(
                 "config",
                 overrides=[
                     "arena=selfplay",
-                    "game=connect_four",
+                    f"game={game}",
                     f"arena.games_per_step={games}",
                     f"arena.workers.count={w}",
                 ],
@@ -237,7 +245,7 @@ def bench_workers(seconds: float, games: int = 1024, workers: tuple[int, ...] = 
     out["speedup"] = {k: v / base for k, v in out["moves_per_s"].items() if k != "0"}
     best = max(out["speedup"], key=out["speedup"].get)
     out["summary"] = (
-        f"collection on {games} games: in-process {base:,.0f} moves/s; "
+        f"{game} collection on {games} games: in-process {base:,.0f} moves/s; "
         + ", ".join(
             f"{k} worker{'s' if k != '1' else ''} {out['moves_per_s'][k]:,.0f} ({v:.2f}x)"
             for k, v in out["speedup"].items()
@@ -297,10 +305,14 @@ def main() -> None:
     ap.add_argument("--seconds", type=float, default=None, help="--workers: seconds per count")
     ap.add_argument("--games", type=int, default=1024, help="--workers: games per step")
     ap.add_argument("--counts", default="1,2,4", help="--workers: worker counts, e.g. 1,2")
+    ap.add_argument("--game", default="connect_four_ppo",
+                    help="--workers: game config (connect_four: search collection)")  # fmt: skip
     args = ap.parse_args()
     if args.workers:
         counts = tuple(int(w) for w in args.counts.split(","))
-        res = bench_workers(args.seconds or (2.0 if args.quick else 6.0), args.games, counts)
+        res = bench_workers(
+            args.seconds or (2.0 if args.quick else 6.0), args.games, counts, args.game
+        )
         res["cpu"] = cpu_model()
         if args.json:
             sys.stdout.write(json.dumps(res) + "\n")

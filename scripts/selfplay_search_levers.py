@@ -89,9 +89,13 @@ def main() -> None:
     report("raw policy", PolicyPlayer(policy))
     for c in args.c_puct:
         for sims in args.simulations:
-            report(f"c_puct={c} sims={sims}", TreePlayer(MCTS(ConnectFour, net, sims, "puct", c)))
+            tree = MCTS(ConnectFour, net, sims, "puct", c, discount=policy.value_discount)
+            report(f"c_puct={c} sims={sims}", TreePlayer(tree))
     for mix in args.rollout_mix:
-        tree = MCTS(ConnectFour, MixedEvaluator(net, mix), 200, "puct", 1.5)
+        tree = MCTS(
+            ConnectFour, MixedEvaluator(net, mix), 200, "puct", 1.5,
+            discount=policy.value_discount,
+        )  # fmt: skip
         report(f"rollout_mix={mix} sims=200", TreePlayer(tree))
 
 

@@ -4,9 +4,12 @@
     python scripts/selfplay_targets.py --seeds 0 --train "arena.search.updates=60"
     python scripts/selfplay_targets.py --tournament         # also a rated round robin per seed
     python scripts/selfplay_targets.py --solver 0           # without the solver's judgement
+    python scripts/selfplay_targets.py --game connect_four_ppo --out runs/c4_ppo   # PPO recipe
+    python scripts/selfplay_targets.py --train +experiment=connect_four_long --out runs/c4_long
 
 For each seed: ``python run.py arena=selfplay game=connect_four seed=S`` into
-``runs/selfplay_targets/seedS`` (skipped when that run finished already). Its final
+``runs/selfplay_targets/seedS`` (skipped when that run finished already; ``--game`` picks
+another Connect Four config, ``--train`` adds overrides). Its final
 evaluation (``conf/game/connect_four.yaml``: seats alternating, 100 games per opponent)
 plays the trained network alone (raw, greedy) and with PUCT search (``eval.simulations``
 = 200 per move). Prints each seed's figures, their mean, and whether the issue's targets
@@ -42,7 +45,13 @@ SOLVER_TARGETS = {"search200_perfect_move_rate": 0.85, "raw_perfect_move_rate": 
 
 def judge(run: Path, positions: int, simulations: int = 200) -> dict[str, float]:
     """The saved policy of ``run`` judged by the perfect solver (extra ``solver``)."""
-    from paddlecraft.arenas.games.solver import perfect_move_rate, solver_positions, versus_solver
+    from paddlecraft.arenas.games.solver import (
+        judged_moves,
+        move_rates,
+        move_rates_by_class,
+        solver_positions,
+        versus_solver,
+    )
     from paddlecraft.arenas.selfplay import PolicyPlayer, SearchPlayer, load_policy
 
     policy = load_policy(run / "policy", name=f"judged_{run.name}")
@@ -52,8 +61,11 @@ def judge(run: Path, positions: int, simulations: int = 200) -> dict[str, float]
         ("raw", PolicyPlayer(policy)),
         (f"search{simulations}", SearchPlayer(policy, "connect_four", simulations)),
     ):
-        for k, v in perfect_move_rate(player, pos).items():
+        actions = judged_moves(player, pos)
+        for k, v in move_rates(pos.values, actions).items():
             out[f"{label}_{k}"] = round(v, 4)
+        for cls, r in move_rates_by_class(pos.values, actions).items():  # where they fall short
+            out[f"{label}_{cls}_perfect"] = round(r["perfect_move_rate"], 4)
         first = versus_solver(player, games=1)
         out[f"{label}_first_vs_solver_won"] = first["win_rate"]
         out[f"{label}_first_vs_solver_plies"] = first["plies"]
@@ -63,20 +75,25 @@ def judge(run: Path, positions: int, simulations: int = 200) -> dict[str, float]
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
+    ap.add_argument("--game", default="connect_four", help="the game config (conf/game/)")
     ap.add_argument("--out", default=str(ROOT / "runs" / "selfplay_targets"))
     ap.add_argument("--train", nargs="*", default=[], help="extra run.py overrides")
     ap.add_argument("--tournament", action="store_true", help="also a rated round robin")
     ap.add_argument("--games", type=int, default=100, help="games per pair (--tournament)")
     ap.add_argument("--solver", type=int, default=400, help="solver-judged positions (0: off)")
+    ap.add_argument("--threads", type=int, default=None,
+                    help="OMP_NUM_THREADS of each run (default: the machine's cores)")  # fmt: skip
     args = ap.parse_args()
     env = {k: v for k, v in os.environ.items() if k != "OMP_NUM_THREADS"}
+    if args.threads:  # e.g. two scripts side by side on 2 cores, one thread each
+        env["OMP_NUM_THREADS"] = str(args.threads)
     rows = []
     for seed in args.seeds:
         run = Path(args.out) / f"seed{seed}"
         t, trained = time.time(), False
         if not (run / "results.json").exists():
             trained = True
-            cmd = [sys.executable, str(ROOT / "run.py"), "arena=selfplay", "game=connect_four",
+            cmd = [sys.executable, str(ROOT / "run.py"), "arena=selfplay", f"game={args.game}",
                    f"seed={seed}", "trainer.progress=false", f"hydra.run.dir={run}", *args.train]  # fmt: skip
             subprocess.run(cmd, cwd=ROOT, env=env, check=True)
         results = json.loads((run / "results.json").read_text())

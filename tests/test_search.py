@@ -90,6 +90,45 @@ def test_batched_search_equals_the_plain_one_position_loop(game):
         assert np.array_equal(res.visits[i], ref), i
 
 
+@pytest.mark.parametrize("game", [TicTacToe, ConnectFour])
+def test_discounted_batched_search_equals_the_plain_recursion(game):
+    """discount < 1: each sampled move value is the result where the move ends the game,
+    else -discount x the value below it (search_one writes that recursion plainly)."""
+    rng = np.random.default_rng(4)
+    g = game(12)
+    for _ in range(5 if game is TicTacToe else 14):
+        live = np.flatnonzero(~g.done)
+        g.step(random_legal(g.legal_mask(live), rng), live)
+    live = ~g.done
+    ev = _linear_evaluator(game, seed=1)
+    res = PUCTSearch(game, ev, simulations=80, discount=0.9).search(g.cur[live], g.mask[live])
+    undiscounted = PUCTSearch(game, ev, simulations=80).search(g.cur[live], g.mask[live])
+    assert not np.array_equal(res.visits, undiscounted.visits)  # the discount changes the tree
+    for i, (c, m) in enumerate(zip(g.cur[live], g.mask[live])):
+        ref = search_one(game, ev, int(c), int(m), 80, discount=0.9)
+        assert np.array_equal(res.visits[i], ref), i
+
+
+def test_discounted_search_values_results_by_their_distance():
+    """X (to move) wins at once in column 0. With discount 0.9 that move is worth exactly 1;
+    any other move's value lies in [-0.9, 0.81]: the opponent wins one ply later at the
+    soonest (-0.9), X two plies later (0.9^2)."""
+    cur, mask = _position(ConnectFour, [0, 6, 0, 6, 0, 5, 2, 5, 3, 1])
+    res = PUCTSearch(ConnectFour, uniform_evaluator, simulations=400, discount=0.9).search(
+        cur, mask
+    )
+    assert res.visits[0].argmax() == 0 and res.q[0, 0] == 1.0
+    seen = [a for a in range(1, 7) if res.visits[0, a] > 0]
+    assert seen and all(-0.9 - 1e-12 <= res.q[0, a] <= 0.81 + 1e-12 for a in seen)
+
+
+def test_search_refuses_a_discount_outside_0_1():
+    with pytest.raises(ValueError, match="discount in \\(0, 1\\]"):
+        PUCTSearch(ConnectFour, uniform_evaluator, discount=0.0)
+    with pytest.raises(ValueError, match="discount in \\(0, 1\\]"):
+        PUCTSearch(ConnectFour, uniform_evaluator, discount=1.5)
+
+
 def test_root_noise_is_seeded_and_stays_on_legal_moves():
     cur, mask = _position(ConnectFour, [0] * 6)  # column 0 is full
     s = PUCTSearch(ConnectFour, uniform_evaluator, simulations=20, dirichlet_alpha=0.3)

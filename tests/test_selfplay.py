@@ -310,17 +310,32 @@ def test_arena_refuses_a_policy_of_the_wrong_size(make_scope):
         SelfPlayArena({"policy": policy}, data="connect_four")
 
 
-@pytest.mark.parametrize("game", ["tictactoe", "connect_four"])
+@pytest.mark.parametrize("game", ["tictactoe", "connect_four", "connect_four_ppo"])
 def test_game_configs_compose_and_instantiate(game):
     register_configs()
     with initialize_config_dir(config_dir=str(ROOT / "conf"), version_base="1.3"):
         cfg = compose("config", overrides=["arena=selfplay", f"game={game}"])
     agents = build_agents(cfg)
     arena = build_arena(cfg, agents)
-    assert arena.spec.name == game
+    assert arena.spec.name == game.removesuffix("_ppo")
+    assert arena.cfg.algo == ("alphazero" if game == "connect_four" else "ppo")
     assert arena.headline == (
         "no_loss_rate_vs_minimax" if game == "tictactoe" else "win_rate_vs_mcts100"
     )
+
+
+def test_the_longer_connect_four_config_stretches_the_default():
+    register_configs()
+    with initialize_config_dir(config_dir=str(ROOT / "conf"), version_base="1.3"):
+        base = compose("config", overrides=["arena=selfplay", "game=connect_four"])
+        long = compose("config", overrides=["arena=selfplay", "game=connect_four",
+                                            "+experiment=connect_four_long"])  # fmt: skip
+    assert (base.arena.epochs, long.arena.epochs) == (10, 30)
+    assert long.agents.policy.lr_scheduler.decay_steps == 30  # decays over the whole run
+    assert long.arena["update"].replay == 2 * base.arena["update"].replay
+    for cfg in (base, long):  # everything else is the default's
+        cfg.arena.epochs, cfg.arena["update"].replay = 0, 0
+    assert long.arena == base.arena
 
 
 def test_pettingzoo_game_runs_in_the_arena():
@@ -345,14 +360,14 @@ def test_pettingzoo_game_runs_in_the_arena():
 # ---------------------------------------------------------------------- acceptance (slow)
 
 
-def _run(tmp_path, game):
+def _run(tmp_path, game, *overrides):
     run_dir = tmp_path / game
     # as from a shell: importing paddle here set OMP_NUM_THREADS=1, which the child would
     # inherit (the toolkit's CPU tuning gives a fresh process every core)
     env = {k: v for k, v in os.environ.items() if k != "OMP_NUM_THREADS"}
     r = subprocess.run(
         [sys.executable, str(ROOT / "run.py"), "arena=selfplay", f"game={game}",
-         "trainer.progress=false", f"hydra.run.dir={run_dir}"],
+         "trainer.progress=false", f"hydra.run.dir={run_dir}", *overrides],
         cwd=ROOT, capture_output=True, text=True, env=env,
     )  # fmt: skip
     assert r.returncode == 0, r.stderr[-3000:]
@@ -371,8 +386,9 @@ def test_tictactoe_acceptance(tmp_path):
 
 @pytest.fixture(scope="module")
 def connect_four_run(tmp_path_factory):
-    """The default Connect Four run (seed 0): PPO, then a phase alternating PPO and search."""
-    return _run(tmp_path_factory.mktemp("c4"), "connect_four")
+    """The default Connect Four run (seed 0): AlphaZero with replay and discounted values,
+    judged by the solver on 400 positions (the test extra has it)."""
+    return _run(tmp_path_factory.mktemp("c4"), "connect_four", "arena.eval.solver_positions=400")
 
 
 @pytest.mark.slow
@@ -385,3 +401,13 @@ def test_connect_four_with_search_beats_rollout_mcts(connect_four_run):
 @pytest.mark.slow
 def test_connect_four_raw_policy_keeps_half_against_mcts100(connect_four_run):
     assert connect_four_run["win_rate_vs_mcts100"] >= 0.5  # greedy, no search, 100 games
+
+
+@pytest.mark.slow
+def test_connect_four_plays_the_solvers_best_move_most_of_the_time(connect_four_run):
+    """Floors under the 3-seed table of docs/guide/selfplay-scale-and-solver.md (each seed
+    measured above them), not the issue's targets (0.70 raw, 0.85 with search): those are
+    not all met, and the README says so."""
+    m = connect_four_run
+    assert m["perfect_move_rate"] >= 0.65 and m["good_move_rate"] >= 0.85
+    assert m["search_perfect_move_rate"] >= 0.77 and m["search_good_move_rate"] >= 0.92

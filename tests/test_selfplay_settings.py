@@ -36,6 +36,9 @@ FLAT_DEFAULTS = {
     "collect_workers": 0, "threads_per_worker": 1, "ray_address": None,
 }  # fmt: skip
 
+#: settings added after 0.2 (no flat name): their place and default
+ADDED = {"update.replay": 0, "update.root_value_weight": 0.0}
+
 
 def flat(arena: dict) -> dict:
     """An arena config as PaddleCraft 0.2 saved it: every grouped setting at the top."""
@@ -52,6 +55,8 @@ def test_every_flat_setting_has_its_place_and_its_default():
         value = OmegaConf.select(nested, SelfPlayConfig.RENAMED.get(old, old))
         value = OmegaConf.to_container(value) if OmegaConf.is_config(value) else value
         assert value == default, old
+    for key, default in ADDED.items():
+        assert OmegaConf.select(nested, key) == default, key
     groups = [f for f in dataclasses.fields(SelfPlayConfig) if dataclasses.is_dataclass(f.type)
               or f.name in ("update", "search", "league", "eval", "workers")]  # fmt: skip
     leaves = (
@@ -59,7 +64,8 @@ def test_every_flat_setting_has_its_place_and_its_default():
         - len(groups)
         + sum(len(OmegaConf.to_container(nested[f.name])) for f in groups)
     )
-    assert leaves == len(FLAT_DEFAULTS) == 41  # nothing added, nothing lost
+    # nothing lost; what was added since is listed
+    assert leaves == len(FLAT_DEFAULTS) + len(ADDED) == 41 + len(ADDED)
 
 
 def test_upgrade_moves_flat_keys_into_their_groups():
@@ -140,7 +146,11 @@ def test_a_run_saved_with_flat_keys_resumes_bit_identically(compose_config, tmp_
     (old / "config.yaml").write_text(yaml.safe_dump(saved, sort_keys=False))  # order matters
     upgraded = yaml.safe_load((old / "config.yaml").read_text())
     assert upgrade_saved_config(upgraded)["arena.search_updates"] == "arena.search.updates"
-    assert upgraded["arena"] == yaml.safe_load((grouped / "config.yaml").read_text())["arena"]
+    today = yaml.safe_load((grouped / "config.yaml").read_text())["arena"]
+    for key in ADDED:  # 0.2 had no such setting: the upgraded config leaves it to its default
+        group, leaf = key.split(".")
+        assert today[group].pop(leaf) == ADDED[key]
+    assert upgraded["arena"] == today
 
     outs = [run(d, f"resume={d}", "trainer.max_steps=null") for d in (grouped, old)]
     assert outs[0]["status"] == outs[1]["status"] == "finished" and outs[1]["step"] == 4

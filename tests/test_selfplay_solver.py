@@ -17,7 +17,9 @@ from paddlecraft.arenas.games.baselines import RandomPlayer
 from paddlecraft.arenas.games.solver import (
     SolvedPositions,
     SolverPlayer,
+    judged_moves,
     move_rates,
+    move_rates_by_class,
     perfect_move_rate,
     solve_planes,
     solver_positions,
@@ -85,6 +87,25 @@ def positions() -> SolvedPositions:
     return solver_positions(40, seed=0)  # the set the arena test uses too
 
 
+def test_rates_by_class_show_where_moves_fall_short():
+    nan = np.nan
+    values = np.array([
+        [3, 1, -1, 0, 0, 0, 0],  # won: 1 wins slower  -> good, not perfect ("slow")
+        [3, 1, -1, 0, 0, 0, 0],  # won: 0 is the best
+        [0, -1, -2, nan, 0, 0, 0],  # drawn: 0 keeps the draw
+        [-1, -3, -5, -5, -5, -5, -5],  # lost: 1 loses sooner ("early")
+        [-1, -3, -5, -5, -5, -5, -5],  # lost: 0 holds out longest
+    ])  # fmt: skip
+    actions = np.array([1, 0, 0, 1, 0])
+    by = move_rates_by_class(values, actions, plies=np.array([0, 9, 3, 17, 5]))
+    assert by["won"] == {"n": 2.0, "perfect_move_rate": 0.5, "good_move_rate": 1.0, "slow": 0.5}
+    assert by["drawn"] == {"n": 1.0, "perfect_move_rate": 1.0, "good_move_rate": 1.0}
+    assert by["lost"] == {"n": 2.0, "perfect_move_rate": 0.5, "good_move_rate": 1.0, "early": 0.5}
+    assert by["plies 0-7"]["n"] == 3 and by["plies 0-7"]["perfect_move_rate"] == pytest.approx(2 / 3)
+    assert by["plies 8-15"]["perfect_move_rate"] == 1.0 and by["plies 16-23"]["n"] == 1
+    assert move_rates(values, actions) == {"perfect_move_rate": 0.6, "good_move_rate": 1.0}
+
+
 def test_positions_are_seeded_realistic_and_decisive(positions):
     again = solver_positions.__wrapped__(40, seed=0)  # not the cached object
     assert np.array_equal(again.planes, positions.planes)
@@ -108,9 +129,20 @@ def test_solver_anchor_is_perfect_and_depth_weakens_it(positions):
         "perfect_move_rate": 1.0,
         "good_move_rate": 1.0,
     }
+    moves = judged_moves(perfect, positions)  # what perfect_move_rate scored
+    assert np.array_equal(
+        positions.values[np.arange(len(moves)), moves], np.nanmax(positions.values, axis=1)
+    )
     weak = perfect_move_rate(make_baseline("solver1", ConnectFour), positions)
     rand = perfect_move_rate(RandomPlayer(), positions)
     assert rand["perfect_move_rate"] < weak["perfect_move_rate"] < 1.0
+    # keeps every result, blind to distance: good always, perfect only by luck of the draw
+    keep = make_baseline("solver_result", ConnectFour)
+    moves = judged_moves(keep, positions)
+    v, best = positions.values, np.nanmax(positions.values, axis=1)
+    chosen = v[np.arange(len(moves)), moves]
+    assert (np.sign(chosen) == np.sign(best)).all()
+    assert rand["perfect_move_rate"] < move_rates(v, moves)["perfect_move_rate"] < 1.0
     with pytest.raises(ValueError, match="Connect Four solver"):
         make_baseline("solver", TicTacToe)
 

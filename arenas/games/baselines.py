@@ -234,7 +234,8 @@ class MCTSPlayer(Player):
 def make_baseline(spec: str, game: type[BoardGame]) -> Player:
     """A baseline by name: ``random``, ``tactical``, ``tactical_uniform`` (no centre
     preference), ``minimax`` (tic-tac-toe), ``mcts<N>``, or the Connect Four solver
-    ``solver`` (perfect) / ``solver<d>`` (searches ``d`` plies; extra ``solver``)."""
+    ``solver`` (perfect) / ``solver<d>`` (searches ``d`` plies) / ``solver_result`` (any
+    move that keeps the theoretical result, blind to how soon; extra ``solver``)."""
     if spec == "random":
         return RandomPlayer()
     if spec == "minimax":
@@ -251,13 +252,15 @@ def make_baseline(spec: str, game: type[BoardGame]) -> Player:
         return player
     if spec.startswith("mcts") and spec[4:].isdigit():
         return MCTSPlayer(game, int(spec[4:]))
-    if spec == "solver" or (spec.startswith("solver") and spec[6:].isdigit()):
+    if spec in ("solver", "solver_result") or (spec.startswith("solver") and spec[6:].isdigit()):
         if game is not ConnectFour:
             raise ValueError(f"baseline {spec!r} is the Connect Four solver, not for {game.name}")
         from .solver import SolverPlayer  # the optional extra 'solver'
 
+        if spec == "solver_result":
+            return SolverPlayer(result_only=True)
         return SolverPlayer(int(spec[6:]) if spec[6:] else -1)
     raise ValueError(
         f"unknown baseline {spec!r}: use random, tactical, tactical_uniform, minimax "
-        "(tic-tac-toe), mcts<N>, solver or solver<depth> (Connect Four)"
+        "(tic-tac-toe), mcts<N>, solver, solver<depth> or solver_result (Connect Four)"
     )

@@ -96,6 +96,10 @@ class MCTS:
         c: exploration constant of the selection rule.
         dirichlet_alpha: root noise concentration (AlphaZero: 0.3 chess, ~10 / moves).
         noise_fraction: share of the root priors replaced by noise when ``noise=True``.
+        discount: per-ply discount of backed-up values (1: none). Below 1 a move's value is
+            ``r`` for a move that ends the game and ``-discount * V(next)`` otherwise, so a
+            sooner win and a later loss are worth more (the solver's exact scores order
+            moves the same way); the evaluator's values must then be discounted values.
     """
 
     def __init__(
@@ -107,6 +111,7 @@ class MCTS:
         c: float = 1.5,
         dirichlet_alpha: float = 1.0,
         noise_fraction: float = 0.25,
+        discount: float = 1.0,
     ) -> None:
         if int(simulations) < 1:
             raise ValueError(f"search simulations must be >= 1, got {simulations}")
@@ -115,12 +120,15 @@ class MCTS:
                 f"search: need c >= 0, dirichlet_alpha > 0 and noise_fraction in [0, 1], "
                 f"got {c}, {dirichlet_alpha}, {noise_fraction}"
             )
+        if not 0 < discount <= 1:
+            raise ValueError(f"search: need discount in (0, 1], got {discount}")
         if not isinstance(evaluator, Evaluator):
             evaluator = NetworkEvaluator(evaluator)
         self.game, self.evaluator = game, evaluator
         self.select = selection_rule(selection)
         self.simulations, self.c = int(simulations), float(c)
         self.dirichlet_alpha, self.noise_fraction = float(dirichlet_alpha), float(noise_fraction)
+        self.discount = float(discount)
 
     def search(
         self,
@@ -162,6 +170,7 @@ class MCTS:
             dirichlet = gam / np.maximum(gam.sum(axis=1, keepdims=True), 1e-300)
             p0 = (1 - self.noise_fraction) * p0 + self.noise_fraction * dirichlet
         prior[roots], legal_at[roots] = p0, legal0
+        gamma = self.discount
         for _ in range(S):
             node = roots.copy()  # [B] row of each game's current node
             path: list[tuple[np.ndarray, np.ndarray]] = []  # per depth: (games, edge rows)
@@ -201,10 +210,13 @@ class MCTS:
                 lg = g.legal(me)
                 p, v = self.evaluator.evaluate(g, ce, me, lg, rng)
                 prior[ne], legal_at[ne] = p, lg
-                value[e] = v
+                value[e] = v if gamma == 1.0 else gamma * v  # one ply further than a result
             # back up: the mover at depth d sees the leaf value with sign (-1)^(L - d)
+            # (discounted: times gamma^(L - d - 1))
             for d, (b, edge) in enumerate(path):
                 sign = np.where((depth[b] - d) % 2 == 1, -1.0, 1.0)
+                if gamma != 1.0:
+                    sign = sign * gamma ** (depth[b] - d - 1).astype(np.float64)
                 flat_visits[edge] += 1.0  # one edge per game: no repeated index
                 flat_total[edge] += sign * value[b]
         root_n = visits[roots]
@@ -224,6 +236,7 @@ class PUCTSearch(MCTS):
         c_puct: exploration constant.
         dirichlet_alpha: root noise concentration (AlphaZero: 0.3 chess, ~10 / moves).
         noise_fraction: share of the root priors replaced by noise when ``noise=True``.
+        discount: per-ply discount of backed-up values (1: none; see :class:`MCTS`).
     """
 
     def __init__(
@@ -234,12 +247,13 @@ class PUCTSearch(MCTS):
         c_puct: float = 1.5,
         dirichlet_alpha: float = 1.0,
         noise_fraction: float = 0.25,
+        discount: float = 1.0,
     ) -> None:
         if c_puct <= 0:
             raise ValueError(f"search: need c_puct > 0, got {c_puct}")
         super().__init__(
             game, NetworkEvaluator(evaluate), simulations, "puct", c_puct, dirichlet_alpha,
-            noise_fraction,
+            noise_fraction, discount,
         )  # fmt: skip
         self.evaluate, self.c_puct = evaluate, float(c_puct)
 
@@ -311,12 +325,15 @@ def search_one(
     mask: int,
     simulations: int,
     c_puct: float = 1.5,
+    discount: float = 1.0,
 ) -> np.ndarray:
     """Root visit counts ``[A]`` of the same PUCT search for ONE position, written plainly.
 
     A dict-of-nodes tree with one evaluator call per leaf (batch of 1): the classic
     one-game-at-a-time loop, kept as the reference for tests and ``bench/search_bench.py``.
-    No noise; ties go to the lowest move, as in :class:`PUCTSearch`.
+    No noise; ties go to the lowest move, as in :class:`PUCTSearch`. A move's sampled
+    value is the result where it ends the game (1 win, 0 draw), else ``-discount`` times
+    the value found below it.
     """
     A = game.num_actions
 
@@ -347,7 +364,7 @@ def search_one(
             if a in node["children"]:
                 kid = node["children"][a]
                 if kid["term"]:
-                    value = -1.0 if kid["term"] == 1 else 0.0
+                    q = 1.0 if kid["term"] == 1 else 0.0  # the move ends the game
                     break
                 node = kid
                 continue
@@ -356,14 +373,15 @@ def search_one(
             )
             t = 1 if won[0] else 2 if full[0] else 0
             if t:
-                kid, value = {"term": t}, (-1.0 if t == 1 else 0.0)
+                kid, q = {"term": t}, (1.0 if t == 1 else 0.0)
             else:
-                kid, value = expand(int(c2[0]), int(m2[0]))
+                kid, value = expand(int(c2[0]), int(m2[0]))  # for the player to move there
                 kid["term"] = 0
+                q = -discount * value
             node["children"][a] = kid
             break
-        for parent, a in reversed(path):  # value is for the player to move at the leaf
-            value = -value
+        for parent, a in reversed(path):  # q: the sampled value of the move, for its mover
             parent["n"][a] += 1.0
-            parent["w"][a] += value
+            parent["w"][a] += q
+            q = -discount * q
     return root["n"]

@@ -95,12 +95,21 @@ def solve_planes(observations: Any) -> np.ndarray:
 class SolverPlayer(Player):
     """The perfect player (``max_depth=-1``) or a weakened one that searches ``max_depth``
     plies, then rolls out non-losing moves. Ties between equally valued moves are broken
-    at random (``rng``), so games against it vary."""
+    at random (``rng``), so games against it vary.
 
-    def __init__(self, max_depth: int = -1) -> None:
+    ``result_only=True`` (baseline ``solver_result``) plays a random move among those
+    that keep the position's theoretical result, blind to how soon it wins or how long it
+    holds out: a player that never gives a result away, and the share of the perfect-move
+    rate that is about distance alone (perfect - its rate)."""
+
+    def __init__(self, max_depth: int = -1, result_only: bool = False) -> None:
         _core()  # fail now, with the one-line message, if the extra is missing
-        self.max_depth = int(max_depth)
-        self.name = "solver" if max_depth < 0 else f"solver{max_depth}"
+        self.max_depth, self.result_only = int(max_depth), bool(result_only)
+        if result_only and max_depth >= 0:
+            raise ValueError("SolverPlayer: result_only judges by exact values (max_depth=-1)")
+        self.name = (
+            "solver_result" if result_only else "solver" if max_depth < 0 else f"solver{max_depth}"
+        )
 
     def act(self, observations: Any, action_masks: Any, rng: Any = None) -> np.ndarray:
         rng = rng if rng is not None else np.random
@@ -108,6 +117,8 @@ class SolverPlayer(Player):
         cur, mask = ConnectFour.from_planes(np.asarray(observations))
         values = solve(cur, mask, self.max_depth)  # [n, 7]
         values = np.where(legal, np.nan_to_num(values, nan=-1e9), -np.inf)
+        if self.result_only:  # every move with the best move's sign (win / draw / loss)
+            values = np.where(legal, np.sign(values), -np.inf)
         best = values == values.max(axis=1, keepdims=True)
         noise = rng.random(best.shape)
         return np.argmax(np.where(best, noise + 1.0, 0.0), axis=1).astype(np.int64)
@@ -185,14 +196,21 @@ def perfect_move_rate(
     where the position is won, a drawing or winning one where it is drawn; every legal
     move keeps a lost position's result, so those count as good).
     """
+    return move_rates(positions.values, judged_moves(player, positions, rng, batch))
+
+
+def judged_moves(
+    player: Player, positions: SolvedPositions, rng: Any = None, batch: int = 256
+) -> np.ndarray:
+    """``player``'s moves ``int64 [n]`` on ``positions``, in batches of ``batch`` (ties
+    from ``rng``, default ``default_rng(0)``): what :func:`perfect_move_rate` scores."""
     rng = rng if rng is not None else np.random.default_rng(0)
-    actions = np.concatenate(
+    return np.concatenate(
         [
             player.act(positions.planes[i : i + batch], positions.masks[i : i + batch], rng=rng)
             for i in range(0, len(positions), batch)
         ]
     )
-    return move_rates(positions.values, actions)
 
 
 def move_rates(values: np.ndarray, actions: np.ndarray) -> dict[str, float]:
@@ -204,6 +222,36 @@ def move_rates(values: np.ndarray, actions: np.ndarray) -> dict[str, float]:
     perfect = chosen == best
     good = ~np.isnan(chosen) & (np.sign(chosen) == np.sign(best))
     return {"perfect_move_rate": float(perfect.mean()), "good_move_rate": float(good.mean())}
+
+
+def move_rates_by_class(
+    values: np.ndarray, actions: np.ndarray, plies: np.ndarray | None = None
+) -> dict[str, dict[str, float]]:
+    """:func:`move_rates` split by where the moves fall short: per theoretical result of
+    the position (``won``, ``drawn``, ``lost`` for the mover) and, with ``plies``, per band
+    of 8 plies (``plies 0-7``...). Each entry also counts its positions (``n``) and, for
+    ``won`` and ``lost``, the share of positions where a result-keeping move was not the
+    best one (``slow`` on a win, ``early`` on a loss: the exact score told them apart).
+    A perfect-move rate short of the good-move rate is all such distance."""
+    values = np.asarray(values, float)
+    actions = np.asarray(actions, np.int64)
+    best = np.nanmax(values, axis=1)
+    chosen = values[np.arange(len(values)), actions]
+    good = ~np.isnan(chosen) & (np.sign(chosen) == np.sign(best))
+    groups = {"won": best > 0, "drawn": best == 0, "lost": best < 0}
+    if plies is not None:
+        p = np.asarray(plies)
+        for lo in range(0, int(p.max()) + 1, 8):
+            groups[f"plies {lo}-{lo + 7}"] = (p >= lo) & (p < lo + 8)
+    out: dict[str, dict[str, float]] = {}
+    for name, sel in groups.items():
+        if not sel.any():
+            continue
+        row = {"n": float(sel.sum()), **move_rates(values[sel], actions[sel])}
+        if name in ("won", "lost"):
+            row["slow" if name == "won" else "early"] = float((good & (chosen != best))[sel].mean())
+        out[name] = row
+    return out
 
 
 def versus_solver(player: Player, games: int = 1, seed: int = 0) -> dict[str, float]:

@@ -9,6 +9,12 @@ Training games add Dirichlet noise at the root and sample moves in proportion to
 visit counts for the first ``search.temperature_moves`` plies of a game, then play the
 most visited move. All games of a step are searched together, one network call per
 simulation (:class:`~arenas.games.search.PUCTSearch`).
+
+A policy with ``value_discount`` below 1 learns discounted outcomes (``+-discount ** k``
+for a game decided ``k`` plies after the position) and its searches back values up with
+the same discount: among winning moves the sooner win is worth more, among losing ones
+the later loss, as the perfect solver's exact scores order them. With ``arena.update.replay``
+the samples of past search updates are trained on again (:mod:`.replay`).
 """
 
 from __future__ import annotations
@@ -39,11 +45,16 @@ def search_controller(
         c_puct=cfg.c_puct,
         dirichlet_alpha=cfg.dirichlet_alpha,
         noise_fraction=cfg.noise_fraction,
+        discount=getattr(policy, "value_discount", 1.0),
     )
 
     def act(planes: np.ndarray, masks: np.ndarray) -> tuple[np.ndarray, dict[str, np.ndarray]]:
         cur, mask = rules.from_planes(planes)
+        training = policy.training
+        policy.eval()  # once per search, not once per simulation
         res = search.search(cur, mask, rng, noise=True)
+        if training:
+            policy.train()
         ply = planes.reshape(len(planes), -1).sum(axis=1)  # stones on the board
         temperature = np.where(ply < cfg.temperature_moves, 1.0, 0.0)
         actions = choose_moves(res.visits, temperature, rng)
@@ -53,18 +64,38 @@ def search_controller(
             pi = res.visits / res.visits.sum(axis=1, keepdims=True)  # [n, A]
         return actions, {"pi": pi.astype(np.float32), "root_value": res.value.astype(np.float32)}
 
+    act.search = search  # type: ignore[attr-defined]  # the tree it plays with
     return act
 
 
 def outcome_samples(
-    records: list[dict[str, np.ndarray]], winner: np.ndarray
+    records: list[dict[str, np.ndarray]],
+    winner: np.ndarray,
+    discount: float = 1.0,
+    root_value_weight: float = 0.0,
 ) -> dict[str, np.ndarray]:
     """Training samples ``obs, mask, pi, z``: ``z`` is the game's outcome for the mover
-    (+1 win, 0 draw, -1 loss)."""
+    (+1 win, 0 draw, -1 loss), times ``discount ** k`` where the game was decided ``k``
+    plies after the position (0: the mover's own move won it). With
+    ``root_value_weight`` w > 0 the target is ``(1 - w) z + w q``, ``q`` the search's value
+    of the position (its records' ``root_value``): less noisy than one game's result.
+
+    The deciding ply of a game is its last recorded move where the winner moved it, else
+    the move after (the opponent's, which the records need not hold).
+    """
     ply = np.concatenate([r["ply"] for r in records])
     game = np.concatenate([r["game"] for r in records])
     w = winner[game]
-    z = np.where(w < 0, 0.0, np.where(w == ply % 2, 1.0, -1.0)).astype(np.float32)
+    z = np.where(w < 0, 0.0, np.where(w == ply % 2, 1.0, -1.0))
+    if discount != 1.0:
+        last = np.full(len(winner), -1, np.int64)
+        np.maximum.at(last, game, ply)
+        last += (last % 2 != winner) & (winner >= 0)  # the winner's move came after
+        z = z * discount ** (last[game] - ply).astype(np.float64)
+    if root_value_weight:
+        q = np.concatenate([r["root_value"] for r in records]).astype(np.float64)
+        z = (1.0 - root_value_weight) * z + root_value_weight * q
+    z = z.astype(np.float32)
     return {
         "obs": np.concatenate([r["obs"] for r in records]),
         "mask": np.concatenate([r["mask"] for r in records]),

@@ -48,6 +48,7 @@ from .league import (
 )
 from .player import PolicyPlayer, SearchPlayer
 from .plots import rating_history_chart, save
+from .replay import ReplayBuffer
 from .updates import apply_update
 from .workers import Controller, RayCollectors, play_games, require_ray
 
@@ -175,6 +176,7 @@ class SelfPlayArena(Collection, Arena):
         self.last_snapshot = 0
         self.best: Snapshot | None = None  # keep_best: the best-scoring policy so far
         self.best_value = -math.inf
+        self.replay = ReplayBuffer(cfg.update.replay) if cfg.update.replay else None
         self._twins: list[Policy] = []
 
     # ------------------------------------------------------------------ engine API
@@ -267,8 +269,8 @@ class SelfPlayArena(Collection, Arena):
                     self.league.record(LEARNER, name, o)
                 for k, v in result_rates(o).items():
                     out[f"{prefix}{k}_vs_{name}"] = v
-        if final and self.cfg.eval.solver_positions:
-            out.update(self._judge(players))
+        if self.cfg.eval.solver_positions:
+            out.update(self._judge())
         if self.spec.rules is TicTacToe and not self.spec.is_pettingzoo:
             first, second = tictactoe_losing_lines(self.policy)
             out["losing_lines"] = float(first + second)
@@ -288,15 +290,18 @@ class SelfPlayArena(Collection, Arena):
                 self.best_value = float(out[key])
         return out
 
-    def _judge(self, players: list[tuple[str, Mapping[str, int], Any]]) -> dict[str, float]:
-        """Perfect-move and good-move rates of the greedy policy (and of the searching
-        policy, ``search_`` prefix) on ``eval.solver_positions`` solver-judged positions."""
+    def _judge(self) -> dict[str, float]:
+        """Perfect-move and good-move rates of the greedy policy and of the policy with
+        ``eval.simulations`` PUCT simulations (``search_`` prefix) on
+        ``eval.solver_positions`` solver-judged positions (every evaluation: ~1 s each)."""
         from ..games.solver import perfect_move_rate, solver_positions
 
         positions = solver_positions(self.cfg.eval.solver_positions, seed=0)
+        searcher = SearchPlayer(
+            self.policy, self.spec.rules, self.cfg.eval.simulations, self.cfg.search.c_puct
+        )
         out: dict[str, float] = {}
-        for prefix, _, me in players:
-            player = me if me is not None else PolicyPlayer(self.policy)
+        for prefix, player in (("", PolicyPlayer(self.policy)), ("search_", searcher)):
             rng = np.random.default_rng([self.seed, 17])
             for k, v in perfect_move_rate(player, positions, rng).items():
                 out[f"{prefix}{k}"] = v
@@ -312,6 +317,7 @@ class SelfPlayArena(Collection, Arena):
             "league": self.league.state(),
             "best": None if self.best is None else snapshot_state(self.best),
             "best_value": self.best_value if self.best is not None else None,
+            "replay": None if self.replay is None else self.replay.state(),
         }
 
     def load_arena_state(self, state: dict) -> None:
@@ -324,6 +330,16 @@ class SelfPlayArena(Collection, Arena):
         best = state.get("best")
         self.best = None if best is None else snapshot_from_state(best)
         self.best_value = -math.inf if best is None else float(state["best_value"])
+        saved = state.get("replay")
+        saved_size = 0 if saved is None else int(saved["capacity"])
+        if saved_size != self.cfg.update.replay:
+            raise ConfigError(
+                f"the checkpoint was saved with arena.update.replay={saved_size}, this run has "
+                f"{self.cfg.update.replay}; resume with arena.update.replay={saved_size} (the "
+                "buffer's samples are part of the run)"
+            )
+        if self.replay is not None:
+            self.replay.load_state(saved)
 
     def artifacts(self, run_dir: str) -> dict[str, str]:
         """The policy (loadable with ``Agent.load``), ``league.json`` and ``ratings.png``."""
@@ -376,8 +392,9 @@ class SelfPlayArena(Collection, Arena):
     def _update(self, rollout: dict[str, Any]) -> dict[str, float]:
         """Train on the step's games with the current update's algorithm (:mod:`.updates`)."""
         return apply_update(
-            self.algo_now(), self.policy, rollout, self.spec, self.cfg, self.stream(13)
-        )
+            self.algo_now(), self.policy, rollout, self.spec, self.cfg, self.stream(13),
+            self.replay,
+        )  # fmt: skip
 
     # ------------------------------------------------------------------ snapshots
     def _snapshot_due(self) -> str | None:

@@ -56,6 +56,13 @@ class UpdateConfig:
     loss (0: train the value head only)."""
     entropy_coef: float = 0.01
     """PPO/A2C: entropy bonus."""
+    root_value_weight: float = 0.0
+    """Search updates: the value target is ``(1 - w) x`` the game's (discounted) outcome
+    ``+ w x`` the search's value of the position (0: the outcome alone, as AlphaZero)."""
+    replay: int = 0
+    """Search updates: keep the last N samples (mirror images included) and draw every
+    minibatch from them, ``epochs`` x the update's new samples per update (0: train on the
+    update's own samples only). PPO and A2C learn from their own update's games only."""
 
     def check(self, at: str = "arena.update") -> None:
         """Refuse values no update can use, naming ``<at>.<key>``."""
@@ -67,6 +74,10 @@ class UpdateConfig:
             ">= 1",
             f"e.g. {at}.minibatch_size=512",
         )
+        _need(0.0 <= self.root_value_weight <= 1.0, f"{at}.root_value_weight",
+              self.root_value_weight, "in [0, 1]", f"e.g. {at}.root_value_weight=0.5")  # fmt: skip
+        _need(self.replay >= 0, f"{at}.replay", self.replay, ">= 0 (0: no replay buffer)",
+              f"e.g. {at}.replay=200000")  # fmt: skip
 
 
 @dataclass
@@ -181,9 +192,10 @@ class EvalConfig:
     simulations: int = 200
     """Simulations per move of ``search_games``."""
     solver_positions: int = 0
-    """Connect Four: the final evaluation scores the policy's moves (and, with
-    ``search_games``, the searching policy's) on this many solver-judged positions:
-    metrics perfect_move_rate / good_move_rate (extra ``solver``; 0: off)."""
+    """Connect Four: every evaluation scores the greedy policy's moves and those of the
+    policy searching with ``simulations`` on this many solver-judged positions: metrics
+    perfect_move_rate / good_move_rate and search_perfect_move_rate /
+    search_good_move_rate (extra ``solver``; 0: off)."""
     headline_metric: Optional[str] = None  # noqa: UP045
     """The run's headline metric (null: chosen by the final opponents)."""
     keep_best: Optional[str] = None  # noqa: UP045
@@ -277,6 +289,13 @@ def check_settings(cfg: SelfPlayConfig) -> None:
         raise ConfigError(f"arena.algo must be one of {ALGOS}, got {cfg.algo!r}")
     cfg.update.check()
     cfg.search.check(total=cfg.epochs * cfg.steps_per_epoch)
+    if cfg.update.replay and cfg.algo != "alphazero" and not cfg.search.updates:
+        raise ConfigError(
+            f"arena.update.replay={cfg.update.replay}: the replay buffer holds search-update "
+            f"samples, and arena.algo={cfg.algo} with arena.search.updates=0 makes none (PPO "
+            "and A2C learn from their own games only); set arena.algo=alphazero or "
+            "arena.search.updates, or arena.update.replay=0"
+        )
     cfg.league.check()
     cfg.eval.check()
     cfg.workers.check()

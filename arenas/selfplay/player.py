@@ -68,7 +68,8 @@ class SearchPlayer(Player):
     """PUCT search guided by a policy's priors and value; plays the most visited move.
 
     No root noise, temperature 0 (ties at random, from ``rng``). Batched: one search over
-    all the boards of a call, one network call per simulation.
+    all the boards of a call, one network call per simulation. Values are backed up with
+    the policy's ``value_discount`` (the one it was trained with).
     """
 
     def __init__(
@@ -85,14 +86,21 @@ class SearchPlayer(Player):
                 f"the policy is sized for boards {list(policy.obs_shape)}, but {self.rules.name} "
                 f"has {list(self.rules.obs_shape())}: pass the game the policy was trained on"
             )
-        self.search = PUCTSearch(self.rules, policy.priors_and_values, simulations, c_puct)
+        self.search = PUCTSearch(
+            self.rules, policy.priors_and_values, simulations, c_puct,
+            discount=policy.value_discount,
+        )  # fmt: skip
         self.name = name or f"search{simulations}"
 
     def act(self, observations: Any, action_masks: Any, rng: Any = None) -> np.ndarray:
         legal = self._masks(action_masks)
         obs = np.asarray(observations).reshape(-1, *self.rules.obs_shape())
         cur, mask = self.rules.from_planes(obs)
+        training = self.policy.training
+        self.policy.eval()  # once per search, not once per simulation
         visits = self.search.search(cur, mask).visits
+        if training:
+            self.policy.train()
         visits = np.where(legal, visits, -1.0)
         return choose_moves(visits, 0.0, rng if rng is not None else np.random.default_rng(0))
 

@@ -1,0 +1,93 @@
+"""A replay buffer of search-update samples (``arena.update.replay``).
+
+AlphaZero and its descendants train on a window of recent self-play positions rather than
+on each batch of games once: a search target costs ``simulations`` network calls to make
+and one gradient step to use, so reusing it is nearly free. With ``arena.update.replay=N``
+the search updates keep the last ``N`` samples (mirror images included) and each of their
+gradient steps draws its minibatch uniformly from that window; an update makes as many
+steps as ``arena.update.epochs`` passes over its own new samples would (at least one).
+
+The buffer is part of the arena's checkpointed state (its arrays go to
+``arena.safetensors``), so a resumed run draws the same minibatches as an uninterrupted one.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Mapping
+from typing import Any
+
+import numpy as np
+
+
+class ReplayBuffer:
+    """The last ``capacity`` samples, a ring of arrays by name (``obs``, ``mask``, ``pi``,
+    ``z``): rows are added in order and the oldest are overwritten first."""
+
+    def __init__(self, capacity: int) -> None:
+        if capacity < 1:
+            raise ValueError(f"ReplayBuffer: capacity must be >= 1, got {capacity}")
+        self.capacity = int(capacity)
+        self.arrays: dict[str, np.ndarray] = {}
+        self.size = 0  # rows holding samples
+        self.head = 0  # the row the next sample goes to
+
+    def __len__(self) -> int:
+        return self.size
+
+    def add(self, samples: Mapping[str, np.ndarray]) -> None:
+        """Append ``samples`` (arrays with one row per sample, the same names every time)."""
+        n = len(next(iter(samples.values())))
+        if not self.arrays:
+            self.arrays = {
+                k: np.zeros((self.capacity, *np.shape(v)[1:]), np.asarray(v).dtype)
+                for k, v in samples.items()
+            }
+        if set(samples) != set(self.arrays):
+            raise ValueError(
+                f"ReplayBuffer: samples hold {sorted(samples)}, the buffer {sorted(self.arrays)}"
+            )
+        if n > self.capacity:  # only the newest fit
+            samples = {k: np.asarray(v)[n - self.capacity :] for k, v in samples.items()}
+            n = self.capacity
+        rows = (self.head + np.arange(n)) % self.capacity
+        for k, v in samples.items():
+            self.arrays[k][rows] = v
+        self.head = int((self.head + n) % self.capacity)
+        self.size = min(self.capacity, self.size + n)
+
+    def minibatches(
+        self, steps: int, size: int, rng: np.random.Generator
+    ) -> Iterator[dict[str, np.ndarray]]:
+        """``steps`` minibatches of ``size`` samples drawn uniformly (with replacement
+        across minibatches, without within one when the buffer holds enough)."""
+        size = min(size, self.size)
+        for _ in range(steps):
+            rows = rng.choice(self.size, size, replace=False)
+            yield {k: v[rows] for k, v in self.arrays.items()}
+
+    # ------------------------------------------------------------------ checkpoints
+    def state(self) -> dict[str, Any]:
+        """The filled rows in ring order and the write position (arrays: the checkpoint
+        puts them in ``arena.safetensors``)."""
+        return {
+            "capacity": self.capacity,
+            "size": self.size,
+            "head": self.head,
+            "arrays": {k: v[: self.size].copy() for k, v in self.arrays.items()},
+        }
+
+    def load_state(self, state: Mapping[str, Any]) -> None:
+        """Restore :meth:`state`; refuses a buffer saved with another capacity."""
+        if int(state["capacity"]) != self.capacity:
+            raise ValueError(
+                f"the checkpoint's replay buffer holds {state['capacity']} samples, this run's "
+                f"arena.update.replay is {self.capacity}; resume with "
+                f"arena.update.replay={state['capacity']}"
+            )
+        self.size, self.head = int(state["size"]), int(state["head"])
+        self.arrays = {}
+        for k, v in state["arrays"].items():
+            v = np.asarray(v)
+            full = np.zeros((self.capacity, *v.shape[1:]), v.dtype)
+            full[: self.size] = v
+            self.arrays[k] = full

@@ -1,0 +1,139 @@
+"""Search updates that learn how far away a result is (``agents.policy.value_discount``)
+and train again on earlier updates' samples (``arena.update.replay``)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from selfplay_kit import merged
+
+from paddlecraft.agents import Agent, Policy
+from paddlecraft.agents.settings import ConfigError
+from paddlecraft.arenas import SelfPlayArena, check_arena
+from paddlecraft.arenas.engine.rng import seed_everything
+from paddlecraft.arenas.selfplay import SearchPlayer
+from paddlecraft.arenas.selfplay.alphazero import outcome_samples, search_controller
+from paddlecraft.arenas.selfplay.replay import ReplayBuffer
+
+TTT_MLP = {"_target_": "paddlecraft.encoders.ImageMLPEncoder", "hidden_size": 32}
+
+
+def _records(moves: dict[int, list[int]]) -> list[dict[str, np.ndarray]]:
+    """Records as play_games writes them, one per ply: ``{game: [recorded plies]}``."""
+    out = []
+    for ply in range(10):
+        games = [g for g, plies in moves.items() if ply in plies]
+        if games:
+            n = len(games)
+            out.append({"ply": np.full(n, ply), "game": np.array(games),
+                        "obs": np.zeros((n, 3, 3, 2), np.int8), "mask": np.ones((n, 9), bool),
+                        "pi": np.full((n, 9), 1 / 9, np.float32),
+                        "root_value": np.linspace(-0.5, 0.5, n).astype(np.float32)})  # fmt: skip
+    return out
+
+
+def test_discounted_outcomes_count_the_plies_to_the_deciding_move():
+    g = 0.9
+    recs = _records({
+        0: [0, 1, 2, 3, 4],  # self-play: the first player (seat 0) wins with ply 4
+        1: [1, 3],  # the learner sits second; the opponent wins with ply 4, not recorded
+        2: [0, 2, 4, 6, 8],  # a draw
+        3: [0, 2, 4, 6],  # the learner sits first and wins with ply 6
+    })  # fmt: skip
+    winner = np.array([0, 0, -1, 0])
+    data = outcome_samples(recs, winner, discount=g)
+    ply = np.concatenate([r["ply"] for r in recs])
+    game = np.concatenate([r["game"] for r in recs])
+    z = {(int(a), int(b)): float(v) for a, b, v in zip(game, ply, data["z"])}
+    expect = {
+        (0, 4): 1.0, (0, 3): -g, (0, 2): g**2, (0, 1): -(g**3), (0, 0): g**4,
+        (1, 3): -g, (1, 1): -(g**3),
+        **{(2, p): 0.0 for p in (0, 2, 4, 6, 8)},
+        (3, 6): 1.0, (3, 4): g**2, (3, 2): g**4, (3, 0): g**6,
+    }  # fmt: skip
+    assert z.keys() == expect.keys()
+    for k, v in expect.items():
+        assert z[k] == pytest.approx(v, abs=1e-6), k
+    plain = outcome_samples(recs, winner)  # undiscounted: the outcome alone
+    assert np.array_equal(plain["z"], np.sign(data["z"]))
+    q = np.concatenate([r["root_value"] for r in recs])
+    mixed = outcome_samples(recs, winner, discount=g, root_value_weight=0.25)
+    assert np.allclose(mixed["z"], 0.75 * data["z"] + 0.25 * q, atol=1e-6)
+
+
+def test_replay_buffer_keeps_the_newest_rows_and_round_trips():
+    buf = ReplayBuffer(5)
+    buf.add({"x": np.arange(3), "y": np.arange(3) * 10.0})
+    buf.add({"x": np.arange(3, 7), "y": np.arange(3, 7) * 10.0})
+    assert len(buf) == 5 and sorted(buf.arrays["x"]) == [2, 3, 4, 5, 6]
+    assert np.array_equal(buf.arrays["y"], buf.arrays["x"] * 10.0)  # rows stay together
+    again = ReplayBuffer(5)
+    again.load_state(buf.state())
+    a = list(buf.minibatches(3, 4, np.random.default_rng(1)))
+    b = list(again.minibatches(3, 4, np.random.default_rng(1)))
+    assert all(np.array_equal(x["x"], y["x"]) for x, y in zip(a, b))
+    assert all(len(set(m["x"].tolist())) == 4 for m in a)  # no row twice in a minibatch
+    buf.add({"x": np.arange(10, 20), "y": np.zeros(10)})  # more than fit: the newest 5
+    assert sorted(buf.arrays["x"]) == [15, 16, 17, 18, 19]
+    with pytest.raises(ValueError, match="samples hold"):
+        buf.add({"x": np.arange(2)})
+    with pytest.raises(ValueError, match="arena.update.replay=5"):
+        ReplayBuffer(6).load_state(buf.state())
+
+
+def _arena(policy, **kw):
+    base = {
+        "data": "tictactoe", "algo": "alphazero", "epochs": 2, "steps_per_epoch": 2,
+        "games_per_step": 8, "augment_mirror": True,
+        "update": {"minibatch_size": 16, "epochs": 2, "replay": 300},
+        "search": {"simulations": 6},
+        "league": {"snapshot_every": 1, "latest_ratio": 1.0},
+        "eval": {"games": {"random": 2, "minimax": 2}},
+    }  # fmt: skip
+    return SelfPlayArena({"policy": policy}, **merged(base, kw))
+
+
+def test_search_updates_fill_the_buffer_and_draw_from_it(make_scope):
+    seed_everything(0)
+    policy = Policy(make_scope("rb"), encoder=TTT_MLP, obs_shape=[3, 3, 2], num_actions=9)
+    arena = _arena(policy)
+    total = 0
+    for i in range(4):
+        m = arena.train_step(i)
+        total += 2 * int(m["positions"])  # each position and its mirror image
+        assert m["replay_size"] == len(arena.replay) == min(300, total)
+    assert total > 300  # the ring wrapped: the oldest samples were dropped
+    # the buffer holds search targets: every pi sums to 1 on the legal moves
+    pi, mask = arena.replay.arrays["pi"], arena.replay.arrays["mask"]
+    assert np.allclose(pi.sum(1), 1) and (pi[~mask] == 0).all()
+
+
+def test_replay_and_discount_resume_bit_identically():
+    seed_everything(0)
+    policy = Policy(
+        "policy", encoder=TTT_MLP, obs_shape=[3, 3, 2], num_actions=9, seed=0, value_discount=0.9
+    )
+    passed = check_arena(_arena(policy), steps=2)
+    assert "resume from a checkpoint is bit-identical" in passed
+
+
+def test_replay_needs_search_updates(make_scope):
+    policy = Policy(make_scope("ppo"), encoder=TTT_MLP, obs_shape=[3, 3, 2], num_actions=9)
+    with pytest.raises(ConfigError, match="arena.update.replay=100: .* set arena.algo=alphazero"):
+        _arena(policy, algo="ppo", update={"replay": 100})
+    _arena(policy, algo="ppo", update={"replay": 100}, search={"updates": 2})  # a search phase
+
+
+def test_value_discount_is_checked_saved_and_searched_with(make_scope, tmp_path):
+    with pytest.raises(ConfigError, match=r"value_discount=1.5: must be in \(0, 1\]"):
+        Policy(make_scope("bad"), encoder=TTT_MLP, obs_shape=[3, 3, 2], num_actions=9,
+               value_discount=1.5)  # fmt: skip
+    policy = Policy(make_scope("vd"), encoder=TTT_MLP, obs_shape=[3, 3, 2], num_actions=9,
+                    value_discount=0.95)  # fmt: skip
+    policy.save(tmp_path / "p")
+    loaded = Agent.load(tmp_path / "p", name=make_scope("vd2"))
+    assert loaded.value_discount == 0.95
+    assert SearchPlayer(loaded, "tictactoe", 8).search.discount == 0.95
+    arena = _arena(policy)
+    act = search_controller(policy, arena.spec.rules, arena.cfg.search, np.random.default_rng(0))
+    assert act.search.discount == 0.95  # the training search is discounted the same way
