@@ -33,14 +33,16 @@ SECTIONS: dict[str, tuple[str, str]] = {
     "caption": ("Caption chains", "Test split of the captioned shapes, seed 0."),
     "selfplay": ("Self-play", "Final evaluation, seats alternating, greedy policy unless noted."),
     "connect_four_targets": (
-        "Connect Four targets, 3 seeds",
-        "`python scripts/selfplay_targets.py` trains `arena=selfplay game=connect_four seed=S`, "
+        "Connect Four targets, 3 seeds (the PPO recipe)",
+        "`python scripts/selfplay_targets.py --game connect_four_ppo` trains "
+        "`arena=selfplay game=connect_four_ppo seed=S`, "
         "S = 0, 1, 2, and prints each seed's final evaluation.",
     ),
     "connect_four_solver": (
         "Connect Four judged by the perfect solver, 3 seeds",
         "`python scripts/selfplay_targets.py` (extra `solver`) judges each seed's trained policy "
-        "on 400 seeded positions from realistic play and in one game as first player.",
+        "on 400 seeded positions from realistic play and in one game as first player: the "
+        "AlphaZero default first, its levers, then the PPO recipe (`--game connect_four_ppo`).",
     ),
     "connect_four_variants": (
         "Connect Four: search-phase variants",

@@ -117,6 +117,9 @@ def main() -> None:
     means = {k: sum(r[k] for r in rows) / len(rows) for k in TARGETS}
     print("mean", json.dumps({k: round(v, 4) for k, v in means.items()}))
     for k, (_, target) in TARGETS.items():
+        if any(r[k] != r[k] for r in rows):  # NaN: those games were left out (--train ~...)
+            print(f"{k} >= {target}: not measured on every seed")
+            continue
         low = [r["seed"] for r in rows if r[k] < target]
         print(f"{k} >= {target}: mean {'met' if means[k] >= target else 'NOT met'}, "
               f"seeds below: {low or 'none'}")  # fmt: skip
