@@ -117,6 +117,20 @@ def test_replay_and_discount_resume_bit_identically():
     assert "resume from a checkpoint is bit-identical" in passed
 
 
+def test_a_resume_with_another_buffer_size_is_refused_naming_the_saved_one(make_scope):
+    seed_everything(0)
+    policy = Policy(make_scope("rs"), encoder=TTT_MLP, obs_shape=[3, 3, 2], num_actions=9)
+    arena = _arena(policy)
+    arena.train_step(0)
+    state = arena.arena_state()
+    for other in (0, 500):
+        with pytest.raises(ConfigError, match="resume with arena.update.replay=300"):
+            _arena(policy, update={"replay": other}).load_arena_state(state)
+    again = _arena(policy)
+    again.load_arena_state(state)
+    assert len(again.replay) == len(arena.replay) and again.replay.head == arena.replay.head
+
+
 def test_replay_needs_search_updates(make_scope):
     policy = Policy(make_scope("ppo"), encoder=TTT_MLP, obs_shape=[3, 3, 2], num_actions=9)
     with pytest.raises(ConfigError, match="arena.update.replay=100: .* set arena.algo=alphazero"):
