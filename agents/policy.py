@@ -116,7 +116,7 @@ class Policy(Agent):
         if not 0 < self.value_discount <= 1:
             raise ConfigError(
                 f"agents.{name}.value_discount={self.cfg.value_discount!r}: must be in (0, 1] "
-                f"(1: the game's outcome undiscounted); e.g. agents.{name}.value_discount=0.97"
+                f"(1: the game's outcome undiscounted); e.g. agents.{name}.value_discount=0.95"
             )
         with self.seeded():
             self.encoder = self.make_encoder(

@@ -408,7 +408,8 @@ def test_connect_four_plays_the_solvers_best_move_most_of_the_time(connect_four_
     """Floors under the 3-seed table of docs/guide/selfplay-scale-and-solver.md (each seed
     measured above them), not the issue's targets (0.70 raw, 0.85 with search): those are
     not all met, and the README says so."""
-    m = connect_four_run  # seeds 0-2 (one thread each): raw 0.653-0.703 / 0.865-0.890,
-    # search200 0.798-0.805 / 0.948-0.950; the PPO recipe's means: 0.569 / 0.806, 0.723 / 0.877
-    assert m["perfect_move_rate"] >= 0.62 and m["good_move_rate"] >= 0.84
-    assert m["search_perfect_move_rate"] >= 0.76 and m["search_good_move_rate"] >= 0.92
+    m = connect_four_run  # seeds 0-2 (one thread each): raw 0.703-0.728 / 0.893-0.920,
+    # search200 0.820-0.828 / 0.943-0.960; discount 0.97's means: 0.683 / 0.881, 0.802 / 0.949;
+    # the PPO recipe's: 0.569 / 0.806, 0.723 / 0.877
+    assert m["perfect_move_rate"] >= 0.66 and m["good_move_rate"] >= 0.86
+    assert m["search_perfect_move_rate"] >= 0.78 and m["search_good_move_rate"] >= 0.92

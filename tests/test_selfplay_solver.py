@@ -101,7 +101,8 @@ def test_rates_by_class_show_where_moves_fall_short():
     assert by["won"] == {"n": 2.0, "perfect_move_rate": 0.5, "good_move_rate": 1.0, "slow": 0.5}
     assert by["drawn"] == {"n": 1.0, "perfect_move_rate": 1.0, "good_move_rate": 1.0}
     assert by["lost"] == {"n": 2.0, "perfect_move_rate": 0.5, "good_move_rate": 1.0, "early": 0.5}
-    assert by["plies 0-7"]["n"] == 3 and by["plies 0-7"]["perfect_move_rate"] == pytest.approx(2 / 3)
+    early = by["plies 0-7"]
+    assert early["n"] == 3 and early["perfect_move_rate"] == pytest.approx(2 / 3)
     assert by["plies 8-15"]["perfect_move_rate"] == 1.0 and by["plies 16-23"]["n"] == 1
     assert move_rates(values, actions) == {"perfect_move_rate": 0.6, "good_move_rate": 1.0}
 
