@@ -406,12 +406,14 @@ def test_connect_four_raw_policy_keeps_half_against_mcts100(connect_four_run):
 @pytest.mark.slow
 def test_connect_four_plays_the_solvers_best_move_most_of_the_time(connect_four_run):
     """Floors under the 3-seed table of docs/guide/selfplay-scale-and-solver.md (each seed
-    measured above them), not the issue's targets (0.70 raw, 0.85 with search): those are
-    not all met, and the README says so."""
+    measured above them), not the issue's targets (0.70 raw, 0.85 with search): the search
+    target is not met, and the README says so.
+
+    Known gap, left red rather than loosened: this fixture's run (seed 0 with two threads,
+    another trajectory than the table's one-thread seed 0) judged 0.765 with search on
+    2026-11-25, under the 0.77 floor this test has held since the AlphaZero default landed."""
     m = connect_four_run  # seeds 0-2 (one thread each): raw 0.703-0.728 / 0.893-0.920,
-    # search200 0.820-0.828 / 0.943-0.960; this fixture's run (seed 0, two threads, so another
-    # trajectory than seed 0 on one) passed the raw floors and judged 0.765 with search;
-    # discount 0.97's means: 0.683 / 0.881, 0.802 / 0.949; the PPO recipe's: 0.569 / 0.806,
-    # 0.723 / 0.877
+    # search200 0.820-0.828 / 0.943-0.960; discount 0.97's means: 0.683 / 0.881,
+    # 0.802 / 0.949; the PPO recipe's: 0.569 / 0.806, 0.723 / 0.877
     assert m["perfect_move_rate"] >= 0.66 and m["good_move_rate"] >= 0.86
-    assert m["search_perfect_move_rate"] >= 0.74 and m["search_good_move_rate"] >= 0.90
+    assert m["search_perfect_move_rate"] >= 0.77 and m["search_good_move_rate"] >= 0.92
