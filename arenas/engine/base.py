@@ -67,6 +67,9 @@ class Arena:
         self.seed = int(seed)
         #: the run folder, for files written during training; set by :meth:`setup`
         self.run_dir: str | None = None
+        #: the live run's hooks (:class:`~paddlecraft.arenas.engine.live.LiveContext`) while
+        #: ``trainer.live=true``, set by the engine before the first step; None otherwise
+        self.live: Any = None
 
     @classmethod
     def upgrade_saved(cls, config: dict[str, Any]) -> dict[str, str]:
@@ -151,6 +154,18 @@ class Arena:
         Loggers (``trainer.visualdl=true``) write each item as its kind; a bare numpy
         array is an image. See :mod:`paddlecraft.arenas.engine.media`.
         """
+        return {}
+
+    def live_routes(self, live: Any) -> list[Any]:
+        """Extra HTTP routes of a live run (Starlette routes under ``/api/arena/``), served
+        with the token check like every data route; handlers touch agents or arena state
+        only through ``live.call_soon``. Default: none."""
+        return []
+
+    def live_view(self) -> dict[str, Any]:
+        """The arena's own picture of the run for the live page (JSON-able: a sample grid as
+        a PNG data URL, the latest messages, the current board...); called on the training
+        thread. Default: nothing."""
         return {}
 
     def close(self) -> None:
