@@ -13,6 +13,7 @@ from paddlecraft.craftdata.loader import BatchLoader, LazySplit
 from paddlecraft.craftdata.mnist import load_mnist, read_idx, read_mnist_csv
 from paddlecraft.craftdata.shapes import load_shapes, load_shapes_classes
 from paddlecraft.craftdata.speech import load_spoken_digits, synthesize
+from paddlecraft.craftdata.stream import StreamData, load_stream
 from paddlecraft.craftdata.transcripts import load_transcripts
 from paddlecraft.craftdata.wav import load_wav_folder
 
@@ -23,6 +24,7 @@ __all__ = [
     "Dataset",
     "LazySplit",
     "Split",
+    "StreamData",
     "iterate_minibatches",
     "load_captions",
     "load_digits",
@@ -31,6 +33,7 @@ __all__ = [
     "load_shapes",
     "load_shapes_classes",
     "load_spoken_digits",
+    "load_stream",
     "load_transcripts",
     "load_wav_folder",
     "read_idx",
