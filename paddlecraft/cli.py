@@ -84,6 +84,7 @@ def help_text() -> str:
         "       paddlecraft --config-dir DIR arena=<your arena>   (your own configs)",
         "       paddlecraft export=<run dir> export.agent=<name> [export.onnx=true]",
         "       paddlecraft tournament --game connect_four --players <player> ...",
+        "       paddlecraft feed <run dir> <folder or captions file> [--end]   (data=stream)",
         "       paddlecraft resume=<run dir>",
         "       paddlecraft --version | --help | --hydra-help | --cfg job (print the config)",
         "",
@@ -122,6 +123,10 @@ def main(argv: Sequence[str] | None = None) -> int | None:
 
         tournament_main(args[1:])
         return 0
+    if args[:1] == ["feed"]:  # paddlecraft feed RUN_DIR PATH: samples to a data=stream run
+        from paddlecraft.feed import main as feed_main
+
+        return feed_main(args[1:])
     from paddlecraft.arenas.engine.export import is_export_command
     from paddlecraft.arenas.engine.export import main as export_main
 

@@ -86,3 +86,50 @@ class KillAt(Callback):
             if self.before is not None:
                 self.before()
             raise Killed(f"killed after step {loop.step}")
+
+
+class FakeServer:
+    """The routes served over real HTTP on 127.0.0.1 (uvicorn on a thread) with a bearer
+    token, and the run's ``live.json`` written: what ``paddlecraft feed`` talks to until
+    the live server itself is here. A context manager."""
+
+    def __init__(self, routes: list[Any], run_dir: str | Path, token: str = "t0ken") -> None:
+        import json
+        import socket
+
+        import uvicorn
+        from starlette.applications import Starlette
+        from starlette.middleware import Middleware
+        from starlette.middleware.base import BaseHTTPMiddleware
+        from starlette.responses import JSONResponse
+        from starlette.routing import Mount
+
+        async def check(request: Any, call_next: Any) -> Any:
+            if request.headers.get("authorization") != f"Bearer {token}":
+                return JSONResponse({"error": "unauthorized"}, status_code=401)
+            return await call_next(request)
+
+        app = Starlette(
+            routes=[Mount("/api/arena", routes=routes)],
+            middleware=[Middleware(BaseHTTPMiddleware, dispatch=check)],
+        )
+        self.sock = socket.socket()
+        self.sock.bind(("127.0.0.1", 0))
+        self.port = self.sock.getsockname()[1]
+        config = uvicorn.Config(app, log_level="warning", lifespan="off")
+        self.server = uvicorn.Server(config)
+        self.thread = threading.Thread(
+            target=self.server.run, kwargs={"sockets": [self.sock]}, daemon=True
+        )
+        self.thread.start()
+        while not self.server.started:
+            threading.Event().wait(0.02)
+        (Path(run_dir) / "live.json").write_text(json.dumps({"port": self.port, "token": token}))
+
+    def __enter__(self) -> FakeServer:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.server.should_exit = True
+        self.thread.join(10)
+        self.sock.close()

@@ -98,5 +98,4 @@ class StreamRun:
     def join(self, timeout: float = 300.0) -> dict[str, Any] | None:
         self.thread.join(timeout)
         assert not self.thread.is_alive(), "the stream run did not finish"
-        self.client.close()
         return self.result
