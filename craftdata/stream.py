@@ -115,7 +115,7 @@ def load_stream(
     channels: int = 1,
     image_size: int = 8,
     classes: int | Sequence[str | int] | None = None,
-    words: Sequence[str] | None = None,
+    words: str | Sequence[str] | None = None,
     window: int = 1024,
     holdout_every: int = 5,
     warmup: int = 64,
@@ -154,8 +154,16 @@ def load_stream(
         raise ConfigError(
             "data.loader.words: data=stream with arena=caption needs the caption vocabulary "
             "before the first sample (the agents' size); give the words "
-            "(data.loader.words=[a,red,circle,...]); other words become <unk>"
+            "(data.loader.words=[a,red,circle,...]) or a preset (shapes, digits); other "
+            "words become <unk>"
         )
+    if kind == "captions":
+        from paddlecraft.craftdata.words import resolve_words
+
+        try:
+            words = resolve_words(words, "data.loader.words")  # type: ignore[arg-type]
+        except ValueError as e:
+            raise ConfigError(str(e)) from None
     return StreamData(
         kind=kind,
         channels=int(channels),

@@ -9,6 +9,7 @@ sends a folder (:mod:`paddlecraft.feed`).
 """
 
 from .base import StreamSource
+from .caption import StreamCaptionArena
 from .classify import StreamClassifyArena
 from .log import SampleLog, StreamLogError
 from .samples import SampleError
@@ -18,6 +19,7 @@ __all__ = [
     "SampleError",
     "SampleLog",
     "SampleStore",
+    "StreamCaptionArena",
     "StreamClassifyArena",
     "StreamLogError",
     "StreamSource",
