@@ -315,6 +315,7 @@ GLOBAL_GROUPS = {
     "chain": {"arena", "agents", "data"},
     "game": {"arena", "agents", "data", "trainer"},
     "data": {"arena", "agents", "data"},
+    "stream": {"arena", "agents", "data"},  # data=stream's variant per arena (conf/stream/)
     "experiment": {"arena", "agents", "data", "trainer"},
     "sweep": {"hydra"},
 }
