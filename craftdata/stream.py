@@ -20,7 +20,7 @@ of when samples arrived, of pauses, or of a kill and ``resume=``):
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -126,9 +126,12 @@ def load_stream(
 ) -> StreamData:
     """The stream's facts and rules (reads nothing; samples arrive over the live server).
 
-    ``live`` is ``trainer.live``: the samples come over the live server, so a stream run
-    without it is refused here, before the run folder is made.
+    ``live`` is whether ``trainer.live`` is on (a bool, or its settings with ``enabled``):
+    the samples come over the live server, so a stream run without it is refused here,
+    before the run folder is made.
     """
+    if isinstance(live, Mapping):
+        live = live.get("enabled", False)
     if not live:
         raise ConfigError(
             "data=stream: samples arrive over the run's live server, which is off; add "

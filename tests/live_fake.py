@@ -25,6 +25,8 @@ class FakeLive:
         self.run_dir = Path(run_dir)
         self.records: list[dict[str, Any]] = []
         self.idle_waits = 0
+        #: raised out of the next ``idle_wait`` (the live control's stop does this)
+        self.stop_with: Exception | None = None
         self._work: queue.Queue[tuple[Callable[[], Any], Future]] = queue.Queue()
         self._event = threading.Event()
 
@@ -48,6 +50,8 @@ class FakeLive:
 
     def idle_wait(self, timeout: float) -> None:
         self.idle_waits += 1
+        if self.stop_with is not None:
+            raise self.stop_with
         self.drain()
         self._event.wait(timeout)
         self._event.clear()

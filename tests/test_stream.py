@@ -250,6 +250,29 @@ def test_waits_without_spinning_and_predicts_while_training(tmp_path, make_scope
     assert res["metrics"]["test_samples"] == 15 and res["metrics"]["train_samples"] == 60
 
 
+class _Stop(Exception):
+    """What the live control raises out of idle_wait on a stop (StepInterrupted)."""
+
+
+def test_a_stop_while_waiting_discards_the_step_not_the_epoch(tmp_path, make_scope):
+    arena = make_arena(make_scope("s"), warmup=10)
+    run = StreamRun(arena, tmp_path)
+    run.send(digits_samples(0, 12), end=False)  # 3 steps, then it waits for sample 13
+    deadline = time.time() + 30
+    while run.live.idle_waits < 2 and time.time() < deadline:
+        time.sleep(0.05)
+    stop = _Stop("stopped")
+    run.live.stop_with = stop
+    run.live.wake()
+    run.thread.join(30)
+    # the stop reaches the engine from train_step (where an interruptible step is discarded),
+    # not as the end of the epoch's batches: the epoch is not taken as done
+    assert run.error is stop
+    res = json.loads((tmp_path / "results.json").read_text())
+    assert res["step"] == 3 and res["epoch"] == 0 and res["status"] != "finished"
+    assert arena.interruptible
+
+
 def _stream_run(tmp_path, scope, samples, *, kill_at=None, sent_before_kill=None, bad=False):
     """Run the stream in ``tmp_path``; with ``kill_at``, die after that step (having
     acknowledged ``sent_before_kill`` samples), then resume and resend the rest."""

@@ -19,10 +19,23 @@ __all__ = ["IDLE_WAIT_S", "StreamSource"]
 IDLE_WAIT_S = 1.0  #: longest sleep between looks at the store while no sample arrives
 
 
+class StoppedWaiting:
+    """A "batch" that stands for a stop that came while the loop waited for samples: the
+    live control raises out of ``idle_wait``; :meth:`StreamSource.step_indices` yields this
+    instead of letting the error end the epoch's generator (which the loop would take for a
+    finished epoch), and the arena's ``train_step`` raises it again, so the engine discards
+    the step as any interrupted one and a resume re-runs it."""
+
+    def __init__(self, error: Exception) -> None:
+        self.error = error
+
+
 class StreamSource:
     """A mixin for an :class:`~paddlecraft.arenas.engine.Arena` whose ``data`` is a
     :class:`~paddlecraft.craftdata.stream.StreamData` (set by the arena's constructor)."""
 
+    #: a stop while waiting is re-raised by ``train_step`` before any state changed
+    interruptible = True
     data: StreamData
     seed: int
     epochs: int
@@ -69,12 +82,19 @@ class StreamSource:
             self.live.idle_wait(IDLE_WAIT_S)
         return self.store.count >= n
 
-    def step_indices(self, start: int, batch_size: int) -> Iterator[np.ndarray]:
+    def step_indices(self, start: int, batch_size: int) -> Iterator[np.ndarray | StoppedWaiting]:
         """Arrival indices (int64 [B]) of each step's minibatch from step ``start`` on: step
         ``k`` waits for ``needed(k)`` arrivals; the steps end when the stream ended short of
-        them."""
+        them. A stop while waiting yields a :class:`StoppedWaiting`."""
         k = start
-        while self.wait_for(self.data.needed(k)):
+        while True:
+            try:
+                arrived = self.wait_for(self.data.needed(k))
+            except Exception as e:  # noqa: BLE001 (the live control's stop: re-raised by train_step)
+                yield StoppedWaiting(e)
+                return
+            if not arrived:
+                break
             self.consumed = self.data.needed(k)
             yield self.data.draw(self.seed, k, batch_size)
             k += 1

@@ -17,7 +17,7 @@ from paddlecraft.arenas.engine import Arena
 from paddlecraft.encoders.vocab import Vocab
 from paddlecraft.errors import ConfigError
 
-from .base import StreamSource
+from .base import StoppedWaiting, StreamSource
 
 __all__ = ["StreamCaptionArena"]
 
@@ -71,12 +71,17 @@ class StreamCaptionArena(StreamSource, Arena):
         self.open_store(run_dir)
         super().setup(run_dir)
 
-    def batches(self, epoch: int, start: int = 0) -> Iterator[tuple[np.ndarray, list[str]]]:
+    def batches(self, epoch: int, start: int = 0) -> Iterator[Any]:
         """Steps from ``start`` on: (images [B, C, H, W], captions [B]) once arrived."""
         for idx in self.step_indices(start, self.batch_size):
-            yield self.store.images(idx), self.store.captions(idx)
+            if isinstance(idx, StoppedWaiting):
+                yield idx
+            else:
+                yield self.store.images(idx), self.store.captions(idx)
 
-    def train_step(self, batch: tuple[np.ndarray, list[str]]) -> dict[str, float]:
+    def train_step(self, batch: Any) -> dict[str, float]:
+        if isinstance(batch, StoppedWaiting):
+            raise batch.error
         images, captions = batch
         out: dict[str, float] = {}
         for name, agent in (("captioner", self.captioner), ("listener", self.listener)):

@@ -15,7 +15,7 @@ from paddlecraft.agents import Agent
 from paddlecraft.arenas.classify import ClassifyArena
 from paddlecraft.errors import ConfigError
 
-from .base import StreamSource
+from .base import StoppedWaiting, StreamSource
 
 __all__ = ["StreamClassifyArena"]
 
@@ -47,11 +47,19 @@ class StreamClassifyArena(StreamSource, ClassifyArena):
         self.open_store(run_dir)
         super().setup(run_dir)
 
-    def batches(self, epoch: int, start: int = 0) -> Iterator[tuple[np.ndarray, np.ndarray]]:
+    def batches(self, epoch: int, start: int = 0) -> Iterator[Any]:
         """Steps from ``start`` on: each waits for its arrivals, then yields (x [B, C, H, W],
         y [B]); ends once the stream ended and the next step's arrivals never came."""
         for idx in self.step_indices(start, self.cfg.batch_size):
-            yield self.store.images(idx), self.store.labels(idx)
+            if isinstance(idx, StoppedWaiting):
+                yield idx
+            else:
+                yield self.store.images(idx), self.store.labels(idx)
+
+    def train_step(self, batch: Any) -> dict[str, float]:
+        if isinstance(batch, StoppedWaiting):
+            raise batch.error
+        return super().train_step(batch)
 
     @paddle.no_grad()
     def _predict(self, split: str) -> tuple[np.ndarray, np.ndarray]:
