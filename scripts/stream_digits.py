@@ -67,7 +67,6 @@ def over_http(samples: list[dict[str, Any]], seed: int, extra: list[str]) -> dic
 def in_process(samples: list[dict[str, Any]], seed: int, extra: list[str]) -> dict[str, Any]:
     """The same config built in this process; its routes behind a TestClient, the loop on a
     thread, a stand-in LiveContext (tests/live_fake.py)."""
-    sys.path.insert(0, str(ROOT))
     from hydra import compose, initialize_config_dir
     from starlette.applications import Starlette
     from starlette.routing import Mount
@@ -116,6 +115,7 @@ def main() -> None:
     p.add_argument("--seed", type=int, default=0, help="run seed and stream order")
     p.add_argument("overrides", nargs="*", help="more run settings (after --)")
     args = p.parse_args()
+    sys.path.insert(0, str(ROOT))  # this checkout's paddlecraft (and tests/, in-process)
     import logging
 
     logging.basicConfig(level=logging.WARNING)
