@@ -94,7 +94,10 @@ def stream_routes(arena: StreamSource, live: Any) -> list[Any]:
                     'each of "samples" must be a JSON object with "image" or "pixels"'
                 )
         images = np.stack([parse_image(item, spec) for item in items])  # [B, C, H, W]
-        answers = await asyncio.wrap_future(live.call_soon(lambda: arena.predict(images)))
+        try:
+            answers = await asyncio.wrap_future(live.call_soon(lambda: arena.predict(images)))
+        except Exception as e:  # noqa: BLE001 (the run ended or stopped before it ran)
+            raise SampleError(f"the run cannot answer now ({type(e).__name__}: {e})", 409) from e
         return {"predictions": answers}
 
     return [

@@ -18,7 +18,6 @@ from __future__ import annotations
 import base64
 import binascii
 import json
-import math
 from typing import Any
 
 import numpy as np
@@ -158,8 +157,3 @@ def parse_sample(obj: dict[str, Any], spec: StreamData) -> tuple[dict[str, Any],
     else:
         arrays["caption"] = np.str_(_caption(obj["caption"]))
     return arrays, index
-
-
-def finite(x: float) -> float | None:
-    """``x``, or None when it is not finite (JSON has no NaN)."""
-    return x if math.isfinite(x) else None
