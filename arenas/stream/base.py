@@ -120,6 +120,27 @@ class StreamSource:
             )
         self.consumed = consumed
 
+    def live_view(self) -> dict[str, Any]:
+        """The live page's panels: the stream's counts in a table first, then the arena's
+        own (a confusion matrix...)."""
+        view = dict(super().live_view())  # type: ignore[misc]
+        info = self.store.info()
+        counts = {
+            "received": info["count"],
+            "training": info["train"],
+            "held out": info["held_out"],
+            "consumed by the last step": int(self.consumed),
+            "ended": "yes" if info["ended"] else "no",
+        }
+        panel = {
+            "kind": "table",
+            "label": "stream",
+            "columns": list(counts),
+            "rows": [list(counts.values())],
+        }
+        view["panels"] = [panel, *view.get("panels", [])]
+        return view
+
     def predict(self, images: np.ndarray) -> list[dict[str, Any]]:
         """The current weights' answers for float32 [B, C, H, W] images (the arena's own)."""
         raise NotImplementedError
