@@ -185,6 +185,7 @@ def _bad_requests() -> list[tuple[str, dict, int, str]]:
             "out of turn",
         ),
         ("too large", {"content": b" " * 5000}, 413, "max_request_bytes"),
+        ("too large, chunked", {"content": iter([b" " * 3000] * 2)}, 413, "over 4096 bytes"),
     ]
 
 
