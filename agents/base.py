@@ -41,13 +41,7 @@ from .device import place_of, resolve_device
 from .distributed import allreduce_gradients, world_size
 from .instantiate import check_targets, safe_instantiate, to_plain, upgrade_target, upgrade_targets
 from .optim import adam_step, load_optimizer_state, optimizer_state
-from .plug import (
-    check_contract,
-    check_image_input,
-    check_sizes,
-    check_takes_images,
-    sized_config,
-)
+from .plug import check_contract, check_image_input, check_sizes, check_takes_images, sized_config
 from .settings import ConfigError, make_settings, settings_record
 from .upgrade import saved_shapes, upgrade_names, upgrade_opt_names
 

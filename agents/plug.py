@@ -123,6 +123,8 @@ def check_sizes(cfg: Mapping[str, Any], setting: str) -> None:
         if any(v < 1 for v in ints):
             default = _default(cfg.get("_target_"), key)
             hint = f"e.g. {setting}.{key}={default}" if default is not None else "give a size >= 1"
+            if key == "num_classes":
+                hint = f"or {setting}.num_classes=null for no class head"
             raise ConfigError(f"{setting}.{key}={value!r}: a size must be >= 1; {hint}")
 
 
