@@ -340,3 +340,29 @@ def test_no_plain_error_names_a_setting():
                 if names.search(text):
                     found.append(f"{path.relative_to(ROOT)}:{node.lineno}: {text[:80]}")
     assert found == [], "\n".join(found)
+
+
+def test_take_back_removes_only_hydra_files_in_folders_the_command_made(tmp_path):
+    from paddlecraft.run_folders import folders_noted, note_new_folder, take_back
+
+    def hydra_writes(d: Path) -> None:
+        (d / ".hydra").mkdir(parents=True)
+        (d / ".hydra" / "config.yaml").write_text("seed: 0\n")
+        (d / "cli.log").write_text("[INFO] Instantiating ...\n")
+
+    made, kept, mine = (
+        tmp_path / "new" / "deep" / "run",
+        tmp_path / "kept" / "run",
+        tmp_path / "mine",
+    )
+    mine.mkdir()
+    (mine / "notes.txt").write_text("the user's\n")
+    with folders_noted():
+        for d in (made, kept, mine):
+            note_new_folder(d)
+            hydra_writes(d)
+        (kept / "config.yaml").write_text("seed: 0\n")  # the run had started: a run's file
+        take_back()
+    assert not (tmp_path / "new").exists()  # every folder the command made, up to the first
+    assert sorted(p.name for p in kept.iterdir()) == [".hydra", "cli.log", "config.yaml"]
+    assert sorted(p.name for p in mine.iterdir()) == [".hydra", "cli.log", "notes.txt"]
