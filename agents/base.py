@@ -182,9 +182,9 @@ class Agent(nn.Layer):
                 raise ConfigError(f"{setting}: {cause}") from cause
             raise
         enc = enc.build()
-        check_image_input(enc, inputs or {}, setting)
         if features:
             check_contract(enc, setting)
+        check_image_input(enc, inputs or {}, setting)
         return enc
 
     def make_head(self, role: str, factory: Any) -> nn.Layer:

@@ -107,9 +107,9 @@ TABLE: list[tuple[str, list[str], list[str]]] = [
     ("speech_encoder_for_images", ["encoder@agents.classifier.encoder=whisper_tiny"], ["agents.classifier.encoder", "WhisperStyleEncoder", "images", "encoder@agents.classifier.encoder=cnn"]),
     ("text_encoder_for_images", ["encoder@agents.classifier.encoder=gru_text"], ["agents.classifier.encoder", "TextEncoder", "images"]),
     ("recognizer_head", ["arena=caption", "chain=asr", "agents.recognizer.head=foo"], ["agents.recognizer.head", "ctc"]),
-    ("candidates_over_objects", ["arena=referential", "arena.game=discrimination", "arena.candidates=500"], ["arena.candidates=500", "the limit is 10"]),
+    ("candidates_over_objects", ["arena=referential", "arena.game=discrimination", "arena.candidates=500"], ["arena.candidates=500", "the limit is 100"]),
     ("train_candidates_over_objects", ["arena=referential", "arena.game=discrimination", "arena.train_candidates=95"], ["arena.train_candidates=95", "the limit is 90"]),
-    ("candidates_5000_shapes", ["arena=referential_shapes", "arena.candidates=5000"], ["arena.candidates=5000", "the limit is 600"]),
+    ("candidates_5000_shapes", ["arena=referential_shapes", "arena.candidates=5000"], ["arena.candidates=5000", "the limit is 3600"]),
     ("candidates_memory", ["arena=referential_shapes", "arena.candidates=600"], ["arena.candidates=600", "GiB", "the limit is 2 GiB"]),
     # the user's own configs and package
     ("own_package_missing", ["--config-dir", "{own_conf}", "arena=mine"], ["mypkg_missing", "PYTHONPATH", "pip install -e"]),

@@ -46,26 +46,34 @@ MAX_CANDIDATE_BYTES = 2**31
 
 
 def check_candidates(c: ReferentialConfig, world: World) -> None:
-    """Refuse more candidates than objects to draw them from, and an evaluation whose
-    candidates would not fit in memory, naming the limit."""
+    """Refuse more candidates than the world has objects (training candidates: than its
+    training objects), and an evaluation whose candidates would not fit in memory, naming
+    the limit. (Distractors are drawn with replacement, so a split smaller than K repeats
+    some; more than the whole world is a mistake.)"""
     if c.game != "discrimination":
         return
     n_train, n_test = len(world.train), len(world.test)
-    limits = [("candidates", c.candidates, min(n_train, n_test)), ("train_candidates",
-              c.train_candidates, n_train)]  # fmt: skip
-    for key, k, n in limits:
+    limits = [("candidates", c.candidates, n_train + n_test, "objects"),
+              ("train_candidates", c.train_candidates, n_train, "training objects")]  # fmt: skip
+    for key, k, n, what in limits:
         if k > n:
             raise ConfigError(
-                f"arena.{key}={k}: more candidates than objects to choose among (the limit "
-                f"is {n}: {n_train} training, {n_test} test objects); lower arena.{key}, "
-                "e.g. 4, or give more objects"
+                f"arena.{key}={k}: more candidates than {what} (the limit is {n}: "
+                f"{n_train} training, {n_test} test objects); lower arena.{key}, e.g. 4, or "
+                "give more objects"
             )
     item = world.train.x[0].nbytes if n_train else 0
-    held = min(max(n_train, n_test), c.eval_size) * c.candidates * item
-    if held > MAX_CANDIDATE_BYTES:
-        raise ConfigError(
-            f"arena.candidates={c.candidates}: an evaluation of arena.eval_size={c.eval_size} "
-            f"objects among {c.candidates} candidates stacks {held / 2**30:.1f} GiB of inputs "
-            f"(the limit is {MAX_CANDIDATE_BYTES / 2**30:.0f} GiB); lower arena.candidates or "
-            "arena.eval_size"
-        )
+    k_train = c.train_candidates or c.candidates
+    stacks = [  # (setting, size setting, objects at once, candidates each)
+        ("candidates", "eval_size", min(max(n_train, n_test), c.eval_size), c.candidates),
+        ("train_candidates" if c.train_candidates else "candidates", "batch_size",
+         c.batch_size, k_train),
+    ]  # fmt: skip
+    for key, size_key, n, k in stacks:
+        held = n * k * item
+        if held > MAX_CANDIDATE_BYTES:
+            raise ConfigError(
+                f"arena.{key}={k}: {n} objects (arena.{size_key}) among {k} candidates each "
+                f"stack {held / 2**30:.1f} GiB of inputs at once (the limit is "
+                f"{MAX_CANDIDATE_BYTES / 2**30:.0f} GiB); lower arena.{key} or arena.{size_key}"
+            )
