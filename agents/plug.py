@@ -173,7 +173,7 @@ def check_image_input(enc: Any, inputs: Mapping[str, Any], setting: str) -> None
     spec = specs[0]
     shape = (int(c), int(h), int(w))
     ok = (
-        math.prod(shape) == math.prod(d or 0 for d in spec.shape)
+        None in spec.shape or math.prod(shape) == math.prod(spec.shape)
         if spec.flatten
         else len(spec.shape) == 3 and all(d is None or d == s for d, s in zip(spec.shape, shape))
     )
