@@ -41,7 +41,7 @@ from .device import place_of, resolve_device
 from .distributed import allreduce_gradients, world_size
 from .instantiate import check_targets, safe_instantiate, to_plain, upgrade_target, upgrade_targets
 from .optim import adam_step, load_optimizer_state, optimizer_state
-from .plug import check_contract, sized_config
+from .plug import check_contract, check_image_input, check_sizes, check_takes_images, sized_config
 from .settings import ConfigError, make_settings, settings_record
 from .upgrade import saved_shapes, upgrade_names, upgrade_opt_names
 
@@ -172,6 +172,8 @@ class Agent(nn.Layer):
         cfg.pop("_partial_", None)
         check_targets(cfg, self.allow_targets)
         cfg = sized_config(cfg, setting, inputs, forced, headless)
+        check_sizes(cfg, setting)
+        check_takes_images(cfg, inputs or {}, setting)
         try:
             enc = safe_instantiate(cfg, scope=scope, allow=self.allow_targets)
         except InstantiationException as e:
@@ -182,6 +184,7 @@ class Agent(nn.Layer):
         enc = enc.build()
         if features:
             check_contract(enc, setting)
+        check_image_input(enc, inputs or {}, setting)
         return enc
 
     def make_head(self, role: str, factory: Any) -> nn.Layer:

@@ -33,6 +33,7 @@ from omegaconf import MISSING
 from paddle import nn
 
 from paddlecraft.encoders.base import Tensor
+from paddlecraft.errors import ConfigError
 
 from .base import Agent, AgentConfig
 from .plug import image_inputs
@@ -136,7 +137,7 @@ class Generator(Agent):
         with self.seeded():
             self.decoder = self.make_encoder(self.cfg.encoder)
         if "image" not in self.decoder.output_names or not hasattr(self.decoder, "latent_dim"):
-            raise ValueError(
+            raise ConfigError(
                 f"agents.{name}.encoder: {type(self.decoder).__name__} is not an image decoder "
                 "(it needs a latent_dim and an 'image' output); use encoders.ImageDecoder"
             )

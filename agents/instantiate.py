@@ -84,18 +84,13 @@ def check_targets(cfg: Any, allow: Iterable[str] = ()) -> None:
     allow = (*DEFAULT_ALLOWED, *allow)
     for key, target in iter_targets(cfg):
         reason = None
-        if target in allow:
-            continue  # named exactly: the user vouched for this one object
+        if target in allow:  # named exactly: the user vouched for this one object
+            _find(key, target)
+            continue
         if not _allowed(target, allow):
             reason = "it is not in the allow-list"
         else:
-            try:
-                obj = get_object(target)
-            except Exception as e:  # an ImportError or AttributeError, said plainly
-                raise UnsafeConfigError(
-                    f"config key {key}: _target_ {target!r} cannot be found ({e}). "
-                    "Check the spelling of the class or function."
-                ) from e
+            obj = _find(key, target)
             module = getattr(obj, "__module__", None) or ""
             if not callable(obj) or not _allowed(module + ".", allow):
                 reason = f"it resolves to {module or '?'}.{getattr(obj, '__name__', obj)!s}"
@@ -107,6 +102,30 @@ def check_targets(cfg: Any, allow: Iterable[str] = ()) -> None:
                 f"add it explicitly: allow_targets=[{target!r}] (or a module prefix ending "
                 "in '.')."
             )
+
+
+def _find(key: str, target: str) -> Any:
+    """The object ``target`` names; :class:`UnsafeConfigError` naming the fix when it
+    cannot be imported (a misspelled name, or a user's package not on the path)."""
+    try:
+        return get_object(target)
+    except Exception as e:  # an ImportError or AttributeError, said plainly
+        cause = e.__cause__ if isinstance(e.__cause__, ModuleNotFoundError) else e
+        if (
+            isinstance(cause, ModuleNotFoundError)
+            and cause.name
+            and not cause.name.startswith(("paddlecraft", "paddle"))
+        ):
+            raise UnsafeConfigError(
+                f"config key {key}: _target_ {target!r}: no module named {cause.name!r} can be "
+                "imported. Make your package importable: keep it next to your config folder "
+                "(--config-dir), set PYTHONPATH=<the folder holding it>, or pip install -e "
+                "<your project>"
+            ) from e
+        raise UnsafeConfigError(
+            f"config key {key}: _target_ {target!r} cannot be found ({e}). "
+            "Check the spelling of the class or function."
+        ) from e
 
 
 def safe_instantiate(cfg: Any, *args: Any, allow: Iterable[str] = (), **kwargs: Any) -> Any:

@@ -9,6 +9,7 @@ input sizes with :func:`image_inputs` (images, board planes) or plain keywords
 from __future__ import annotations
 
 import inspect
+import math
 from collections.abc import Mapping
 from typing import Any
 
@@ -97,3 +98,94 @@ def check_contract(enc: Any, setting: str) -> None:
             "'pooled' output [B, feature_dim] and an int feature_dim); see "
             "docs/write-encoder.md"
         )
+
+
+#: encoder keywords that are sizes: an int (or each int of a list) must be >= 1
+_SIZE_SUFFIXES = ("_size", "_dim", "_channels", "heads")
+_SIZE_NAMES = frozenset({
+    "depth", "dim", "width", "channels", "n_mels", "n_fft", "hop_length", "n_ctx", "max_len",
+    "num_classes",
+})  # fmt: skip
+
+
+def _is_size(key: str) -> bool:
+    return key in _SIZE_NAMES or key.endswith(_SIZE_SUFFIXES)
+
+
+def check_sizes(cfg: Mapping[str, Any], setting: str) -> None:
+    """Raise :class:`ConfigError` for a size below 1 (``hidden_size=0``, ``latent_dim=0``,
+    a channel list with a 0): no encoder can be built, or trained, with it."""
+    for key, value in cfg.items():
+        if not isinstance(key, str) or not _is_size(key):
+            continue
+        values = value if isinstance(value, (list, tuple)) else [value]
+        ints = [v for v in values if isinstance(v, int) and not isinstance(v, bool)]
+        if any(v < 1 for v in ints):
+            default = _default(cfg.get("_target_"), key)
+            hint = f"e.g. {setting}.{key}={default}" if default is not None else "give a size >= 1"
+            if key == "num_classes":
+                hint = f"or {setting}.num_classes=null for no class head"
+            raise ConfigError(f"{setting}.{key}={value!r}: a size must be >= 1; {hint}")
+
+
+def _default(target: Any, key: str) -> Any:
+    """The constructor's default for ``key`` when it is a usable size (else None)."""
+    try:
+        obj = get_object(upgrade_target(str(target)))
+        default = inspect.signature(obj.__init__).parameters[key].default
+    except (ImportError, AttributeError, ValueError, TypeError, KeyError):
+        return None
+    ok = isinstance(default, (int, list, tuple)) and not isinstance(default, bool)
+    return default if ok else None
+
+
+#: input keywords of the encoders of other inputs than images, and what they take
+_OTHER_INPUTS = {"vocab_size": "text (token ids)", "n_mels": "speech (log-mel features)"}
+
+
+def check_takes_images(cfg: Mapping[str, Any], inputs: Mapping[str, Any], setting: str) -> None:
+    """Before building: refuse an encoder of text or speech where the agent feeds images.
+
+    ``inputs`` are the sizes the agent fills in (:func:`image_inputs`); an encoder whose
+    constructor takes none of the image sizes but a text or speech one cannot read them.
+    """
+    image = {k: inputs.get(k) for k in ("in_channels", "image_size", "input_size")}
+    if all(v is None for v in image.values()):
+        return
+    params = constructor_params(cfg.get("_target_"))
+    other = [what for key, what in _OTHER_INPUTS.items() if key in params]
+    if other and not params & image.keys():
+        raise ConfigError(
+            f"{setting}: {str(cfg.get('_target_')).rsplit('.', 1)[-1]} reads {other[0]}, "
+            f"but this agent feeds it images ({_image_text(inputs)}); choose an image "
+            f"encoder, e.g. encoder@{setting}=cnn (or mlp, resnet18, vit_tiny)"
+        )
+
+
+def check_image_input(enc: Any, inputs: Mapping[str, Any], setting: str) -> None:
+    """After building: one batch of the agent's image shape must pass the encoder's
+    declared input spec (what its first forward would check), else :class:`ConfigError`."""
+    c, size = inputs.get("in_channels"), inputs.get("image_size")
+    specs = list(getattr(enc, "input_specs", {}).values())
+    if c is None or size is None or len(specs) != 1:
+        return
+    h, w = (size, size) if isinstance(size, int) else size
+    spec = specs[0]
+    shape = (int(c), int(h), int(w))
+    ok = (
+        None in spec.shape or math.prod(shape) == math.prod(spec.shape)
+        if spec.flatten
+        else len(spec.shape) == 3 and all(d is None or d == s for d, s in zip(spec.shape, shape))
+    )
+    if not ok:
+        raise ConfigError(
+            f"{setting}: {type(enc).__name__} expects input {spec.describe()}, but this agent "
+            f"feeds it images ({_image_text(inputs)}); choose an encoder for these images, "
+            f"e.g. encoder@{setting}=cnn (or mlp, resnet18, vit_tiny)"
+        )
+
+
+def _image_text(inputs: Mapping[str, Any]) -> str:
+    size = inputs.get("image_size")
+    h, w = (size, size) if isinstance(size, int) else (size or (None, None))
+    return f"[batch, {inputs.get('in_channels')}, {h}, {w}] float32"

@@ -108,7 +108,7 @@ class Policy(Agent):
         obs_shape = tuple(int(s) for s in self.cfg.obs_shape)
         num_actions, encoder = int(self.cfg.num_actions), self.cfg.encoder
         if len(obs_shape) != 3:
-            raise ValueError(
+            raise ConfigError(
                 f"agents.{name}.obs_shape must be [rows, cols, planes], got {obs_shape}"
             )
         self.obs_shape, self.num_actions = obs_shape, int(num_actions)

@@ -101,19 +101,19 @@ class Recognizer(TextAgent):
         super().__init__(name, **settings)
         c = self.cfg
         if c.head not in HEADS:
-            raise ValueError(f"agents.{name}.head must be one of {HEADS}, got {c.head!r}")
+            raise ConfigError(f"agents.{name}.head must be one of {HEADS}, got {c.head!r}")
         if c.head == "seq2seq" and not c.decoder:
-            raise ValueError(f"agents.{name}: head=seq2seq needs a decoder config")
+            raise ConfigError(f"agents.{name}: head=seq2seq needs a decoder config")
         if c.units not in UNITS:
-            raise ValueError(f"agents.{name}.units must be one of {UNITS}, got {c.units!r}")
+            raise ConfigError(f"agents.{name}.units must be one of {UNITS}, got {c.units!r}")
         self.use_words()
         if not isinstance(self.vocab, Vocab):
-            raise ValueError(f"agents.{name}.words: a recognizer takes words or characters")
+            raise ConfigError(f"agents.{name}.words: a recognizer takes words or characters")
         self.chars = c.units == "chars"
         if self.chars:  # characters as tokens; the space becomes SPACE
             long = [w for w in self.cfg.words if len(w) != 1]
             if long:
-                raise ValueError(
+                raise ConfigError(
                     f"agents.{name}.words: units=chars takes single characters, got {long[:3]}"
                 )
             self.vocab = Vocab([SPACE if w == " " else w for w in self.cfg.words])

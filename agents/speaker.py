@@ -13,6 +13,8 @@ from typing import Any
 
 import numpy as np
 
+from paddlecraft.errors import ConfigError
+
 from .base import Agent, AgentConfig
 
 __all__ = ["Speaker", "SpeakerConfig"]
@@ -70,7 +72,7 @@ class Speaker(Agent):
             train, test = split_voices(self.voice_seed, self.test_fraction)
             if v in ("train", "test"):
                 return train if v == "train" else test
-            raise ValueError(
+            raise ConfigError(
                 f"agents.{self.name}.voices: 'train', 'test', 'all' or a list, got {v!r}"
             )
         return [str(x) for x in v]

@@ -22,6 +22,7 @@ from typing import Any
 import numpy as np
 
 from paddlecraft.craftdata.badfiles import BadDataError, BadFiles
+from paddlecraft.errors import ConfigError
 
 __all__ = ["BatchLoader", "LazySplit", "Shard", "describe_skips", "held_out"]
 
@@ -157,7 +158,7 @@ class BatchLoader:
                 f"batch_size {batch_size} must be a multiple of minibatches {minibatches} (>= 1)"
             )
         if workers < 0:
-            raise ValueError(f"data.workers must be >= 0, got {workers}")
+            raise ConfigError(f"data.workers must be >= 0, got {workers}")
         self.split, self.batch_size, self.seed = split, int(batch_size), int(seed)
         self.shuffle, self.workers, self.prefetch = shuffle, int(workers), int(prefetch)
         self.bad_files = bad_files if bad_files is not None else BadFiles()

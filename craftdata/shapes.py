@@ -29,6 +29,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from paddlecraft.craftdata.digits import Dataset, Split
+from paddlecraft.errors import ConfigError
 
 __all__ = [
     "COLOURS",
@@ -271,7 +272,7 @@ def load_shapes_classes(
     import cv2
 
     if label not in SHAPES_LABELS:
-        raise ValueError(f"data.loader.label must be one of {SHAPES_LABELS}, got {label!r}")
+        raise ConfigError(f"data.loader.label must be one of {SHAPES_LABELS}, got {label!r}")
     raw = load_shapes(seed=seed, n_train=n_train, n_test=n_test, n_compositional=0)
     subjects = [f"{c} {s}" for c in list(COLOURS)[:3] for s in SHAPES]
     captions = {c: i for i, c in enumerate(all_captions())}

@@ -22,6 +22,7 @@ import importlib.util
 import sys
 from collections.abc import Sequence
 from importlib import resources
+from pathlib import Path
 
 import hydra
 from hydra.core.hydra_config import HydraConfig
@@ -29,7 +30,7 @@ from omegaconf import DictConfig
 
 from paddlecraft import PADDLE_MISSING, __version__
 from paddlecraft.encoders.cpu_tuning import apply_cpu_tuning
-from paddlecraft.mistakes import remove_hydra_traces, run_hydra
+from paddlecraft.mistakes import run_hydra
 
 # Paddle is imported only past --help/--version (both answer at once), after the CPU tuning.
 
@@ -48,17 +49,12 @@ def _hydra_main(cfg: DictConfig) -> float:
     from paddlecraft.arenas.engine.app import main_entry
 
     hc = HydraConfig.get()
-    try:
-        return main_entry(
-            cfg,
-            run_dir=hc.runtime.output_dir,
-            overrides=list(hc.overrides.task),
-            multirun=hc.mode == RunMode.MULTIRUN,
-        )
-    except SystemExit as e:
-        if e.code == 2:  # refused before any work: take back what Hydra wrote for the job
-            remove_hydra_traces(hc.runtime.output_dir, f"{hc.job.name}.log")
-        raise
+    return main_entry(
+        cfg,
+        run_dir=hc.runtime.output_dir,
+        overrides=list(hc.overrides.task),
+        multirun=hc.mode == RunMode.MULTIRUN,
+    )
 
 
 def _summary(text: str) -> str:
@@ -105,6 +101,22 @@ def help_text() -> str:
     return "\n".join(lines) + "\n"
 
 
+def add_config_dir_parent(args: Sequence[str]) -> None:
+    """Make a user's package next to their configs importable: the folder that holds
+    ``--config-dir DIR`` (``my_project/`` for ``my_project/my_conf``) goes on ``sys.path``,
+    last, so it never shadows an installed package."""
+    for i, a in enumerate(args):
+        if a in ("--config-dir", "-cd") and i + 1 < len(args):
+            given = args[i + 1]
+        elif a.startswith("--config-dir="):
+            given = a.split("=", 1)[1]
+        else:
+            continue
+        parent = str(Path(given).expanduser().resolve().parent)
+        if parent not in sys.path:
+            sys.path.append(parent)
+
+
 def main(argv: Sequence[str] | None = None) -> int | None:
     """Console-script entry point (``paddlecraft``); ``argv`` defaults to ``sys.argv[1:]``."""
     args = list(sys.argv[1:] if argv is None else argv)
@@ -137,6 +149,7 @@ def main(argv: Sequence[str] | None = None) -> int | None:
     from paddlecraft.arenas import register_configs
 
     register_configs()
+    add_config_dir_parent(args)
     sys.argv = [sys.argv[0], *args]  # Hydra reads its overrides from sys.argv
     return run_hydra(_hydra_main, args)
 

@@ -4,110 +4,90 @@ Hydra reports its own mistakes (a misspelled arena, group option or key, a value
 wrong type) in several lines and exits 1. :func:`run_hydra` runs Hydra with
 ``HYDRA_FULL_ERROR=1`` so those exceptions reach us, and :func:`hydra_error_line` turns
 each into the toolkit's one ``error:`` line (exit code 2), naming the closest valid
-names. :class:`RunDirGuard` (a Hydra callback, registered in ``conf/config.yaml``)
-refuses an unwritable, live or finished run folder before Hydra writes into it, and
-:func:`remove_hydra_traces` takes back the folder Hydra made for a run refused later.
+names. The folders Hydra made for a refused command are taken back
+(:mod:`paddlecraft.run_folders`).
 """
 
 from __future__ import annotations
 
 import difflib
 import os
-import shutil
 import sys
 from collections.abc import Callable, Iterable, Sequence
 from importlib import resources
-from pathlib import Path
 from typing import Any
 
+import yaml
 from hydra.errors import (
     ConfigCompositionException,
     MissingConfigException,
     OverrideParseException,
 )
-from hydra.experimental.callback import Callback as HydraCallback
 from omegaconf import DictConfig
 from omegaconf.errors import ConfigKeyError, OmegaConfBaseException, ValidationError
 
-
-class RunDirGuard(HydraCallback):
-    """Refuse the run folder before Hydra writes ``.hydra/`` and its log into it.
-
-    Single runs only (``-m`` jobs get fresh sub-folders; the run's own lock still holds).
-    The same checks run again, under the lock, when the run starts.
-    """
-
-    def on_run_start(self, config: DictConfig, **kwargs: Any) -> None:
-        from hydra.core.hydra_config import HydraConfig
-
-        from paddlecraft.arenas.engine.app import USAGE
-        from paddlecraft.arenas.engine.runlock import RunDirError, check_run_dir, check_writable
-
-        HydraConfig.instance().set_config(config)  # hydra.run.dir reads ${hydra:...}
-        log_dir = str(config.hydra.run.dir)
-        resume = config.get("resume")
-        try:
-            if resume:
-                check_writable(log_dir)
-                if Path(str(resume)).is_dir():
-                    check_run_dir(str(resume), resume=True, setting="resume")
-            else:
-                check_run_dir(log_dir, resume=False)
-        except RunDirError as e:  # Hydra turns a callback's exceptions into warnings
-            sys.stderr.write(f"error: {one_line(e)}\n")
-            raise SystemExit(USAGE) from None
-
-
-def remove_hydra_traces(run_dir: str | os.PathLike, log_name: str) -> None:
-    """Remove the folder Hydra made for a refused run, if it holds only Hydra's files.
-
-    Hydra creates the run folder, ``.hydra/`` and its log before the run's code starts;
-    left behind they look like a run. Empty parents (``runs/<arena>``) inside the current
-    directory go too.
-    """
-    d = Path(run_dir)
-    if not d.is_dir() or not set(os.listdir(d)) <= {".hydra", log_name}:
-        return
-    shutil.rmtree(d / ".hydra", ignore_errors=True)
-    (d / log_name).unlink(missing_ok=True)
-    cwd = Path.cwd().resolve()
-    d = d.resolve()
-    while d != cwd and cwd in d.parents:
-        try:
-            d.rmdir()
-        except OSError:
-            break
-        d = d.parent
+from paddlecraft.errors import command
+from paddlecraft.run_folders import folders_noted, take_back
 
 
 def run_hydra(task: Callable[[], Any], args: Sequence[str]) -> int:
-    """Run ``task`` (the ``@hydra.main`` function); a user mistake is one line, exit 2."""
-    from paddlecraft.arenas.engine.app import USAGE, USER_ERRORS, user_error
+    """Run ``task`` (the ``@hydra.main`` function); a user mistake is one line, exit 2, and
+    the folders Hydra made for the refused command are taken back."""
+    from paddlecraft.arenas.engine.app import USAGE
 
     old = os.environ.get("HYDRA_FULL_ERROR")
     os.environ["HYDRA_FULL_ERROR"] = "1"  # let Hydra's exceptions reach us
     try:
+        with folders_noted():
+            code = _run_hydra(task, args)
+            if code == USAGE:
+                take_back()
+            return code
+    finally:
+        if old is None:
+            os.environ.pop("HYDRA_FULL_ERROR", None)
+        else:
+            os.environ["HYDRA_FULL_ERROR"] = old
+
+
+def _run_hydra(task: Callable[[], Any], args: Sequence[str]) -> int:
+    """``task()``: 0, or 2 once a mistake's one line is printed; anything else propagates."""
+    from paddlecraft.arenas.engine.app import USAGE, USER_ERRORS, user_error
+
+    try:
         task()
+    except SystemExit as e:
+        if e.code == USAGE:  # refused by the run itself, its line printed
+            return USAGE
+        raise
+    except yaml.MarkedYAMLError as e:
+        line = yaml_error_line(e)
     except (OmegaConfBaseException, ConfigCompositionException, OverrideParseException) as e:
         line = hydra_error_line(e, args)
         if line is None:
             raise
-        sys.stderr.write(f"error: {line}\n")
-        return USAGE
     except (*USER_ERRORS, OSError) as e:
         cause = user_error(e)
         if cause is None and isinstance(e, OSError) and e.filename and not _in_run(e):
             cause = e  # Hydra could not create the run folder (the run's own are bugs)
         if cause is None:
             raise
-        sys.stderr.write(f"error: {one_line(cause)}\n")
-        return USAGE
-    finally:
-        if old is None:
-            os.environ.pop("HYDRA_FULL_ERROR", None)
-        else:
-            os.environ["HYDRA_FULL_ERROR"] = old
-    return 0
+        line = one_line(cause)
+    else:
+        return 0
+    sys.stderr.write(f"error: {line}\n")
+    return USAGE
+
+
+def yaml_error_line(e: yaml.MarkedYAMLError) -> str:
+    """``<file>:<line>:<column>: ...`` for a config file that is not valid YAML."""
+    mark = e.problem_mark or e.context_mark
+    where = f"{mark.name}:{mark.line + 1}:{mark.column + 1}" if mark else "a config file"
+    what = " ".join(str(x) for x in (e.context, e.problem) if x)
+    return (
+        f"{where}: not valid YAML ({what}); fix the file at that line and column "
+        "(indentation, a missing ':' or an unclosed bracket or quote)"
+    )
 
 
 def _in_run(e: BaseException) -> bool:
@@ -197,6 +177,12 @@ def hydra_error_line(e: BaseException, args: Sequence[str]) -> str | None:
             return (
                 f"{given}: this arena's config has no {group!r} to choose; an arena that "
                 f"uses it takes it (e.g. arena=selfplay game=...){extra}"
+            )
+        if msg.startswith("Ambiguous value for argument '"):  # a, b without -m
+            given = msg.split("'")[1]
+            return (
+                f"{given}: several values make a sweep: add -m ({command()} -m {given}); "
+                f"for one list value write {given.split('=', 1)[0]}=[{given.split('=', 1)[1]}]"
             )
         if msg.endswith(":") and len(lines) > 1:  # "... raised while composing config:" + why
             msg = f"{msg} {lines[1]}"

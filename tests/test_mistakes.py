@@ -10,8 +10,10 @@ the point.
 
 from __future__ import annotations
 
+import ast
 import json
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -22,6 +24,7 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
 Q = ["trainer.progress=false"]
+SHORT = ["trainer.max_steps=2"]
 
 # (name, command-line arguments, words the one error line must contain).
 # {tmp} is a scratch folder with fixtures; {file} a plain file; {one_class} an image
@@ -97,6 +100,28 @@ TABLE: list[tuple[str, list[str], list[str]]] = [
     ("run_dir_under_a_file", ["hydra.run.dir={file}/run"], ["is a file, not a folder"]),
     ("resume_missing", ["resume={tmp}/nonexistent"], ["no such run directory"]),
     ("resume_not_a_run", ["resume={empty}"], ["no config.yaml"]),
+    # sizes and shapes, checked when the agents and arena are built (before the run folder)
+    ("hidden_size_zero", ["agents.classifier.encoder.hidden_size=0"], ["agents.classifier.encoder.hidden_size=0", ">= 1"]),
+    ("latent_dim_zero", ["arena=gan", "agents.generator.encoder.latent_dim=0"], ["agents.generator.encoder.latent_dim=0", ">= 1"]),
+    ("channels_zero", ["encoder@agents.classifier.encoder=cnn", "agents.classifier.encoder.channels=[0,8]"], ["agents.classifier.encoder.channels", ">= 1"]),
+    ("speech_encoder_for_images", ["encoder@agents.classifier.encoder=whisper_tiny"], ["agents.classifier.encoder", "WhisperStyleEncoder", "images", "encoder@agents.classifier.encoder=cnn"]),
+    ("text_encoder_for_images", ["encoder@agents.classifier.encoder=gru_text"], ["agents.classifier.encoder", "TextEncoder", "images"]),
+    ("recognizer_head", ["arena=caption", "chain=asr", "agents.recognizer.head=foo"], ["agents.recognizer.head", "ctc"]),
+    ("candidates_over_objects", ["arena=referential", "arena.game=discrimination", "arena.candidates=500"], ["arena.candidates=500", "the limit is 100"]),
+    ("train_candidates_over_objects", ["arena=referential", "arena.game=discrimination", "arena.train_candidates=95"], ["arena.train_candidates=95", "the limit is 90"]),
+    ("candidates_5000_shapes", ["arena=referential_shapes", "arena.candidates=5000"], ["arena.candidates=5000", "the limit is 3600"]),
+    ("candidates_memory", ["arena=referential_shapes", "arena.candidates=600"], ["arena.candidates=600", "GiB", "the limit is 2 GiB"]),
+    # the user's own configs and package
+    ("own_package_missing", ["--config-dir", "{own_conf}", "arena=mine"], ["mypkg_missing", "PYTHONPATH", "pip install -e"]),
+    ("own_yaml_broken", ["--config-dir", "{bad_conf}", "arena=bad"], ["bad.yaml:4:14", "not valid YAML"]),
+    # sweeps: a refused -m sweep leaves no multirun/ folder; a list without -m says so
+    ("sweep_refused_job", ["-m", "hydra/launcher=basic", "arena.epochs=0"], ["arena.epochs=0"]),
+    ("sweep_bad_value", ["-m", "arena.epochs=abc,1"], ["arena.epochs=abc,1", "Integer"]),
+    ("list_without_m", ["arena.epochs=1,2"], ["arena.epochs=1,2", "add -m", "arena.epochs=[1,2]"]),
+    # a hydra.run.dir / hydra.sweep.dir outside the current folder: the folders it made go too
+    ("run_dir_elsewhere", ["arena=caption", "arena.k=1", "hydra.run.dir={outside}/a/b/run"], ["arena.k"]),
+    ("sweep_dir_elsewhere", ["-m", "hydra/launcher=basic", "arena.batch_size=0", "hydra.sweep.dir={outside}/sweep"], ["arena.batch_size=0"]),
+    ("run_dir_existing_empty", ["arena.epochs=0", "hydra.run.dir={empty}"], ["arena.epochs=0"]),
     # the other commands
     ("export_missing", ["export={tmp}/nope", "export.agent=classifier"], ["nope"]),
     ("export_onnx_bool", ["export={empty}", "export.agent=a", "export.onnx=maybe"], ["export.onnx"]),
@@ -108,6 +133,21 @@ TABLE: list[tuple[str, list[str], list[str]]] = [
 ]  # fmt: skip
 
 
+#: a user's arena whose package is not importable (nothing named mypkg_missing exists)
+OWN_ARENA = """# @package _global_
+defaults:
+  - /data: digits
+  - /agent@agents.classifier: classifier
+  - /encoder@agents.classifier.encoder: mlp
+allow_targets: [mypkg_missing.MyArena]
+arena:
+  _target_: mypkg_missing.MyArena
+  epochs: 1
+"""
+#: line 4, column 14: a mapping value where none may start
+BROKEN_YAML = "# @package _global_\narena:\n  epochs: 1\n   batch_size: [3\n"
+
+
 def _fixtures(tmp: Path) -> dict[str, str]:
     one = tmp / "one_class" / "cat"
     one.mkdir(parents=True)
@@ -116,7 +156,15 @@ def _fixtures(tmp: Path) -> dict[str, str]:
         cv2.imwrite(str(one / f"{i}.png"), rng.integers(0, 255, (8, 8, 3), dtype=np.uint8))
     (tmp / "a_file").write_text("not a folder\n")
     (tmp / "empty").mkdir()
+    (tmp / "outside").mkdir()
+    (tmp / "own_conf" / "arena").mkdir(parents=True)
+    (tmp / "own_conf" / "arena" / "mine.yaml").write_text(OWN_ARENA)
+    (tmp / "bad_conf" / "arena").mkdir(parents=True)
+    (tmp / "bad_conf" / "arena" / "bad.yaml").write_text(BROKEN_YAML)
     return {
+        "outside": str(tmp / "outside"),
+        "own_conf": str(tmp / "own_conf"),
+        "bad_conf": str(tmp / "bad_conf"),
         "tmp": str(tmp),
         "file": str(tmp / "a_file"),
         "one_class": str(tmp / "one_class"),
@@ -133,7 +181,9 @@ def outcomes(tmp_path_factory) -> dict[str, dict]:
         cwd = tmp / "cwd" / name
         cwd.mkdir(parents=True)
         other_command = args[0] == "tournament" or args[0].startswith("export=")
-        argv = [a.format(**fx) for a in args] + ([] if other_command else Q)
+        # a mistake that escaped would train: two steps, then it fails its exit code
+        short = [] if any(a.startswith("trainer.max_steps") for a in args) else SHORT
+        argv = [a.format(**fx) for a in args] + ([] if other_command else [*Q, *short])
         cases.append({"name": name, "args": argv, "cwd": str(cwd)})
     (tmp / "cases.json").write_text(json.dumps(cases))
     env = {**os.environ, "OMP_NUM_THREADS": "1"}
@@ -145,8 +195,10 @@ def outcomes(tmp_path_factory) -> dict[str, dict]:
     assert r.returncode == 0, r.stderr[-3000:]
     records = [json.loads(line) for line in (tmp / "out.jsonl").read_text().splitlines()]
     assert [x["name"] for x in records] == [c["name"] for c in cases]
-    # nothing written next to the fixtures either (e.g. a run folder inside them)
+    # nothing written next to the fixtures either (e.g. a run folder inside them), and the
+    # user's own folders given as hydra.run.dir stay, emptied of what Hydra wrote
     assert sorted(p.name for p in Path(fx["empty"]).iterdir()) == []
+    assert sorted(p.name for p in Path(fx["outside"]).iterdir()) == []
     return {x["name"]: x for x in records}
 
 
@@ -188,3 +240,129 @@ def test_real_process_exit_code_and_one_line(args, words, tmp_path):
     assert r.returncode == 2 and "Traceback" not in r.stderr + r.stdout, r.stderr[-2000:]
     assert len(errors) == 1 and words in errors[0]
     assert list(tmp_path.iterdir()) == []  # runs/<arena>/<time> was taken back
+
+
+def test_resume_logs_into_its_own_run_and_makes_no_folder(tmp_path):
+    """`resume=` writes no runs/<arena>/<time>: its log joins the resumed run's cli.log, and
+    the run's .hydra/ record of how it was started is kept."""
+    from tests.mistake_driver import run_case
+
+    run_dir, cwd = tmp_path / "run", tmp_path / "cwd"
+    cwd.mkdir()
+    first = run_case(["trainer.max_steps=2", f"hydra.run.dir={run_dir}", *Q], str(cwd))
+    assert first["rc"] == 0 and first["left"] == [], first["stderr"][-3000:]
+    started = (run_dir / ".hydra" / "overrides.yaml").read_text()
+    again = run_case([f"resume={run_dir}", "trainer.max_steps=3", *Q], str(cwd))
+    assert again["rc"] == 0, again["stderr"][-3000:]
+    assert again["left"] == []  # nothing under the current folder (no runs/classify/<time>)
+    assert (run_dir / ".hydra" / "overrides.yaml").read_text() == started
+    assert "resumed from" in (run_dir / "cli.log").read_text()
+    assert json.loads((run_dir / "results.json").read_text())["step"] == 3
+
+
+def test_an_encoder_whose_input_spec_cannot_take_the_images_is_refused():
+    """The check after building: one batch of the agent's image shape against the encoder's
+    declared input (a custom encoder that takes no size keywords is caught here)."""
+    from types import SimpleNamespace
+
+    from paddlecraft.agents.plug import check_image_input
+    from paddlecraft.encoders.base import InputSpec
+    from paddlecraft.errors import PaddleCraftError
+
+    images = {"in_channels": 1, "image_size": 8, "input_size": 64}
+    for fits in (InputSpec((1, None, None)), InputSpec((1, 8, 8)), InputSpec((64,), flatten=True)):
+        check_image_input(SimpleNamespace(input_specs={"x": fits}), images, "agents.a.encoder")
+    for wrong in (
+        InputSpec((80, None)),
+        InputSpec((3, None, None)),
+        InputSpec((65,), flatten=True),
+    ):
+        with pytest.raises(PaddleCraftError) as info:
+            check_image_input(SimpleNamespace(input_specs={"x": wrong}), images, "agents.a.encoder")
+        assert str(info.value).startswith("agents.a.encoder: ")
+        assert wrong.describe() in str(info.value) and "[batch, 1, 8, 8]" in str(info.value)
+
+
+@pytest.mark.parametrize("form", ["--config-dir", "--config-dir="])
+def test_own_package_next_to_the_config_folder_is_importable(tmp_path, form):
+    from paddlecraft.cli import add_config_dir_parent
+
+    (tmp_path / "my_conf").mkdir()
+    (tmp_path / "ownpkg_next_to_conf").mkdir()
+    (tmp_path / "ownpkg_next_to_conf" / "__init__.py").write_text("VALUE = 7\n")
+    args = (
+        [form, str(tmp_path / "my_conf")]
+        if form == "--config-dir"
+        else [f"{form}{tmp_path / 'my_conf'}"]
+    )
+    before = list(sys.path)
+    try:
+        add_config_dir_parent([*args, "arena=mine"])
+        assert sys.path[:-1] == before and sys.path[-1] == str(tmp_path)  # last: shadows nothing
+        assert __import__("ownpkg_next_to_conf").VALUE == 7
+    finally:
+        sys.path[:] = before
+        sys.modules.pop("ownpkg_next_to_conf", None)
+
+
+#: the config groups a setting's dotted name starts with
+GROUPS = ("agents", "arena", "data", "trainer", "encoder", "decoder", "game", "chain", "export")
+
+
+def _message(node: ast.AST) -> str:
+    """The literal text of an error message (f-string holes as {})."""
+    if isinstance(node, ast.Constant) and isinstance(node.value, str):
+        return node.value
+    if isinstance(node, ast.JoinedStr):
+        return "".join(_message(v) if isinstance(v, ast.Constant) else "{}" for v in node.values)
+    if isinstance(node, ast.BinOp):
+        return _message(node.left) + _message(node.right)
+    return ""
+
+
+def test_no_plain_error_names_a_setting():
+    """A setting-naming error is a PaddleCraftError (one error: line), never a bare
+    ValueError / TypeError / KeyError, anywhere in the library."""
+    names = re.compile(rf"(?<![\w.])({'|'.join(GROUPS)})(\.[\w<>{{}}]+|=)")
+    found = []
+    for top in ("agents", "arenas", "craftdata", "encoders", "paddlecraft"):
+        for path in sorted((ROOT / top).rglob("*.py")):
+            for node in ast.walk(ast.parse(path.read_text())):
+                if not (isinstance(node, ast.Raise) and isinstance(node.exc, ast.Call)):
+                    continue
+                func = node.exc.func
+                if not (
+                    isinstance(func, ast.Name)
+                    and func.id in ("ValueError", "TypeError", "KeyError")
+                ):
+                    continue
+                text = _message(node.exc.args[0]) if node.exc.args else ""
+                if names.search(text):
+                    found.append(f"{path.relative_to(ROOT)}:{node.lineno}: {text[:80]}")
+    assert found == [], "\n".join(found)
+
+
+def test_take_back_removes_only_hydra_files_in_folders_the_command_made(tmp_path):
+    from paddlecraft.run_folders import folders_noted, note_new_folder, take_back
+
+    def hydra_writes(d: Path) -> None:
+        (d / ".hydra").mkdir(parents=True)
+        (d / ".hydra" / "config.yaml").write_text("seed: 0\n")
+        (d / "cli.log").write_text("[INFO] Instantiating ...\n")
+
+    made, kept, mine = (
+        tmp_path / "new" / "deep" / "run",
+        tmp_path / "kept" / "run",
+        tmp_path / "mine",
+    )
+    mine.mkdir()
+    (mine / "notes.txt").write_text("the user's\n")
+    with folders_noted():
+        for d in (made, kept, mine):
+            note_new_folder(d)
+            hydra_writes(d)
+        (kept / "config.yaml").write_text("seed: 0\n")  # the run had started: a run's file
+        take_back()
+    assert not (tmp_path / "new").exists()  # every folder the command made, up to the first
+    assert sorted(p.name for p in kept.iterdir()) == [".hydra", "cli.log", "config.yaml"]
+    assert sorted(p.name for p in mine.iterdir()) == [".hydra", "cli.log", "notes.txt"]

@@ -95,7 +95,7 @@ class Arena:
         """Raise a clear error unless every named agent is configured."""
         missing = [n for n in names if n not in self.agents]
         if missing:
-            raise ValueError(
+            raise ConfigError(
                 f"{type(self).__name__} needs agents {list(names)}; missing {missing} "
                 f"(configured: {sorted(self.agents)}). Add them under agents.<name> in the config."
             )

@@ -100,6 +100,6 @@ def _chance_warning(loop: Loop, results: dict[str, Any]) -> str | None:
         return None
     return (
         f"{loop.arena.headline}={value:.4f} is at or below chance ({chance:.4g}): the run "
-        "did not learn (a learning rate far too high or too low collapses training without "
-        "NaN); try a smaller agents.<name>.lr"
+        "did not learn. Causes to check: the learning rate (far too high or too low "
+        "collapses training without NaN), too few steps, a model too small for the task"
     )

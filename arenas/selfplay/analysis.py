@@ -7,6 +7,7 @@ from typing import Any
 import numpy as np
 
 from paddlecraft.agents.instantiate import safe_instantiate, to_plain
+from paddlecraft.errors import ConfigError
 
 from ..games import GameSpec, TicTacToe
 
@@ -21,7 +22,7 @@ def game_spec(data: Any) -> GameSpec:
     if isinstance(data, dict) and "_target_" in data:
         spec = safe_instantiate(data)
         if not isinstance(spec, GameSpec):
-            raise ValueError(f"data.loader must build an arenas.games.GameSpec, got {type(spec)}")
+            raise ConfigError(f"data.loader must build an arenas.games.GameSpec, got {type(spec)}")
         return spec
     if isinstance(data, dict) and "name" in data:
         return GameSpec(data["name"])

@@ -18,6 +18,7 @@ from typing import Any
 import numpy as np
 
 from paddlecraft.agents import Agent, Policy
+from paddlecraft.errors import ConfigError
 
 from ..games import GAMES, Player
 from ..games.core import BoardGame
@@ -40,7 +41,7 @@ def load_policy(source: str | os.PathLike | Policy, name: str | None = None) -> 
     kwargs = {"name": name} if name else {}
     policy = Agent.load(path, **kwargs)
     if not isinstance(policy, Policy):
-        raise ValueError(f"{path} holds a {type(policy).__name__}, not an agents.Policy")
+        raise ConfigError(f"{path} holds a {type(policy).__name__}, not an agents.Policy")
     policy.eval()
     return policy
 

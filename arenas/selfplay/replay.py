@@ -18,6 +18,8 @@ from typing import Any
 
 import numpy as np
 
+from paddlecraft.errors import ConfigError
+
 
 class ReplayBuffer:
     """The last ``capacity`` samples, a ring of arrays by name (``obs``, ``mask``, ``pi``,
@@ -79,7 +81,7 @@ class ReplayBuffer:
     def load_state(self, state: Mapping[str, Any]) -> None:
         """Restore :meth:`state`; refuses a buffer saved with another capacity."""
         if int(state["capacity"]) != self.capacity:
-            raise ValueError(
+            raise ConfigError(
                 f"the checkpoint's replay buffer holds {state['capacity']} samples, this run's "
                 f"arena.update.replay is {self.capacity}; resume with "
                 f"arena.update.replay={state['capacity']}"

@@ -188,7 +188,7 @@ class RayCollectors:
         retries: int = 3,
     ) -> None:
         if workers < 1:
-            raise ValueError(
+            raise ConfigError(
                 f"arena.workers.count: Ray collection needs >= 1 worker, got {workers}"
             )
         ray = require_ray()
