@@ -128,6 +128,14 @@ class Summary:
             f"Intervals: {CI_NOTE}.",
             "",
         ]
+        optuna = self.extra.get("optuna")
+        if optuna:
+            params = ", ".join(f"{k}={v}" for k, v in (optuna.get("best_params") or {}).items())
+            lines[-1:] = [
+                f"Optuna's best trial (optimization_results.yaml): {optuna.get('best_value')} "
+                f"with {params}; the job marked **best** below.",
+                "",
+            ]
         head = [*self.by, "n", "mean ± std", "IQM", "95% CI (mean)", "95% CI (IQM)",
                 "min", "max", "runs"]  # fmt: skip
         body = []
