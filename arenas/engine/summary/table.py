@@ -28,6 +28,8 @@ from .stats import CI_NOTE, GroupStats, group_stats
 FILES = ("summary.csv", "summary.json", "summary.md")
 #: statuses whose metric counts in a group's statistics
 COUNTED = ("finished", "stopped")
+#: final metrics shown per run in summary.md (summary.csv has them all)
+MD_METRICS = 8
 #: group statistics, in the order of the tables
 STAT_KEYS = ("n", "mean", "std", "iqm", "ci_low", "ci_high", "iqm_ci_low", "iqm_ci_high",
              "min", "max")  # fmt: skip
@@ -123,8 +125,8 @@ class Summary:
         """The groups table (the one for a paper), then every run."""
         better = "higher" if self.mode == "max" else "lower"
         lines = [
-            f"Metric: `{self.metric}` ({better} is better); {len(self.runs)} runs, "
-            f"{len(self.groups)} groups (by {', '.join(self.by) or 'nothing: all runs'}).",
+            f"Metric: `{self.metric}` ({better} is better); {_count(len(self.runs), 'run')}, "
+            f"{_count(len(self.groups), 'group')} (by {', '.join(self.by) or 'nothing: all runs'}).",
             f"Intervals: {CI_NOTE}.",
             "",
         ]
@@ -148,8 +150,9 @@ class Summary:
             cells.append(runs + (" **best**" if g.best else ""))
             body.append(cells)
         lines += _table(head, body)
-        lines += ["", "Runs:", ""]
-        shown = self.metric_names()[:6]
+        shown = self.metric_names()[:MD_METRICS]
+        more = len(self.metric_names()) - len(shown)
+        lines += ["", "Runs" + (f" ({more} more metrics in summary.csv):" if more else ":"), ""]
         head = [
             "job" if any(r.job is not None for r in self.runs) else "run",
             *self.by,
@@ -189,6 +192,10 @@ class Summary:
             if fig is not None:
                 written.append(save(fig, folder / PLOT))
         return written
+
+
+def _count(n: int, noun: str) -> str:
+    return f"{n} {noun}" + ("" if n == 1 else "s")
 
 
 def _key_text(by: Sequence[str], key: Sequence[Any]) -> str:
