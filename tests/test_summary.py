@@ -138,6 +138,24 @@ def check_against_results(sweep: Path, keys: list[str]) -> tuple[list[dict], lis
     return groups, runs
 
 
+@pytest.fixture
+def in_process(monkeypatch):
+    """The command in this process: its argv, one thread, and Hydra's logging set-up
+    (handlers on the root logger) put back afterwards."""
+    import logging
+
+    monkeypatch.setattr(sys, "argv", list(sys.argv))
+    monkeypatch.setenv("OMP_NUM_THREADS", "1")
+    root = logging.getLogger()
+    handlers, level = list(root.handlers), root.level
+    yield cli_main
+    for h in root.handlers[:]:
+        if h not in handlers:
+            root.removeHandler(h)
+            h.close()
+    root.setLevel(level)
+
+
 def sweep_cmd(sweep: Path, *args: str) -> list[str]:
     return [sys.executable, str(ROOT / "run.py"), "-m", f"hydra.sweep.dir={sweep}", *TINY, *args]
 
@@ -165,10 +183,9 @@ def check_two_by_two(sweep: Path) -> None:
     assert png[:8] == b"\x89PNG\r\n\x1a\n"
 
 
-def test_two_by_two_sweep_with_two_seeds_in_process(tmp_path, monkeypatch):
+def test_two_by_two_sweep_with_two_seeds_in_process(tmp_path, in_process):
     """The command's own entry point in this process (Hydra's basic launcher runs the jobs
     here): 8 jobs, 4 groups of 2 seeds, every number checked."""
-    monkeypatch.setenv("OMP_NUM_THREADS", "1")
     sweep = tmp_path / "sweep"
     argv = ["-m", f"hydra.sweep.dir={sweep}", "hydra/launcher=basic", *TINY, *GRID]
     assert cli_main(argv) == 0
@@ -210,8 +227,6 @@ def test_a_killed_sweep_has_a_correct_partial_summary(tmp_path):
         proc.wait()
     summary = json.loads((sweep / "summary.json").read_text())
     assert 2 <= len(summary["runs"]) < 6
-    assert not (sweep / "5_agents.classifier.lr=0.003,seed=2,trainer.max_steps=2").exists() or \
-        len(summary["runs"]) < 6  # fmt: skip
     names = {r["name"] for r in summary["runs"]}
     finished = {p.parent.name for p in sweep.glob("*/results.json")}
     assert names <= finished  # a job killed before its end is simply absent
@@ -220,11 +235,12 @@ def test_a_killed_sweep_has_a_correct_partial_summary(tmp_path):
         r = json.loads((sweep / row["name"] / "results.json").read_text())
         assert num(row["value"]) == r["headline_value"] and row["status"] == "finished"
     assert sum(int(g["n"]) for g in groups) == len(runs)
-    # rebuilt now, the summary lists every job that did write its results
+    # rebuilt now, the summary lists every job that did write its results, and no other
     update_summary(sweep)
-    assert {r["name"] for r in json.loads((sweep / "summary.json").read_text())["runs"]} == (
-        finished)  # fmt: skip
-    check_against_results(sweep, [LR]) if len(finished) > 2 else None
+    rebuilt = json.loads((sweep / "summary.json").read_text())["runs"]
+    assert {r["name"] for r in rebuilt} == finished
+    started = {p.name for p in sweep.iterdir() if (p / ".hydra").is_dir()}
+    assert len(started) < 6  # the sweep really was cut short
 
 
 # ---------------------------------------------------------------- failed and diverged jobs
@@ -354,13 +370,12 @@ def test_summary_command_mistakes_are_one_line(tmp_path, capsys):
 
 
 # ---------------------------------------------------------------- MLflow: one store per sweep
-def test_mlflow_sweep_logs_every_job_into_the_sweeps_experiment(tmp_path, monkeypatch):
+def test_mlflow_sweep_logs_every_job_into_the_sweeps_experiment(tmp_path, in_process):
     """trainer.mlflow=true in a sweep: both jobs in <sweep>/mlflow/mlflow.db, experiment named
     after the sweep folder, read back through MLflow's client."""
     pytest.importorskip("mlflow")
     from mlflow.tracking import MlflowClient
 
-    monkeypatch.setenv("OMP_NUM_THREADS", "1")
     sweep = tmp_path / "sweep"
     argv = ["-m", f"hydra.sweep.dir={sweep}", "hydra/launcher=basic", *TINY,
             "trainer.mlflow=true", f"{LR}=1e-3,3e-3"]  # fmt: skip
