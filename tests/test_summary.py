@@ -361,6 +361,9 @@ def test_summary_command_mistakes_are_one_line(tmp_path, capsys):
     assert cli_main(["summary", str(tmp_path / "sweep"), "--metric", "bleu"]) == 2
     err = capsys.readouterr().err
     assert "--metric 'bleu'" in err and "acc, loss" in err and err.count("\n") == 1
+    assert cli_main(["summary", str(tmp_path / "sweep"), "--by", "arena.nn"]) == 2
+    err = capsys.readouterr().err
+    assert "--by 'arena.nn' is not a setting" in err and err.count("\n") == 1
     (tmp_path / "empty").mkdir()
     assert cli_main(["summary", str(tmp_path / "empty")]) == 2
     assert "no runs found" in capsys.readouterr().err

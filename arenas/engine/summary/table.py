@@ -269,6 +269,12 @@ def build_summary(
     modes = [r.headline_mode for r in runs if r.headline == metric and r.headline_mode]
     mode = modes[0] if modes else "max"
     by = list(by) if by is not None else varying_keys(runs)
+    unknown = [k for k in by if not any(k in r.overrides or k in r.config for r in runs)]
+    if unknown:
+        raise SummaryError(
+            f"summary: --by {unknown[0]!r} is not a setting of these runs; give a config key "
+            f"such as {', '.join(varying_keys(runs)[:3]) or 'arena.epochs'}"
+        )
     grouped: dict[tuple, list[RunRecord]] = {}
     for r in runs:
         key = tuple(r.setting(k) for k in by)
