@@ -8,6 +8,8 @@ headline metric so sweepers can optimise it. The same entry point also takes:
   (:mod:`paddlecraft.arenas.engine.export`; no config is composed);
 - ``paddlecraft tournament --game connect_four --players ...``: rate players
   (:mod:`paddlecraft.arenas.selfplay.tournament`);
+- ``paddlecraft summary DIR ... [--by KEY] [--metric NAME]``: summarise run and sweep
+  folders (:mod:`paddlecraft.arenas.engine.summary`);
 - ``paddlecraft --help`` (the arenas and config groups), ``--hydra-help`` (Hydra's own
   help), ``--version``; ``--config-dir DIR`` adds a user's config folder, ``-m`` sweeps.
 
@@ -49,6 +51,11 @@ def _hydra_main(cfg: DictConfig) -> float:
     from paddlecraft.arenas.engine.app import main_entry
 
     hc = HydraConfig.get()
+    if hc.mode == RunMode.MULTIRUN:  # one MLflow store and experiment per sweep
+        from paddlecraft.arenas.engine.summary import share_sweep_tracking
+        from paddlecraft.arenas.engine.summary.hydra_callback import sweep_dir
+
+        share_sweep_tracking(cfg, sweep_dir(hc.runtime.output_dir, hc.sweep.subdir))
     return main_entry(
         cfg,
         run_dir=hc.runtime.output_dir,
@@ -82,6 +89,7 @@ def help_text() -> str:
         "       paddlecraft tournament --game connect_four --players <player> ...",
         "       paddlecraft feed <run dir> <folder or captions file> [--end]   (data=stream)",
         "       paddlecraft resume=<run dir>",
+        "       paddlecraft summary <run or sweep dir> ... [--by KEY] [--metric NAME]",
         "       paddlecraft --version | --help | --hydra-help | --cfg job (print the config)",
         "",
         "Swap an agent's encoder: encoder@agents.<agent>.<slot>=<encoder>. Runs land in",
@@ -139,6 +147,10 @@ def main(argv: Sequence[str] | None = None) -> int | None:
         from paddlecraft.feed import main as feed_main
 
         return feed_main(args[1:])
+    if args[:1] == ["summary"]:
+        from paddlecraft.arenas.engine.summary.command import main as summary_main
+
+        return summary_main(args[1:])
     from paddlecraft.arenas.engine.export import is_export_command
     from paddlecraft.arenas.engine.export import main as export_main
 

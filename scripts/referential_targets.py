@@ -1,34 +1,33 @@
-"""Measure the referential-game targets (issue 24) with the shipped configs and print them.
+"""The referential-game targets (issue 24) over seeds: a seed sweep per game, its summary.
 
     python scripts/referential_targets.py                     # all three, seeds 0 1 2
     python scripts/referential_targets.py --only attributes --seeds 0 1 2
     python scripts/referential_targets.py --only shapes population
 
-Each game is ``python run.py ...`` into ``runs/referential_targets/<game>_seed<S>`` (skipped
-when that run finished already); the figures come from its ``results.json``:
+Each game is a plain seed sweep, ``python run.py -m <game's overrides> seed=0,1,2``, into
+``runs/referential_targets/<game>/seedS`` (seeds whose run finished already are not rerun);
+its table with means, IQM and bootstrap intervals is the sweep's own summary
+(``<out>/<game>/summary.md``; ``paddlecraft summary <folder> --metric NAME`` for any other
+metric). This script adds only the targets, which must hold on every seed:
 
 - attributes: ``arena=referential`` (2 attributes x 10 values, max_len 2, 10% of the
-  combinations held out): train accuracy >= 0.99 on every seed; held-out accuracy (aim: mean
-  >= 0.8), topsim, posdis and bosdis per seed;
+  combinations held out): train accuracy >= 0.99 (held-out accuracy: aim mean >= 0.8);
 - shapes: ``arena=referential_shapes`` (K=4 candidate images): test accuracy >= 0.95;
 - population: ``arena=referential arena.speakers=3 arena.listeners=3`` with a newcomer
-  listener: every off-diagonal cross-play accuracy (training and held-out objects) within
-  0.05 of the diagonal mean (``crossplay_gap <= 0.05``; the held-out objects alone,
-  ``crossplay_test_gap``, are shown too), and the newcomer's steps to 90% against the first
-  generation's.
+  listener: every off-diagonal cross-play accuracy within 0.05 of the diagonal mean
+  (``crossplay_gap <= 0.05``).
 """
 
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))  # this checkout's paddlecraft, not an installed one
 
 GAMES: dict[str, list[str]] = {
     "attributes": ["arena=referential"],
@@ -73,85 +72,49 @@ SHOWN = {
 }
 
 
-def run(game: str, seed: int, out: Path) -> dict:
-    """Run one game (unless it finished before) and return its results.json."""
-    d = out / f"{game}_seed{seed}"
-    results = d / "results.json"
-    if results.is_file() and json.loads(results.read_text()).get("status") == "finished":
-        return json.loads(results.read_text())
-    cmd = [
-        sys.executable,
-        str(ROOT / "run.py"),
-        *GAMES[game],
-        f"seed={seed}",
-        "trainer.progress=false",
-        f"hydra.run.dir={d}",
-    ]
-    t = time.time()
-    subprocess.run(cmd, cwd=ROOT, check=True, env=dict(os.environ), capture_output=True)
-    r = json.loads(results.read_text())
-    r["wall_s"] = round(time.time() - t, 1)
-    return r
+def sweep(game: str, seeds: list[int], out: Path) -> list[Path]:
+    """Run the seeds of ``game`` that have no finished run yet, as one sweep."""
+    folder = out / game
+    todo = [s for s in seeds if not (folder / f"seed{s}" / "results.json").is_file()]
+    if todo:
+        cmd = [sys.executable, str(ROOT / "run.py"), "-m", *GAMES[game],
+               f"seed={','.join(map(str, todo))}", "trainer.progress=false",
+               "hydra/launcher=basic", f"hydra.sweep.dir={folder}",
+               "hydra.sweep.subdir=seed${seed}"]  # fmt: skip
+        subprocess.run(cmd, cwd=ROOT, check=True, env=dict(os.environ), capture_output=True)
+    return [folder / f"seed{s}" for s in seeds]
 
 
 def main() -> None:
+    from paddlecraft.arenas.engine.summary import build_summary, find_runs, update_summary
+
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--only", nargs="+", choices=sorted(GAMES), default=sorted(GAMES))
     ap.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
     ap.add_argument("--out", default=str(ROOT / "runs" / "referential_targets"))
     args = ap.parse_args()
     out = Path(args.out)
-    cpu = subprocess.run(["lscpu"], capture_output=True, text=True).stdout
-    model = next(
-        (
-            line.split(":", 1)[1].strip()
-            for line in cpu.splitlines()
-            if line.startswith("Model name")
-        ),
-        "unknown CPU",
-    )
-    print(f"CPU: {model}; OMP_NUM_THREADS={os.environ.get('OMP_NUM_THREADS')}")
-    summary: dict = {}
+    print(f"OMP_NUM_THREADS={os.environ.get('OMP_NUM_THREADS')}")
     ok = True
     for game in args.only:
-        rows = []
-        for seed in args.seeds:
-            r = run(game, seed, out)
-            m = r["metrics"]
-            rows.append(
-                {
-                    "seed": seed,
-                    **{k: m.get(k) for k in SHOWN[game]},
-                    "elapsed_s": r.get("elapsed_s"),
-                }
-            )
-        print(f"\n{game}: python run.py {' '.join(GAMES[game])} seed=S")
-        keys = ["seed", *SHOWN[game], "elapsed_s"]
-        print("  " + "  ".join(f"{k:>12.12}" for k in keys))
-        for row in rows:
-            print("  " + "  ".join(_cell(row[k]) for k in keys))
-        means = {
-            k: sum(r[k] for r in rows) / len(rows)
-            for k in SHOWN[game]
-            if all(isinstance(r[k], float) for r in rows)
-        }
-        print("  " + "  ".join(_cell(means.get(k, "mean" if k == "seed" else "")) for k in keys))
+        folders = sweep(game, args.seeds, out)
+        update_summary(out / game)
+        runs = [r for f in folders for r in find_runs([f])]
+        print(
+            f"\n{game}: python run.py -m {' '.join(GAMES[game])} seed=S  ({out / game}/summary.md)"
+        )
+        for metric in SHOWN[game]:
+            s = build_summary(runs, metric=metric, by=[]).groups[0].stats
+            values = " ".join(f"{r.value(metric):.4f}" for r in runs if r.value(metric) is not None)
+            ci = f"[{s.ci_low:.4f}, {s.ci_high:.4f}]" if s.ci_low is not None else "-"
+            print(f"  {metric:<32} seeds {values}  mean {s.mean:.4f}  IQM {s.iqm:.4f}  CI {ci}")
         for metric, op, target in TARGETS[game]:
-            held = all((r[metric] >= target) if op == ">=" else (r[metric] <= target) for r in rows)
+            values = [r.value(metric) for r in runs]
+            held = all(v is not None and (v >= target if op == ">=" else v <= target)
+                       for v in values)  # fmt: skip
             ok &= held
             print(f"  target {metric} {op} {target} on every seed: {'MET' if held else 'NOT MET'}")
-        if game == "attributes":
-            print(f"  held-out accuracy mean {means['test_accuracy']:.3f} (aim >= 0.8)")
-        summary[game] = {"rows": rows, "means": means}
-    out.mkdir(parents=True, exist_ok=True)
-    (out / "summary.json").write_text(json.dumps({"cpu": model, **summary}, indent=2))
-    print(f"\nall targets met: {ok}  ({out / 'summary.json'})")
-
-
-def _cell(v: object) -> str:
-    if isinstance(v, float):
-        return f"{v:>12.4f}"
-    return f"{v!s:>12.12}"
+    print(f"\nall targets met: {ok}")
 
 
 if __name__ == "__main__":

@@ -1,4 +1,4 @@
-"""Measure the Connect Four search targets over several seeds with the default config.
+"""Connect Four search targets over several seeds: a seed sweep, its summary, and the solver.
 
     python scripts/selfplay_targets.py                      # seeds 0 1 2
     python scripts/selfplay_targets.py --seeds 0 --train "arena.search.updates=60"
@@ -7,18 +7,17 @@
     python scripts/selfplay_targets.py --game connect_four_ppo --out runs/c4_ppo   # PPO recipe
     python scripts/selfplay_targets.py --train +experiment=connect_four_long --out runs/c4_long
 
-For each seed: ``python run.py arena=selfplay game=connect_four seed=S`` into
-``runs/selfplay_targets/seedS`` (skipped when that run finished already; ``--game`` picks
-another Connect Four config, ``--train`` adds overrides). Its final
-evaluation (``conf/game/connect_four.yaml``: seats alternating, 100 games per opponent)
-plays the trained network alone (raw, greedy) and with PUCT search (``eval.simulations``
-= 200 per move). Prints each seed's figures, their mean, and whether the issue's targets
-hold on every seed: search score (win 1, draw 1/2) >= 0.9 vs rollout MCTS-100 and >= 0.5
-vs MCTS-1000; the raw policy's win rate vs MCTS-100 >= 0.5. With the ``solver`` extra
-(``--solver N``, default 400 positions) it also judges each trained policy with the perfect
-Connect Four solver: the perfect-move and good-move rates on N seeded positions from
-realistic play, raw and with 200 simulations (targets: >= 0.70 raw, >= 0.85 searching),
-and one game as first player against the solver (won? plies survived).
+Training is a plain seed sweep (``python run.py -m arena=selfplay game=connect_four
+seed=0,1,2``, jobs one after another into ``runs/selfplay_targets/seedS``; seeds whose run
+finished already are not rerun), and the per-seed table with its means, IQM and bootstrap
+intervals is the sweep's own summary (``paddlecraft summary runs/selfplay_targets``, written
+to ``<out>/summary.md``). This script adds only what a summary cannot: whether the issue's
+targets hold on every seed (search score, win 1 draw 1/2, >= 0.9 vs rollout MCTS-100 and
+>= 0.5 vs MCTS-1000; the raw policy's win rate vs MCTS-100 >= 0.5) and, with the ``solver``
+extra (``--solver N``, default 400 positions), each trained policy judged by the perfect
+solver: the perfect-move and good-move rates on N seeded positions from realistic play, raw
+and with 200 simulations (targets: >= 0.70 raw, >= 0.85 searching), split by the position's
+result (won, drawn, lost), and one game as first player against the solver.
 """
 
 from __future__ import annotations
@@ -28,10 +27,10 @@ import json
 import os
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))  # this checkout's paddlecraft, not an installed one
 
 #: figure -> (results.json metric, target)
 TARGETS = {
@@ -87,19 +86,24 @@ def main() -> None:
     env = {k: v for k, v in os.environ.items() if k != "OMP_NUM_THREADS"}
     if args.threads:  # e.g. two scripts side by side on 2 cores, one thread each
         env["OMP_NUM_THREADS"] = str(args.threads)
+    out = Path(args.out)
+    todo = [s for s in args.seeds if not (out / f"seed{s}" / "results.json").exists()]
+    if todo:  # a seed sweep; its summary lands in <out>/summary.md
+        cmd = [sys.executable, str(ROOT / "run.py"), "-m", "arena=selfplay", f"game={args.game}",
+               f"seed={','.join(map(str, todo))}", "trainer.progress=false", "hydra/launcher=basic",
+               f"hydra.sweep.dir={out}", "hydra.sweep.subdir=seed${seed}", *args.train]  # fmt: skip
+        subprocess.run(cmd, cwd=ROOT, env=env, check=True)
+    from paddlecraft.arenas.engine.summary import update_summary
+
+    update_summary(out)
+    print((out / "summary.md").read_text(), flush=True)
     rows = []
     for seed in args.seeds:
-        run = Path(args.out) / f"seed{seed}"
-        t, trained = time.time(), False
-        if not (run / "results.json").exists():
-            trained = True
-            cmd = [sys.executable, str(ROOT / "run.py"), "arena=selfplay", f"game={args.game}",
-                   f"seed={seed}", "trainer.progress=false", f"hydra.run.dir={run}", *args.train]  # fmt: skip
-            subprocess.run(cmd, cwd=ROOT, env=env, check=True)
+        run = out / f"seed{seed}"
         results = json.loads((run / "results.json").read_text())
         m = results["metrics"]
-        # wall seconds of the run (of its last segment when it was resumed)
-        row = {"seed": seed, "run_s": round(time.time() - t if trained else results["elapsed_s"])}
+        # seconds of the run (of its last segment when it was resumed)
+        row = {"seed": seed, "run_s": round(results["elapsed_s"])}
         row.update({k: m.get(metric, float("nan")) for k, (metric, _) in TARGETS.items()})
         row["raw_score_vs_mcts100"] = m.get("score_vs_mcts100", float("nan"))
         if args.solver:

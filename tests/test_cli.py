@@ -197,6 +197,9 @@ def test_two_job_multirun(launcher, tmp_path):
         results = json.loads((sweep / j / "results.json").read_text())
         assert f"agents.classifier.lr={lr}" in results["overrides"]
         assert results["status"] == "finished" and results["headline_value"] > 0.5
+    # every launcher ends the sweep in its summary (each job updates it in its own process)
+    summary = json.loads((sweep / "summary.json").read_text())
+    assert sorted(r["name"] for r in summary["runs"]) == jobs
 
 
 @pytest.mark.parametrize(

@@ -109,3 +109,9 @@ def test_user_arena_multirun(user_dir):
     )
     assert alphas == [0.2, 0.8]
     assert all(json.loads(j.read_text())["status"] == "finished" for j in jobs)
+    # a user's own arena's sweep ends in a summary too, grouped by what it swept
+    summary = json.loads((user_dir / "multirun" / "summary.json").read_text())
+    assert summary["group_by"] == ["arena.alpha"]
+    assert [g["arena.alpha"] for g in summary["groups"]] == [0.2, 0.8]
+    values = sorted(json.loads(j.read_text())["headline_value"] for j in jobs)
+    assert sorted(r["value"] for r in summary["runs"]) == values

@@ -65,6 +65,14 @@ def _check_best(sweep_dir: Path) -> None:
     top = max(v for v, _ in trials)
     assert best["best_value"] == pytest.approx(top)
     winners = [o for v, o in trials if v == top]
+    # the sweep's summary lists every trial and marks the best, with Optuna's own record
+    summary = json.loads((sweep_dir / "summary.json").read_text())
+    assert sorted(r["job"] for r in summary["runs"]) == [0, 1, 2]
+    best_run = [r for r in summary["runs"] if r["best"]]
+    assert len(best_run) == 1 and best_run[0]["value"] == pytest.approx(top)
+    assert summary["best_run"] == best_run[0]["name"]
+    assert summary["optuna"] == {k: best[k] for k in ("best_params", "best_value")}
+    assert "**best**" in (sweep_dir / "summary.md").read_text()
     assert any(
         float(o["agents.classifier.lr"])
         == pytest.approx(best["best_params"]["agents.classifier.lr"])

@@ -233,3 +233,6 @@ def test_multirun_from_an_empty_folder(installed):
     jobs = sorted(p.parent.name for p in (work / "multirun" / "classify").glob("*/*/results.json"))
     # the default sweep folder: multirun/<arena>/<time>/<job>_<overrides>
     assert jobs == ["0_arena.epochs=1,seed=0", "1_arena.epochs=1,seed=1"]
+    # and ends in its summary (the sweep callback ships in the wheel)
+    (summary,) = (work / "multirun" / "classify").glob("*/summary.json")
+    assert sorted(r["name"] for r in json.loads(summary.read_text())["runs"]) == jobs

@@ -205,6 +205,7 @@ class Loop:
             "step": self.step,
             "epoch": self.epoch,
             "headline": head,
+            "headline_mode": self.arena.headline_mode,  # which way is better (summaries)
             "headline_value": self.last_eval.get(head, math.nan),
             "metrics": self.last_eval,
             "last_train_metrics": self.last_metrics,

@@ -1,0 +1,27 @@
+"""Summaries of runs and sweeps: ``summary.csv/json/md`` and ``summary.png``.
+
+- :mod:`.runs`: run folders and what is read from each;
+- :mod:`.stats`: a group's n, mean, std, IQM and 95 % bootstrap intervals;
+- :mod:`.table`: rows, seed groups, the files;
+- :mod:`.plot`: the metric against the swept values;
+- :mod:`.hydra_callback`: every multirun keeps its summary current;
+- :mod:`.command`: ``paddlecraft summary DIR ... [--by KEY] [--metric NAME]``.
+"""
+
+from .hydra_callback import SweepSummary, share_sweep_tracking, update_summary
+from .runs import RunRecord, SummaryError, find_runs
+from .stats import GroupStats, group_stats
+from .table import Summary, build_summary
+
+__all__ = [
+    "GroupStats",
+    "RunRecord",
+    "Summary",
+    "SummaryError",
+    "SweepSummary",
+    "build_summary",
+    "find_runs",
+    "group_stats",
+    "share_sweep_tracking",
+    "update_summary",
+]

@@ -1,0 +1,194 @@
+"""Run folders and what a summary reads from each: ``results.json``, ``config.yaml``, Hydra's
+``.hydra/overrides.yaml``, and ``failed.json`` (a sweep job that raised before the run
+could write its results; written by :class:`~.hydra_callback.SweepSummary`).
+
+A run folder is any folder holding one of those records; a sweep folder holds run folders
+(``multirun/<arena>/<time>/<n>_<overrides>/``). The search does not descend into a run's
+own folders (checkpoints, media) nor into an MLflow store's artifact copies.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from paddlecraft.errors import PaddleCraftError
+
+#: written into a sweep job's folder when the job raised before writing results.json
+FAILED = "failed.json"
+#: folders never searched for runs
+SKIP_DIRS = {"mlflow", "mlruns", "checkpoints", ".hydra", "__pycache__", "policy", "media"}
+#: override keys that say how a run was run, not what it was (never grouped or shown)
+BOOKKEEPING = ("seed", "resume", "trainer.progress", "trainer.progress_every_s",
+               "trainer.mlflow_uri", "trainer.mlflow_experiment", "trainer.visualdl",
+               "trainer.mlflow", "sweep", "allow_targets", "hydra")  # fmt: skip
+
+
+class SummaryError(PaddleCraftError):
+    """A summary asked of folders that hold no runs, or of a metric no run has."""
+
+
+@dataclass
+class RunRecord:
+    """One run (one sweep job) as a summary sees it."""
+
+    path: Path  #: the run folder
+    name: str  #: its name in the table (the folder, relative to what was searched)
+    status: str  #: finished, diverged, failed, stopped, interrupted, aborted
+    overrides: dict[str, str]  #: the command line's key=value settings
+    config: dict[str, Any]  #: the run's config.yaml, flattened to dotted keys
+    headline: str | None
+    headline_mode: str | None  #: "max" or "min" (None: an older results.json)
+    metrics: dict[str, float]  #: every final metric (numbers only, flattened)
+    elapsed_s: float | None
+    seed: Any = None
+    job: int | None = None  #: the sweep job's number (Optuna: the trial)
+    error: str | None = None  #: why it failed, when it did
+    extra: dict[str, Any] = field(default_factory=dict)
+
+    def setting(self, key: str) -> Any:
+        """The value of ``key`` for this run: its override, else its config, else None."""
+        if key in self.overrides:
+            return parse_value(self.overrides[key])
+        return self.config.get(key)
+
+    def value(self, metric: str) -> float | None:
+        """``metric``'s final value, None when absent or not finite."""
+        v = self.metrics.get(metric)
+        return v if v is not None and math.isfinite(v) else None
+
+
+def parse_value(text: str) -> Any:
+    """An override's value as a number or bool where it reads as one (``1e-3`` -> 0.001)."""
+    low = text.strip().lower()
+    if low in ("true", "false"):
+        return low == "true"
+    for kind in (int, float):
+        try:
+            return kind(text)
+        except ValueError:
+            pass
+    return text
+
+
+def flatten(tree: Any, prefix: str = "") -> dict[str, Any]:
+    """``{"a": {"b": 1}}`` -> ``{"a.b": 1}``; lists stay values."""
+    if isinstance(tree, dict):
+        out: dict[str, Any] = {}
+        for k, v in tree.items():
+            out.update(flatten(v, f"{prefix}.{k}" if prefix else str(k)))
+        return out
+    return {prefix: tree}
+
+
+def split_override(item: str) -> tuple[str, str] | None:
+    """``+arena.x=1`` -> ``("arena.x", "1")``; None for a deletion or a bare word."""
+    if "=" not in item or item.startswith("~"):
+        return None
+    key, value = item.split("=", 1)
+    return key.lstrip("+"), value
+
+
+def is_bookkeeping(key: str) -> bool:
+    """Whether ``key`` says how a run was run (seed, resume, logging, Hydra's own)."""
+    return any(key == b or key.startswith(b + ".") or key.startswith(b + "/") for b in BOOKKEEPING)
+
+
+def _read_json(path: Path) -> dict[str, Any] | None:
+    try:
+        return json.loads(path.read_text())
+    except (OSError, ValueError):
+        return None
+
+
+def _read_yaml(path: Path) -> Any:
+    try:
+        return yaml.safe_load(path.read_text())
+    except (OSError, yaml.YAMLError):
+        return None
+
+
+def _numbers(metrics: Any) -> dict[str, float]:
+    out = {}
+    for k, v in flatten(metrics if isinstance(metrics, dict) else {}).items():
+        if isinstance(v, (int, float)) and not isinstance(v, bool):
+            out[k] = float(v)
+    return out
+
+
+def _job_number(folder: Path) -> int | None:
+    hydra = _read_yaml(folder / ".hydra" / "hydra.yaml") or {}
+    num = ((hydra.get("hydra") or {}).get("job") or {}).get("num")
+    if isinstance(num, int):
+        return num
+    m = re.match(r"(\d+)_", folder.name)
+    return int(m.group(1)) if m else None
+
+
+def read_run(folder: Path, name: str) -> RunRecord | None:
+    """The run in ``folder``, or None when the folder holds no finished record of one."""
+    results = _read_json(folder / "results.json")
+    failed = None if results is not None else _read_json(folder / FAILED)
+    if results is None and failed is None:
+        return None
+    record = results if results is not None else failed
+    items = record.get("overrides")
+    if items is None:
+        items = _read_yaml(folder / ".hydra" / "overrides.yaml") or []
+    overrides = dict(kv for kv in map(split_override, map(str, items)) if kv)
+    config = flatten(_read_yaml(folder / "config.yaml") or {})
+    metrics = _numbers(record.get("metrics"))
+    headline = record.get("headline")
+    if headline and headline not in metrics and isinstance(record.get("headline_value"), float):
+        metrics[headline] = record["headline_value"]
+    seed = parse_value(overrides["seed"]) if "seed" in overrides else config.get("seed")
+    return RunRecord(
+        path=folder,
+        name=name,
+        status=str(record.get("status", "failed")),
+        overrides=overrides,
+        config=config,
+        headline=headline,
+        headline_mode=record.get("headline_mode"),
+        metrics=metrics,
+        elapsed_s=record.get("elapsed_s"),
+        seed=seed,
+        job=_job_number(folder),
+        error=record.get("error") or (record.get("stop_reason") if results else None),
+    )
+
+
+def find_runs(paths: list[str | os.PathLike]) -> list[RunRecord]:
+    """Every run in ``paths`` (run folders, sweep folders, or folders of either), in order:
+    by path given, then by job number, then by name. A folder that does not exist is the
+    user's mistake (:class:`SummaryError`)."""
+    runs: list[RunRecord] = []
+    for given in paths:
+        root = Path(given)
+        if not root.is_dir():
+            raise SummaryError(
+                f"summary: {str(given)!r} is not a folder; give run or sweep folders "
+                "(runs/<arena>/<time>, multirun/<arena>/<time>)"
+            )
+        found = []
+        for folder, dirs, files in os.walk(root):
+            here = Path(folder)
+            name = root.name if here == root else str(here.relative_to(root))
+            if len(paths) > 1 and here != root:
+                name = f"{root.name}/{name}"
+            run = read_run(here, name) if {"results.json", FAILED} & set(files) else None
+            if run is not None:
+                found.append(run)
+                dirs[:] = []  # a run's own sub-folders hold no other runs
+                continue
+            dirs[:] = sorted(d for d in dirs if d not in SKIP_DIRS and not d.startswith("."))
+        found.sort(key=lambda r: (r.job is None, r.job or 0, r.name))
+        runs += found
+    return runs
