@@ -225,7 +225,16 @@ class Encoder(nn.Layer):
                 f"Give this encoder a scope no other encoder of the program uses (not "
                 f"{self.scope!r}), or build it into a new program.",
             )
-            build_static_io(self)
+            self.program = paddle.static.default_main_program()
+            self.static_scope = paddle.static.Scope()
+            self._static_outputs.update(
+                build_static_io(
+                    self.scope,
+                    self._inputs,
+                    bool(self.label_feed and self.num_classes is not None),
+                    self._forward,
+                )
+            )
         return self
 
     def _check_signature(self, name: str, got: tuple, source: str) -> None:
@@ -379,7 +388,7 @@ class Encoder(nn.Layer):
 
     def _param_grad(self, p: Any, loss: Any, static: bool) -> Any:
         if static:
-            return param_grad_value(self, p, loss)
+            return param_grad_value(self.program, self._who(), p, loss)
         if p.grad is None:
             raise RuntimeError(
                 f"{self._who()}: parameter {p.name!r} has no gradient yet; call "
@@ -389,7 +398,7 @@ class Encoder(nn.Layer):
 
     def _output_grad(self, name: str, loss: Any, static: bool) -> Any:
         if static:
-            return output_grad_value(self, name, loss)
+            return output_grad_value(self.program, self._who(), self._static_outputs[name], loss)
         if name not in self._grads:
             hint = "" if name in self._watched else f" and call .watch({name!r}) before the forward"
             raise RuntimeError(

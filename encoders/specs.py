@@ -5,16 +5,13 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import numpy as np
 import paddle
 from paddle import nn
 
 from paddlecraft.errors import EncoderInputError
-
-if TYPE_CHECKING:
-    from .base import Encoder
 
 
 @dataclass(eq=False)
@@ -35,9 +32,12 @@ class LayerSpec:
 
 @dataclass(frozen=True, eq=False)
 class SharedSpec:
-    """A logical slot filled by another encoder's built layer (see :meth:`Encoder.share`)."""
+    """A logical slot filled by another encoder's built layer (see :meth:`Encoder.share`).
 
-    encoder: Encoder
+    ``encoder`` is that other :class:`~paddlecraft.encoders.base.Encoder` (typed as the
+    layer it is, so that this module does not import the one that uses it)."""
+
+    encoder: nn.Layer
     logical: str
 
 

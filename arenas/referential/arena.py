@@ -383,7 +383,14 @@ class ReferentialArena(Arena):
     def on_epoch_end(self, epoch: int) -> None:
         super().on_epoch_end(epoch)
         if epoch == self.epochs and self.cfg.newcomer_steps > 0 and not self.newcomer:
-            self.newcomer = population.teach_newcomer(self)
+            self.newcomer, self.newcomer_curve = population.teach_newcomer(
+                self,
+                self.listeners[0],
+                self.speakers,
+                self.history,
+                self.cfg.newcomer_steps,
+                self.seed,
+            )
 
     def chance_level(self) -> float | None:
         """1/K for discrimination among K candidates; for reconstruction, guessing every
@@ -417,7 +424,19 @@ class ReferentialArena(Arena):
         """messages.jsonl, and for populations the cross-play heat map and matrix."""
         from .report import write_artifacts
 
-        return write_artifacts(self, run_dir)
+        if not self.last:
+            self.evaluate()
+        curve = getattr(self, "snr_curve", None)
+        return write_artifacts(
+            run_dir,
+            self.last,
+            {"train": self.world.train, "test": self.world.test},
+            [s.name for s in self.speakers],
+            [li.name for li in self.listeners],
+            self.history,
+            self.newcomer_curve,
+            list(zip(self.cfg.eval_snrs, curve)) if self.voice is not None and curve else (),
+        )
 
 
 def _check_settings(c: ReferentialConfig) -> None:
