@@ -17,10 +17,9 @@ from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from typing import Any, TypeVar
 
-from paddle.base.unique_name import UniqueNameGenerator
-from paddle.base.unique_name import guard as _name_guard
-
 from paddlecraft.errors import ScopeError
+from paddlecraft.paddle_private import UniqueNameGenerator
+from paddlecraft.paddle_private import name_guard as _name_guard
 
 T = TypeVar("T")
 

@@ -22,7 +22,6 @@ from typing import Any
 import numpy as np
 import paddle
 import paddle.nn.functional as F
-from paddle import _C_ops
 
 from paddlecraft.agents import Agent, update_together
 from paddlecraft.agents.channel import RunningBaseline, temperature_at
@@ -30,6 +29,7 @@ from paddlecraft.agents.instantiate import built
 from paddlecraft.agents.settings import ConfigError
 from paddlecraft.arenas.engine import Arena, ArenaConfig
 from paddlecraft.arenas.engine.rng import capture_rng, restore_rng
+from paddlecraft.paddle_private import cross_entropy as _cross_entropy
 
 from . import population
 from .metrics import analyse
@@ -461,19 +461,6 @@ def _check_settings(c: ReferentialConfig) -> None:
         )
     if c.temperature <= 0 or c.temperature_end <= 0:
         raise ConfigError("arena.temperature and arena.temperature_end must be > 0")
-
-
-def _cross_entropy(logits: paddle.Tensor, label: paddle.Tensor) -> paddle.Tensor:
-    """``F.cross_entropy(logits, label, reduction="none")``: logits [..., C], int64 labels
-    [..., 1] -> [..., 1].
-
-    In eager mode this is the op ``F.cross_entropy`` runs, called directly: its wrapper
-    also builds an ignore-index mask (three more eager ops per call in Paddle 3.3.1) that
-    only a class weight would read.
-    """
-    if paddle.in_dynamic_mode():
-        return _C_ops.cross_entropy_with_softmax(logits, label, False, True, True, -100, -1)[1]
-    return F.cross_entropy(logits, label, reduction="none")
 
 
 def _candidates(target: np.ndarray, n: int, k: int, rng: np.random.Generator) -> dict[str, Any]:
