@@ -26,6 +26,13 @@ import paddle
 from hydra.errors import InstantiationException
 from paddle import nn
 
+from paddlecraft.compat import (
+    saved_shapes,
+    upgrade_names,
+    upgrade_opt_names,
+    upgrade_target,
+    upgrade_targets,
+)
 from paddlecraft.encoders.base import Encoder
 from paddlecraft.encoders.naming import build_named, check_scope_syntax, check_unique_names
 from paddlecraft.encoders.tensorio import (
@@ -39,11 +46,10 @@ from paddlecraft.encoders.tensorio import (
 from .amp import Amp
 from .device import place_of, resolve_device
 from .distributed import allreduce_gradients, world_size
-from .instantiate import check_targets, safe_instantiate, to_plain, upgrade_target, upgrade_targets
+from .instantiate import check_targets, safe_instantiate, to_plain
 from .optim import adam_step, load_optimizer_state, optimizer_state
 from .plug import check_contract, sized_config
 from .settings import ConfigError, make_settings, settings_record
-from .upgrade import saved_shapes, upgrade_names, upgrade_opt_names
 
 A = TypeVar("A", bound="Agent")
 

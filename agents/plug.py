@@ -14,7 +14,8 @@ from typing import Any
 
 from hydra.utils import get_object
 
-from .instantiate import upgrade_target
+from paddlecraft.compat import upgrade_target
+
 from .settings import ConfigError
 
 

@@ -34,6 +34,7 @@ from typing import Any, Optional, TypeVar, Union  # noqa: UP035 (OmegaConf needs
 from omegaconf import MISSING, DictConfig, ListConfig, OmegaConf
 from omegaconf.errors import OmegaConfBaseException
 
+from paddlecraft.compat import renamed_settings
 from paddlecraft.errors import ConfigError
 
 T = TypeVar("T")
@@ -80,33 +81,6 @@ def make_settings(config_cls: type[T], given: Mapping[str, Any], who: str) -> T:
             f"e.g. {who}.{missing[0]}=<value>"
         )
     return OmegaConf.to_object(merged)  # type: ignore[return-value]
-
-
-def renamed_settings(config_cls: type) -> Mapping[str, str]:
-    """``{old key: new dotted key}`` of settings a ``Config`` dataclass moved (its ``RENAMED``
-    class variable; empty when it declares none)."""
-    return getattr(config_cls, "RENAMED", None) or {}
-
-
-def upgrade_settings(config_cls: type, settings: dict[str, Any]) -> dict[str, str]:
-    """Move the keys of ``settings`` (a plain dict, edited in place) that ``config_cls``
-    renamed (:func:`renamed_settings`) to their new dotted places; returns ``{old: new}``
-    for those moved.
-
-    What a saved run's ``config.yaml`` written by an older PaddleCraft goes through before
-    it is resumed: ``{"collect_workers": 2}`` becomes ``{"workers": {"count": 2}}``.
-    """
-    moved: dict[str, str] = {}
-    for old, new in renamed_settings(config_cls).items():
-        if old not in settings:
-            continue
-        *groups, leaf = new.split(".")
-        node = settings
-        for g in groups:
-            node = node.setdefault(g, {})
-        node[leaf] = settings.pop(old)
-        moved[old] = new
-    return moved
 
 
 def settings_record(cfg: Any) -> dict[str, Any]:
