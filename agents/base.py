@@ -1,6 +1,6 @@
 """The :class:`Agent` base: a named scope owning encoders/heads, its optimizer, device and seed.
 
-Why one module of ~500 lines: it is one idea, an agent's life cycle (settings, build under its
+One idea, an agent's life cycle (settings, build under its
 seed, own parameters, update, save/load/pretrained); optimizer state, devices, data-parallel
 plumbing, mixed precision, settings, encoder sizing (the feature contract) and joint updates
 live in ``optim``, ``device``, ``distributed``, ``amp``, ``settings``, ``plug``, ``joint``

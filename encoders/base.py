@@ -17,7 +17,7 @@ In static mode (``paddle.enable_static()`` + ``program_guard``) ``build()`` also
 the program's feed variables and outputs as attributes, seed style: ``enc.input``,
 ``enc.label`` (classifiers), ``enc.prediction`` (see :mod:`paddlecraft.encoders.static`).
 
-Why one module of ~550 lines: it is one idea, the names API over one Layer (declare,
+One idea, the names API over one Layer (declare,
 build, address by logical name, gradients, freeze, share, save) and the feature contract
 every encoder keeps (``pooled``/``hidden``/``prediction``, ``forward_features``); the declarations,
 static-mode plumbing and the summary table live in ``specs``, ``static`` and ``summary``.

@@ -10,6 +10,7 @@ parent package is not an edge: Python loads the parent first anyway.
 from __future__ import annotations
 
 import ast
+import re
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -127,3 +128,54 @@ def test_no_library_module_is_over_450_lines():
         if (n := len(path.read_text().splitlines())) > MAX_LINES
     }
     assert long == {}, f"split these by concept (one idea per module): {long}"
+
+
+# a measured figure in a config comment: an accuracy-like 0.xx (not a formula's 0.95^n), a
+# table row, a duration ("~4 s", "20 minutes") or a rate (steps/s, GFLOP/s)
+FIGURE = re.compile(
+    r"\b0\.\d{2,}\b(?!\^)|\|[^|\n]*\d[^|\n]*\||~ ?\d+(\.\d+)? ?(s|min|h)\b|"
+    r"\b\d+ ?(minutes|seconds)\b|\w+/s\b"
+)
+
+
+def test_the_figure_pattern_catches_results_and_spares_settings():
+    for text in ("best move 0.82 with 200 simulations", "| 0.79 | 0.82 |", "~4 s per update",
+                 "About 20 minutes", "3.1 steps/s"):  # fmt: skip
+        assert FIGURE.search(text), text
+    for text in ("learns +-0.95^(plies to the deciding move)", "25 ms windows", "a tenth"):
+        assert not FIGURE.search(text), text
+
+
+def test_no_measured_figure_in_config_comments():
+    """Figures live in docs/results.json with their command and CPU, not in conf/ comments."""
+    found = [
+        f"{path.relative_to(ROOT)}:{i}: {line.strip()}"
+        for path in sorted((ROOT / "conf").rglob("*.yaml"))
+        for i, line in enumerate(path.read_text().splitlines(), 1)
+        if "#" in line and FIGURE.search(line.split("#", 1)[1])
+    ]
+    assert found == []
+
+
+def _library_lines() -> list[tuple[str, int, str]]:
+    return [
+        (str(path.relative_to(ROOT)), i, line)
+        for path in _modules().values()
+        for i, line in enumerate(path.read_text().splitlines(), 1)
+    ]
+
+
+def test_no_module_defends_its_size_in_a_comment():
+    """A module that needs its length explained is two ideas: split it instead."""
+    defence = re.compile(r"~\d+ lines|\d+ lines:")
+    assert [f"{p}:{i}" for p, i, line in _library_lines() if defence.search(line)] == []
+
+
+def test_random_stream_ids_are_named_constants():
+    """``default_rng([seed, 0xA7A])`` hides which stream it is: name it (``ANALYSIS_STREAM``)."""
+    inline = re.compile(
+        r"default_rng\(\[[^\]]*\b0x|\[[^\]]*seed[^\]]*\b0x[0-9A-Fa-f]+\]|held_out\(.*\b0x"
+    )
+    assert [
+        f"{p}:{i}: {line.strip()}" for p, i, line in _library_lines() if inline.search(line)
+    ] == []

@@ -6,7 +6,7 @@ target with a discrete message, the listener rebuilds the target's attributes
 (``game=discrimination``). One joint loss, one backward, each agent steps its own optimizer
 (:func:`paddlecraft.agents.update_together`).
 
-Why one module of ~470 lines: it is the one class that draws a step's pair and targets and
+This module is the one class that draws a step's pair and targets and
 scores every pair at evaluation; the rest lives beside it: the worlds (``worlds.py``),
 populations, cross-play and the newcomer (``population.py``), the language measures
 (``metrics.py``), the files and pictures (``report.py``), the spoken channel
@@ -38,6 +38,10 @@ from .worlds import ObjectSplit, World, attribute_world, world_from_data
 GAMES = ("reconstruction", "discrimination")
 CHANNELS = ("gs", "reinforce")
 EOS = 0
+
+
+EVAL_STREAM = 0xE7A1  #: random-stream id: the evaluation batches (and their noise seed)
+ANALYSIS_STREAM = 0xA7A  #: random-stream id: the messages kept for the language analysis
 
 
 @dataclass
@@ -269,7 +273,7 @@ class ReferentialArena(Arena):
         loss, acc, _ = self.play(speaker, listener, batch)
         update_together(loss, [speaker, listener])
         self.steps_done += 1
-        accuracy = acc.mean().item()  # .item(): float(tensor) costs ~10x more in Paddle 3.3
+        accuracy = acc.mean().item()  # .item(): float(tensor) is dearer in Paddle
         self.history.append(accuracy)
         return {"loss": loss.item(), "accuracy": accuracy, "temperature": self.temperature()}
 
@@ -307,9 +311,9 @@ class ReferentialArena(Arena):
         n = min(len(split), self.cfg.eval_size)
         batch: dict[str, Any] = {"target": np.arange(n)}
         if self.cfg.game == "discrimination":
-            rng = np.random.default_rng([self.seed, 0xE7A1, name == "test"])
+            rng = np.random.default_rng([self.seed, EVAL_STREAM, name == "test"])
             batch.update(_candidates(batch["target"], len(split), self.cfg.candidates, rng))
-        batch["noise_seed"] = int(0xE7A1 + (name == "test"))
+        batch["noise_seed"] = int(EVAL_STREAM + (name == "test"))
         return batch
 
     def evaluate(self) -> dict[str, float]:
@@ -374,7 +378,9 @@ class ReferentialArena(Arena):
             if known
             else None
         )
-        keep = np.random.default_rng([self.seed, 0xA7A]).permutation(len(m))[: c.analysis_size]
+        keep = np.random.default_rng([self.seed, ANALYSIS_STREAM]).permutation(len(m))[
+            : c.analysis_size
+        ]
         keep.sort()
         eos = EOS if c.variable_length else None
         return analyse(None if meanings is None else meanings[keep], m[keep], c.vocab_size, eos)

@@ -13,7 +13,7 @@ fixed anchors. ``python run.py arena=selfplay game=tictactoe``.
 Scores: ``score`` is win 1, draw 1/2 everywhere (metrics, pool rule, tournaments);
 ``no_loss_rate`` is the share of games not lost (win or draw).
 
-Why one module of ~400 lines: it is the one class that schedules a step (which opponents,
+This module is the one class that schedules a step (which opponents,
 which update, when to snapshot); playing is in :mod:`.collect`/:mod:`.workers`, the
 updates in :mod:`.updates` (one rule per algorithm: :mod:`.ppo`, :mod:`.alphazero`), the
 pool and ratings in :mod:`.league`, players in :mod:`.player`, settings in :mod:`.config`.
@@ -293,7 +293,7 @@ class SelfPlayArena(Collection, Arena):
     def _judge(self) -> dict[str, float]:
         """Perfect-move and good-move rates of the greedy policy and of the policy with
         ``eval.simulations`` PUCT simulations (``search_`` prefix) on
-        ``eval.solver_positions`` solver-judged positions (every evaluation: ~1 s each)."""
+        ``eval.solver_positions`` solver-judged positions (at every evaluation)."""
         from ..games.solver import perfect_move_rate, solver_positions
 
         positions = solver_positions(self.cfg.eval.solver_positions, seed=0)
