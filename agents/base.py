@@ -23,7 +23,6 @@ from typing import Any, ClassVar, Optional, TypeVar  # noqa: UP035
 
 import numpy as np
 import paddle
-from hydra.errors import InstantiationException
 from paddle import nn
 
 from paddlecraft.compat import (
@@ -48,7 +47,7 @@ from .device import place_of, resolve_device
 from .distributed import allreduce_gradients, world_size
 from .instantiate import check_targets, safe_instantiate, to_plain
 from .optim import adam_step, load_optimizer_state, optimizer_state
-from .plug import check_contract, sized_config
+from .plug import build_encoder
 from .settings import ConfigError, make_settings, settings_record
 
 A = TypeVar("A", bound="Agent")
@@ -172,23 +171,16 @@ class Agent(nn.Layer):
         Errors the encoder raises while being built come back as one :class:`ConfigError`
         naming ``agents.<name>.<slot>``.
         """
-        scope = self.name if role is None else f"{self.name}.{role}"
-        setting = f"agents.{self.name}.{slot}"
-        cfg = dict(to_plain(cfg))
-        cfg.pop("_partial_", None)
-        check_targets(cfg, self.allow_targets)
-        cfg = sized_config(cfg, setting, inputs, forced, headless)
-        try:
-            enc = safe_instantiate(cfg, scope=scope, allow=self.allow_targets)
-        except InstantiationException as e:
-            cause = e.__cause__
-            if type(cause) in (ValueError, TypeError):  # the encoder's own check, said plainly
-                raise ConfigError(f"{setting}: {cause}") from cause
-            raise
-        enc = enc.build()
-        if features:
-            check_contract(enc, setting)
-        return enc
+        return build_encoder(
+            cfg,
+            self.name if role is None else f"{self.name}.{role}",
+            f"agents.{self.name}.{slot}",
+            allow=self.allow_targets,
+            inputs=inputs,
+            forced=forced,
+            headless=headless,
+            features=features,
+        )
 
     def make_head(self, role: str, factory: Any) -> nn.Layer:
         """Build a layer whose parameters are named ``<name>.<role>.w_0`` ..."""
