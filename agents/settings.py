@@ -29,6 +29,7 @@ import dataclasses
 import inspect
 import typing
 from collections.abc import Mapping
+from dataclasses import dataclass, field
 from typing import Any, Optional, TypeVar, Union  # noqa: UP035 (OmegaConf needs typing forms)
 
 from omegaconf import MISSING, DictConfig, ListConfig, OmegaConf
@@ -161,3 +162,25 @@ def signature_schema(cls: type, skip: tuple[str, ...] = ("self", "scope")) -> ty
                     typ = Any
             fields.append((name, typ, dataclasses.field(default=default)))
     return dataclasses.make_dataclass(f"{cls.__name__}Schema", fields)
+
+
+DEFAULT_OPTIMIZER = {"_target_": "paddle.optimizer.Adam", "_partial_": True}
+
+
+@dataclass
+class AgentConfig:
+    """Settings every agent takes (each agent's ``Config`` extends this)."""
+
+    device: str = "cpu"  #: cpu | gpu | gpu:N
+    seed: Optional[int] = 0  #: seeds the agent's initial weights; None: the global stream  # noqa: UP045
+    lr: float = 1e-3  #: learning rate given to the optimizer (or its scheduler)
+    optimizer: Any = field(default_factory=lambda: dict(DEFAULT_OPTIMIZER))
+    #: ^ a _partial_ paddle.optimizer config
+    lr_scheduler: Any = (
+        None  #: optional _partial_ paddle.optimizer.lr config (gets learning_rate=lr)
+    )
+    grad_clip: Optional[float] = None  #: clip gradients to this global norm  # noqa: UP045
+    freeze: list[str] = field(default_factory=list)
+    #: ^ logical layers of the agent's encoders to freeze at start, e.g. [stem, layer1]
+    amp: str = "off"  #: mixed precision: off | bf16 | fp16 (GPU; refused on CPU)
+    amp_level: str = "O1"  #: Paddle AMP level: O1 (per-op lists) | O2 (half-precision weights)
