@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import re
 import warnings
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from contextlib import contextmanager
 from typing import Any, TypeVar
 
@@ -113,3 +113,27 @@ def release_scope(scope: str) -> None:
         DeprecationWarning,
         stacklevel=2,
     )
+
+
+def find_params(table: Mapping[str, list], name: str, who: str, scope: str) -> dict[str, list]:
+    """Parameters of ``table`` (``{logical: [Parameter, ...]}``) by logical name, physical
+    name or prefix of either: ``{logical: [p, ...]}``; KeyError naming both kinds when none."""
+    if name in table:
+        return {name: table[name]}
+    for logical, params in table.items():
+        hit = [p for p in params if p.name == name]
+        if hit:
+            return {logical: hit}
+    found = {lg: ps for lg, ps in table.items() if lg.startswith(name)}
+    if not found:
+        found = {
+            lg: [p for p in ps if p.name.startswith(name)]
+            for lg, ps in table.items()
+            if any(p.name.startswith(name) for p in ps)
+        }
+    if not found:
+        raise KeyError(
+            f"{who} has no parameter matching {name!r}; logical names: "
+            f"{list(table)}; physical names start with {scope + '.'!r}"
+        )
+    return found

@@ -14,6 +14,7 @@ from typing import Any
 import numpy as np
 import paddle
 
+from .naming import check_unique_names
 from .specs import InputSpec
 
 
@@ -37,6 +38,26 @@ def build_static_io(
         outputs["label"] = paddle.static.data(f"{scope}.label", [None, 1], "int64")
     outputs.update(forward(*feeds))
     return outputs
+
+
+def build_static(
+    scope: str,
+    who: str,
+    inputs: Mapping[str, InputSpec],
+    label_feed: bool,
+    forward: Callable[..., Mapping[str, Any]],
+) -> tuple[paddle.static.Program, paddle.static.Scope, dict[str, Any]]:
+    """(the program, a fresh scope, feeds and outputs by logical name) of an encoder built
+    into the current default main program, its physical names checked unique there."""
+    check_unique_names(
+        paddle.static.default_main_program().global_block().all_parameters(),
+        f"the static program {who} builds into",
+        f"Give this encoder a scope no other encoder of the program uses (not "
+        f"{scope!r}), or build it into a new program.",
+    )
+    program = paddle.static.default_main_program()
+    static_scope = paddle.static.Scope()
+    return program, static_scope, build_static_io(scope, inputs, label_feed, forward)
 
 
 def param_grad_value(program: Any, who: str, p: Any, loss: Any) -> Any:
