@@ -16,7 +16,6 @@ populations, cross-play and the newcomer (``population.py``), the language measu
 from __future__ import annotations
 
 from collections.abc import Iterator, Mapping
-from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
@@ -27,55 +26,20 @@ from paddlecraft.agents import Agent, update_together
 from paddlecraft.agents.channel import RunningBaseline, temperature_at
 from paddlecraft.agents.instantiate import built
 from paddlecraft.agents.settings import ConfigError
-from paddlecraft.arenas.engine import Arena, ArenaConfig
+from paddlecraft.arenas.engine import Arena
 from paddlecraft.arenas.engine.rng import capture_rng, restore_rng
 from paddlecraft.paddle_private import cross_entropy as _cross_entropy
 
 from . import population
+from .config import CHANNELS, GAMES, ReferentialConfig
 from .metrics import analyse
 from .worlds import ObjectSplit, World, attribute_world, world_from_data
 
-GAMES = ("reconstruction", "discrimination")
-CHANNELS = ("gs", "reinforce")
 EOS = 0
 
 
 EVAL_STREAM = 0xE7A1  #: random-stream id: the evaluation batches (and their noise seed)
 ANALYSIS_STREAM = 0xA7A  #: random-stream id: the messages kept for the language analysis
-
-
-@dataclass
-class ReferentialConfig(ArenaConfig):
-    """paddlecraft.arenas.ReferentialArena settings."""
-
-    epochs: int = 30  #: passes of steps_per_epoch steps
-    steps_per_epoch: int = 100  #: training steps per epoch (targets are drawn, not iterated)
-    batch_size: int = 32  #: targets per step
-    n_attributes: int = 2  #: attribute world: attributes per object
-    n_values: int = 10  #: attribute world: values per attribute
-    holdout: float = 0.1  #: attribute world: share of combinations never seen in training
-    game: str = "reconstruction"  #: reconstruction (rebuild attributes) | discrimination
-    candidates: int = 4  #: discrimination: objects the listener chooses among (K)
-    #: discrimination: K while training (0: ``candidates``); more distractors than the
-    #: evaluation's push the language to tell apart what a few random ones rarely ask for
-    train_candidates: int = 0
-    channel: str = "gs"  #: gs (Gumbel-softmax, straight-through) | reinforce
-    vocab_size: int = 10  #: symbols (symbol 0 ends a message when variable_length)
-    max_len: int = 2  #: symbols per message
-    variable_length: bool = False  #: messages may end early with symbol 0
-    temperature: float = 1.0  #: Gumbel-softmax temperature at step 0
-    temperature_end: float = 1.0  #: ... after temperature_decay_steps (geometric)
-    temperature_decay_steps: int = 0  #: 0: constant temperature
-    entropy_coef: float = 0.01  #: reinforce: the speaker's entropy bonus
-    speakers: int = 1  #: population size (speaker, speaker_1, ...)
-    listeners: int = 1  #: population size (listener, listener_1, ...)
-    newcomer_steps: int = 0  #: after training, teach a new listener this many steps (0: off)
-    spoken: bool = False  #: voice each symbol (eSpeak NG) through noise; needs reinforce
-    snr_db: float = 20.0  #: spoken: signal-to-noise ratio of training and evaluation (dB)
-    eval_snrs: list = field(default_factory=lambda: [-10.0, -5.0, 0.0, 5.0, 10.0, 20.0])
-    #: ^ spoken: the SNRs (dB) of the accuracy-vs-SNR curve (first pair, training objects)
-    eval_size: int = 1000  #: objects evaluated per split (at most)
-    analysis_size: int = 300  #: objects whose messages are analysed (topsim is O(n^2))
 
 
 class ReferentialArena(Arena):
