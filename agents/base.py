@@ -11,7 +11,6 @@ state (``optim``), devices, data-parallel plumbing, mixed precision (``device``,
 from __future__ import annotations
 
 import os
-import warnings
 import zlib
 from collections.abc import Iterable, Iterator, Mapping
 from contextlib import contextmanager
@@ -21,7 +20,7 @@ import numpy as np
 import paddle
 from paddle import nn
 
-from paddlecraft.compat import REMOVED_IN
+from paddlecraft.compat import warn_noop
 from paddlecraft.encoders.base import Encoder
 from paddlecraft.encoders.naming import build_named, check_scope_syntax, check_unique_names
 from paddlecraft.encoders.tensorio import (
@@ -229,12 +228,7 @@ class Agent(nn.Layer):
     def release_scopes(self) -> None:
         """Deprecated, does nothing: agents hold no process-wide scopes any more (physical
         names are checked per optimizer, in :meth:`build_optimizer`). Kept so 0.1 code runs."""
-        warnings.warn(
-            "Agent.release_scopes() is no longer needed (scopes are not held); remove the call "
-            f"(it goes in PaddleCraft {REMOVED_IN})",
-            DeprecationWarning,
-            stacklevel=2,
-        )
+        warn_noop("Agent.release_scopes")
 
     # ------------------------------------------------------------------ parameters
     def own_parameters(self) -> list:

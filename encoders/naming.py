@@ -12,11 +12,11 @@ same physical names in dynamic and static mode.
 from __future__ import annotations
 
 import re
-import warnings
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from contextlib import contextmanager
 from typing import Any, TypeVar
 
+from paddlecraft.compat import warn_noop
 from paddlecraft.errors import ScopeError
 from paddlecraft.paddle_private import UniqueNameGenerator
 from paddlecraft.paddle_private import name_guard as _name_guard
@@ -108,11 +108,7 @@ def check_unique_names(params: Iterable[Any], where: str, fix: str) -> None:
 def release_scope(scope: str) -> None:
     """Deprecated, does nothing: scopes are no longer held by the process (names are
     checked per optimizer and per static program instead). Kept so 0.1 code runs."""
-    warnings.warn(
-        "release_scope() is no longer needed (scopes are not held); remove the call",
-        DeprecationWarning,
-        stacklevel=2,
-    )
+    warn_noop("release_scope")
 
 
 def find_params(table: Mapping[str, list], name: str, who: str, scope: str) -> dict[str, list]:

@@ -33,6 +33,7 @@ __all__ = [
     "upgrade_settings",
     "upgrade_target",
     "upgrade_targets",
+    "warn_noop",
 ]
 
 #: the PaddleCraft version that drops everything in this module
@@ -67,6 +68,11 @@ RENAMED: dict[str, dict[str, str]] = {
     },
     # module attributes: ``<module>:<old name>`` -> the new name in the same module
     "attribute": {"paddlecraft.arenas.engine.app:_user_error": "user_error"},
+    # 0.1 calls that do nothing any more (scopes are not held): the call -> what to do
+    "noop": {
+        "Agent.release_scopes": "remove the call (names are checked per optimizer)",
+        "release_scope": "remove the call (names are checked per optimizer and program)",
+    },
 }  # fmt: skip
 
 
@@ -138,6 +144,16 @@ def renamed_attribute(module: str, name: str, namespace: Mapping[str, Any]) -> A
         stacklevel=3,
     )
     return namespace[new]
+
+
+def warn_noop(call: str) -> None:
+    """The DeprecationWarning of a 0.1 call that does nothing any more (``RENAMED["noop"]``)."""
+    warnings.warn(
+        f"{call}() does nothing any more: {RENAMED['noop'][call]}; it goes in PaddleCraft "
+        f"{REMOVED_IN}",
+        DeprecationWarning,
+        stacklevel=3,
+    )
 
 
 # ---------------------------------------------------------------- saved weights

@@ -77,3 +77,27 @@ def test_a_renamed_attribute_still_resolves_with_a_warning_naming_the_removal():
     assert compat.REMOVED_IN in str(caught[0].message)
     with pytest.raises(AttributeError):
         app.no_such_name  # noqa: B018
+
+
+def test_the_0_1_no_op_calls_warn_naming_the_removal(make_scope):
+    from paddlecraft.agents import Classifier
+    from paddlecraft.encoders.naming import release_scope
+
+    mlp = {"_target_": "paddlecraft.encoders.ImageMLPEncoder", "input_size": 4, "num_classes": 2}
+    agent = Classifier(make_scope("clf"), encoder=mlp)
+    for call in (lambda: release_scope("x"), agent.release_scopes):
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            call()
+        (w,) = caught
+        assert w.category is DeprecationWarning and compat.REMOVED_IN in str(w.message)
+
+
+def test_only_the_compatibility_module_raises_deprecation_warnings():
+    offenders = [
+        str(path.relative_to(ROOT))
+        for top in LIBRARY
+        for path in sorted((ROOT / top).rglob("*.py"))
+        if path.name != "compat.py" and "DeprecationWarning" in path.read_text()
+    ]
+    assert offenders == []
