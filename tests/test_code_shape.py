@@ -121,6 +121,37 @@ def test_no_import_circle_between_library_modules():
     assert _cycles(graph) == []
 
 
+#: the library's layers, lowest first: a module imports only its own layer and those below
+LAYERS = (
+    ("paddlecraft.errors", "paddlecraft.compat", "paddlecraft.paddle_private"),
+    ("paddlecraft.encoders",),
+    ("paddlecraft.craftdata",),
+    ("paddlecraft.agents",),
+    ("paddlecraft.arenas",),
+    ("paddlecraft.cli", "paddlecraft.mistakes", "paddlecraft.__main__"),
+)
+
+
+def _layer(module: str) -> int | None:
+    for i, names in enumerate(LAYERS):
+        if any(module == n or module.startswith(n + ".") for n in names):
+            return i
+    return None  # the package itself and its start-up helpers
+
+
+def test_packages_import_only_their_own_layer_and_below():
+    """encoders < craftdata < agents < arenas < the command line: a lower layer never
+    reaches up (an encoder knows no agent, an agent no arena)."""
+    known = _modules()
+    upward = sorted(
+        f"{name} -> {target}"
+        for name, path in known.items()
+        for target in _imported(name, path, known)
+        if _layer(name) is not None and _layer(target) is not None and _layer(target) > _layer(name)
+    )
+    assert upward == []
+
+
 def test_no_library_module_is_over_450_lines():
     long = {
         str(path.relative_to(ROOT)): n
