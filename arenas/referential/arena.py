@@ -31,7 +31,7 @@ from paddlecraft.arenas.engine.rng import capture_rng, restore_rng
 from paddlecraft.paddle_private import cross_entropy as _cross_entropy
 
 from . import population
-from .config import CHANNELS, GAMES, ReferentialConfig
+from .config import ReferentialConfig, check_settings
 from .metrics import analyse
 from .worlds import ObjectSplit, World, attribute_world, world_from_data
 
@@ -65,7 +65,7 @@ class ReferentialArena(Arena):
         super().__init__(agents, seed=seed, **settings)
         self.require_agents("speaker", "listener")
         c = self.cfg
-        _check_settings(c)
+        check_settings(c)
         self.world = self._make_world(data)
         self.speakers = population.grow(self.agents["speaker"], c.speakers)
         self.listeners = population.grow(self.agents["listener"], c.listeners)
@@ -407,30 +407,6 @@ class ReferentialArena(Arena):
             self.newcomer_curve,
             list(zip(self.cfg.eval_snrs, curve)) if self.voice is not None and curve else (),
         )
-
-
-def _check_settings(c: ReferentialConfig) -> None:
-    if c.game not in GAMES:
-        raise ConfigError(f"arena.game: one of {list(GAMES)}, got {c.game!r}")
-    if c.channel not in CHANNELS:
-        raise ConfigError(f"arena.channel: one of {list(CHANNELS)}, got {c.channel!r}")
-    if c.game == "discrimination" and c.candidates < 2:
-        raise ConfigError(f"arena.candidates: at least 2 for discrimination, got {c.candidates}")
-    if c.game == "discrimination" and c.train_candidates != 0 and c.train_candidates < 2:
-        raise ConfigError(
-            f"arena.train_candidates: at least 2 (or 0: arena.candidates), got {c.train_candidates}"
-        )
-    if c.speakers < 1 or c.listeners < 1:
-        raise ConfigError(
-            f"arena.speakers and arena.listeners must be >= 1, got {c.speakers}, {c.listeners}"
-        )
-    if c.spoken and (c.channel != "reinforce" or c.variable_length):
-        raise ConfigError(
-            "arena.spoken=true: speech cannot pass a gradient and messages are voiced whole; "
-            "set arena.channel=reinforce and arena.variable_length=false"
-        )
-    if c.temperature <= 0 or c.temperature_end <= 0:
-        raise ConfigError("arena.temperature and arena.temperature_end must be > 0")
 
 
 def _candidates(target: np.ndarray, n: int, k: int, rng: np.random.Generator) -> dict[str, Any]:

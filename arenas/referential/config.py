@@ -5,9 +5,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from paddlecraft.agents.settings import ConfigError
 from paddlecraft.arenas.engine import ArenaConfig
 
-__all__ = ["CHANNELS", "GAMES", "ReferentialConfig"]
+__all__ = ["CHANNELS", "GAMES", "ReferentialConfig", "check_settings"]
 
 GAMES = ("reconstruction", "discrimination")
 CHANNELS = ("gs", "reinforce")
@@ -45,3 +46,28 @@ class ReferentialConfig(ArenaConfig):
     #: ^ spoken: the SNRs (dB) of the accuracy-vs-SNR curve (first pair, training objects)
     eval_size: int = 1000  #: objects evaluated per split (at most)
     analysis_size: int = 300  #: objects whose messages are analysed (topsim is O(n^2))
+
+
+def check_settings(c: ReferentialConfig) -> None:
+    """Refuse settings out of range, naming the setting, before anything is built."""
+    if c.game not in GAMES:
+        raise ConfigError(f"arena.game: one of {list(GAMES)}, got {c.game!r}")
+    if c.channel not in CHANNELS:
+        raise ConfigError(f"arena.channel: one of {list(CHANNELS)}, got {c.channel!r}")
+    if c.game == "discrimination" and c.candidates < 2:
+        raise ConfigError(f"arena.candidates: at least 2 for discrimination, got {c.candidates}")
+    if c.game == "discrimination" and c.train_candidates != 0 and c.train_candidates < 2:
+        raise ConfigError(
+            f"arena.train_candidates: at least 2 (or 0: arena.candidates), got {c.train_candidates}"
+        )
+    if c.speakers < 1 or c.listeners < 1:
+        raise ConfigError(
+            f"arena.speakers and arena.listeners must be >= 1, got {c.speakers}, {c.listeners}"
+        )
+    if c.spoken and (c.channel != "reinforce" or c.variable_length):
+        raise ConfigError(
+            "arena.spoken=true: speech cannot pass a gradient and messages are voiced whole; "
+            "set arena.channel=reinforce and arena.variable_length=false"
+        )
+    if c.temperature <= 0 or c.temperature_end <= 0:
+        raise ConfigError("arena.temperature and arena.temperature_end must be > 0")
