@@ -13,6 +13,7 @@ from omegaconf import MISSING
 from paddle import nn
 
 from paddlecraft.compat import policy_layers_0_1
+from paddlecraft.paddle_private import is_batch_norm
 
 from .base import Agent, AgentConfig
 from .plug import image_inputs
@@ -113,7 +114,7 @@ class Policy(Agent):
         super().train(mode)
         if mode:
             for layer in self.sublayers():
-                if isinstance(layer, nn.layer.norm._BatchNormBase):
+                if is_batch_norm(layer):
                     layer.eval()
         return self
 

@@ -39,6 +39,8 @@ __all__ = [
     "UniqueNameGenerator",
     "accumulators",
     "adam_step",
+    "batch_norm_stats",
+    "is_batch_norm",
     "checked",
     "create_accumulators",
     "cross_entropy",
@@ -48,6 +50,7 @@ __all__ = [
     "linear",
     "name_guard",
     "set_cpu_generator_state",
+    "set_layer_norm_epsilon",
 ]
 
 #: (major, minor) versions of Paddle whose private API this module was written and tested
@@ -207,6 +210,25 @@ def set_cpu_generator_state(state: Sequence) -> None:
     gs = paddle.base.core.GeneratorState.__new__(paddle.base.core.GeneratorState)
     gs.__setstate__((dev, seed, offset, list(engine.encode())))
     paddle.base.core.default_cpu_generator().set_state(gs)
+
+
+def is_batch_norm(layer: nn.Layer) -> bool:
+    """Whether ``layer`` is a batch norm of any dimension (their base class is private)."""
+    return isinstance(layer, nn.layer.norm._BatchNormBase)
+
+
+def batch_norm_stats(layer: nn.Layer) -> list[paddle.Tensor]:
+    """The batch-norm running means and variances inside ``layer`` (empty without batch norm)."""
+    out = []
+    for sub in layer.sublayers(include_self=True):
+        if is_batch_norm(sub):
+            out += [sub._mean, sub._variance]
+    return out
+
+
+def set_layer_norm_epsilon(layer: nn.LayerNorm, eps: float) -> None:
+    """Set a LayerNorm's epsilon after construction (it has no public setter)."""
+    layer._epsilon = eps
 
 
 @contextmanager

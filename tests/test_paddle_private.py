@@ -20,7 +20,8 @@ LIBRARY = ("agents", "arenas", "encoders", "craftdata", "paddlecraft")
 PRIVATE = re.compile(
     r"_C_ops|paddle\.base|paddle\.fluid|paddle\.framework\.core|\._accumulators|"
     r"\._learning_rate|\._parameter_list|\._forward_(pre|post)_hooks|_grad_ivar|"
-    r"GeneratorState|\._create_accumulators|\._global_learning_rate"
+    r"GeneratorState|\._create_accumulators|\._global_learning_rate|_BatchNormBase|"
+    r"\b(?!self\b)\w+\._(mean|variance|epsilon)\b"
 )
 
 
