@@ -1,73 +1,43 @@
 """The :class:`Agent` base: a named scope owning encoders/heads, its optimizer, device and seed.
 
-Why one module of ~500 lines: it is one idea, an agent's life cycle (settings, build under its
-seed, own parameters, update, save/load/pretrained); optimizer state, devices, data-parallel
-plumbing, mixed precision, settings, encoder sizing (the feature contract) and joint updates
-live in ``optim``, ``device``, ``distributed``, ``amp``, ``settings``, ``plug``, ``joint``
-and ``upgrade`` (loading older saves).
+One idea, an agent's life cycle (settings, build under its seed, own parameters, update,
+save/load/pretrained). Beside it: the settings every agent takes (``settings``), optimizer
+state (``optim``), devices, data-parallel plumbing, mixed precision (``device``,
+``distributed``, ``amp``), building an encoder (``plug``), which parameters it owns
+(``ownership``), its saved folder (``saved``), joint updates (``joint``) and older saves
+(:mod:`paddlecraft.compat`).
 """
 
 from __future__ import annotations
 
-import importlib
-import json
-import logging
 import os
-import warnings
 import zlib
 from collections.abc import Iterable, Iterator, Mapping
 from contextlib import contextmanager
-from dataclasses import dataclass, field
-from pathlib import Path
-from typing import Any, ClassVar, Optional, TypeVar  # noqa: UP035
+from typing import Any, ClassVar, TypeVar  # noqa: UP035
 
 import numpy as np
 import paddle
-from hydra.errors import InstantiationException
 from paddle import nn
 
+from paddlecraft.compat import warn_noop
 from paddlecraft.encoders.base import Encoder
 from paddlecraft.encoders.naming import build_named, check_scope_syntax, check_unique_names
 from paddlecraft.encoders.tensorio import (
-    CheckpointError,
     assign_by_name,
-    atomic_write_json,
-    load_tensors,
-    save_tensors,
 )
 
 from .amp import Amp
 from .device import place_of, resolve_device
 from .distributed import allreduce_gradients, world_size
-from .instantiate import check_targets, safe_instantiate, to_plain, upgrade_target, upgrade_targets
+from .instantiate import safe_instantiate, to_plain
 from .optim import adam_step, load_optimizer_state, optimizer_state
-from .plug import check_contract, check_image_input, check_sizes, check_takes_images, sized_config
-from .settings import ConfigError, make_settings, settings_record
-from .upgrade import saved_shapes, upgrade_names, upgrade_opt_names
+from .ownership import borrowed_params, owned, parameter_table
+from .plug import build_encoder
+from .saved import read_optimizer, read_saved_class, read_weights, write_saved
+from .settings import DEFAULT_OPTIMIZER, AgentConfig, ConfigError, make_settings, settings_record
 
 A = TypeVar("A", bound="Agent")
-
-
-DEFAULT_OPTIMIZER = {"_target_": "paddle.optimizer.Adam", "_partial_": True}
-
-
-@dataclass
-class AgentConfig:
-    """Settings every agent takes (each agent's ``Config`` extends this)."""
-
-    device: str = "cpu"  #: cpu | gpu | gpu:N
-    seed: Optional[int] = 0  #: seeds the agent's initial weights; None: the global stream  # noqa: UP045
-    lr: float = 1e-3  #: learning rate given to the optimizer (or its scheduler)
-    optimizer: Any = field(default_factory=lambda: dict(DEFAULT_OPTIMIZER))
-    #: ^ a _partial_ paddle.optimizer config
-    lr_scheduler: Any = (
-        None  #: optional _partial_ paddle.optimizer.lr config (gets learning_rate=lr)
-    )
-    grad_clip: Optional[float] = None  #: clip gradients to this global norm  # noqa: UP045
-    freeze: list[str] = field(default_factory=list)
-    #: ^ logical layers of the agent's encoders to freeze at start, e.g. [stem, layer1]
-    amp: str = "off"  #: mixed precision: off | bf16 | fp16 (GPU; refused on CPU)
-    amp_level: str = "O1"  #: Paddle AMP level: O1 (per-op lists) | O2 (half-precision weights)
 
 
 class Agent(nn.Layer):
@@ -166,26 +136,16 @@ class Agent(nn.Layer):
         Errors the encoder raises while being built come back as one :class:`ConfigError`
         naming ``agents.<name>.<slot>``.
         """
-        scope = self.name if role is None else f"{self.name}.{role}"
-        setting = f"agents.{self.name}.{slot}"
-        cfg = dict(to_plain(cfg))
-        cfg.pop("_partial_", None)
-        check_targets(cfg, self.allow_targets)
-        cfg = sized_config(cfg, setting, inputs, forced, headless)
-        check_sizes(cfg, setting)
-        check_takes_images(cfg, inputs or {}, setting)
-        try:
-            enc = safe_instantiate(cfg, scope=scope, allow=self.allow_targets)
-        except InstantiationException as e:
-            cause = e.__cause__
-            if type(cause) in (ValueError, TypeError):  # the encoder's own check, said plainly
-                raise ConfigError(f"{setting}: {cause}") from cause
-            raise
-        enc = enc.build()
-        if features:
-            check_contract(enc, setting)
-        check_image_input(enc, inputs or {}, setting)
-        return enc
+        return build_encoder(
+            cfg,
+            self.name if role is None else f"{self.name}.{role}",
+            f"agents.{self.name}.{slot}",
+            allow=self.allow_targets,
+            inputs=inputs,
+            forced=forced,
+            headless=headless,
+            features=features,
+        )
 
     def make_head(self, role: str, factory: Any) -> nn.Layer:
         """Build a layer whose parameters are named ``<name>.<role>.w_0`` ..."""
@@ -268,11 +228,7 @@ class Agent(nn.Layer):
     def release_scopes(self) -> None:
         """Deprecated, does nothing: agents hold no process-wide scopes any more (physical
         names are checked per optimizer, in :meth:`build_optimizer`). Kept so 0.1 code runs."""
-        warnings.warn(
-            "Agent.release_scopes() is no longer needed (scopes are not held); remove the call",
-            DeprecationWarning,
-            stacklevel=2,
-        )
+        warn_noop("Agent.release_scopes")
 
     # ------------------------------------------------------------------ parameters
     def own_parameters(self) -> list:
@@ -281,28 +237,7 @@ class Agent(nn.Layer):
         A layer borrowed from another agent's encoder (:meth:`Encoder.share`) is never
         owned, even when that agent's name starts with ``<name>.`` (``team`` vs ``team.gen``).
         """
-        prefix = f"{self.name}."
-        borrowed = self._borrowed_from()
-        seen: set[int] = set()
-        out = []
-        for p in self.parameters():
-            if p.name.startswith(prefix) and id(p) not in seen and id(p) not in borrowed:
-                seen.add(id(p))
-                out.append(p)
-        return out
-
-    def _borrowed_from(self) -> dict[int, str]:
-        """``{id(param): lender scope}`` for layers this agent's encoders borrowed elsewhere."""
-        mine = {id(layer) for layer in self.sublayers()}
-        out: dict[int, str] = {}
-        for layer in self.sublayers():
-            if not (isinstance(layer, Encoder) and layer.built):
-                continue
-            for logical, (lender, _) in layer._borrowed.items():
-                if id(lender) not in mine:  # sharing between two of my own encoders is mine
-                    for p in layer.layers[logical].parameters():
-                        out[id(p)] = lender.scope
-        return out
+        return owned(self.name, self.parameters(), borrowed_params(self.sublayers()))
 
     def trainable_parameters(self) -> list:
         """Own parameters that currently receive gradients."""
@@ -310,25 +245,14 @@ class Agent(nn.Layer):
 
     def summary(self) -> str:
         """A table: physical name, shape, trainable, and which optimizer updates it."""
-        own = {id(p) for p in self.own_parameters()}
-        lenders = self._borrowed_from()
         opt_name = type(self.optimizer).__name__ if self.optimizer else "none"
-        rows = []
-        for p in self.parameters():
-            owner = (
-                f"{self.name} ({opt_name})"
-                if id(p) in own
-                else f"{lenders.get(id(p), p.name.split('.')[0])} (borrowed; its owner's optimizer)"
-            )
-            rows.append((p.name, "x".join(map(str, p.shape)), str(not p.stop_gradient), owner))
-        head = ("physical", "shape", "trainable", "optimizer")
-        widths = [
-            max(len(h), *(len(r[i]) for r in rows)) if rows else len(h) for i, h in enumerate(head)
-        ]
-        fmt = "  ".join(f"{{:<{w}}}" for w in widths)
-        lines = [f"{type(self).__name__} {self.name!r} on {self.device}", fmt.format(*head)]
-        lines += [fmt.format(*r) for r in rows]
-        return "\n".join(lines)
+        return parameter_table(
+            f"{type(self).__name__} {self.name!r} on {self.device}",
+            self.parameters(),
+            {id(p) for p in self.own_parameters()},
+            borrowed_params(self.sublayers()),
+            f"{self.name} ({opt_name})",
+        )
 
     # ------------------------------------------------------------------ training helpers
     def to_tensor(self, x: Any, dtype: str | None = None) -> paddle.Tensor:
@@ -417,20 +341,7 @@ class Agent(nn.Layer):
 
         Returns ``{file name: sha256}``. Files are written atomically; never pickled.
         """
-        d = Path(directory)
-        d.mkdir(parents=True, exist_ok=True)
-        weights, opt_tensors, meta = self.state_files()
-        sums = {
-            "weights.safetensors": save_tensors(
-                d / "weights.safetensors", weights, {"agent": self.name}
-            )
-        }
-        sums["optimizer.safetensors"] = save_tensors(
-            d / "optimizer.safetensors", opt_tensors, {"agent": self.name}
-        )
-        meta["sha256"] = sums
-        atomic_write_json(d / "agent.json", meta)
-        return sums
+        return write_saved(directory, *self.state_files(), self.name)
 
     def load_state(
         self,
@@ -445,29 +356,16 @@ class Agent(nn.Layer):
         ``renames`` (from :meth:`upgrade_saved`) maps saved logical prefixes under the
         agent's scope to today's (``{"prediction": "hidden_layer_3"}``); ``None`` drops them.
         """
-        d = Path(directory)
-        meta = json.loads((d / "agent.json").read_text())
-        sums = meta.get("sha256", {})
-        arrays, _ = load_tensors(d / "weights.safetensors", sums.get("weights.safetensors"))
-        old = old_name or meta["name"]
-        if renames:
-            arrays = upgrade_names(arrays, old, renames)
-        if old != self.name:  # loaded under another name: rename the scope prefix
-            arrays = {_rename(k, old, self.name): v for k, v in arrays.items()}
+        arrays, meta = read_weights(directory, old_name, self.name, renames)
         assign_by_name(self.parameters(), arrays, what=f"agent {self.name!r}")
         self.step_count = int(meta.get("step", 0))
         self.amp.load_state_dict(meta.get("amp", {}))
-        if optimizer and self.optimizer is not None and (d / "optimizer.safetensors").exists():
-            tensors, _ = load_tensors(
-                d / "optimizer.safetensors", sums.get("optimizer.safetensors")
-            )
-            if renames:
-                tensors = upgrade_opt_names(tensors, old, renames)
-            if old != self.name:
-                tensors = {_rename_opt(k, old, self.name): v for k, v in tensors.items()}
-            load_optimizer_state(
-                self.optimizer, tensors, meta.get("optimizer", {}), self.own_parameters()
-            )
+        if optimizer and self.optimizer is not None:
+            tensors = read_optimizer(directory, meta, old_name, self.name, renames)
+            if tensors is not None:
+                load_optimizer_state(
+                    self.optimizer, tensors, meta.get("optimizer", {}), self.own_parameters()
+                )
 
     @classmethod
     def upgrade_saved(
@@ -497,33 +395,12 @@ class Agent(nn.Layer):
         policy); ``device`` overrides the saved device. The class and every ``_target_``
         in the saved config pass the same allow-list as run configs.
         """
-        d = Path(directory)
-        if not (d / "agent.json").is_file():
-            raise CheckpointError(
-                f"{str(d)!r} holds no saved agent (agent.json missing); pass the folder that "
-                "Agent.save wrote, e.g. <run dir>/checkpoints/<step>/agents/<name>"
-            )
-        meta = json.loads((d / "agent.json").read_text())
-        meta["config"] = upgrade_targets(meta["config"])  # pre-0.2 names load too
-        target = upgrade_target(meta["class"])
-        check_targets({"_target_": target, "config": meta["config"]}, allow)
-        module, _, qual = target.rpartition(".")
-        klass = getattr(importlib.import_module(module), qual)
-        if not (isinstance(klass, type) and issubclass(klass, Agent)):
-            raise CheckpointError(f"{target!r} in {str(d)!r} is not an Agent class")
-        shapes = saved_shapes(d / "weights.safetensors")
-        renames = klass.upgrade_saved(meta["config"], shapes, meta["name"])
-        if renames:
-            logging.getLogger("paddlecraft").info(
-                "%s: saved by an older PaddleCraft; upgraded on load (%s)",
-                d,
-                ", ".join(f"{k} -> {v or 'dropped'}" for k, v in renames.items()),
-            )
+        klass, meta, renames = read_saved_class(directory, allow, Agent)
         config = dict(meta["config"])
         if device is not None:
             config["device"] = device
         agent = klass(name or meta["name"], allow_targets=allow, **config)
-        agent.load_state(d, old_name=meta["name"], renames=renames)
+        agent.load_state(directory, old_name=meta["name"], renames=renames)
         agent.eval()
         return agent
 
@@ -537,15 +414,6 @@ class Agent(nn.Layer):
         from .zoo import zoo_path
 
         return Agent.load(zoo_path(entry), name=name, device=device)
-
-
-def _rename(key: str, old: str, new: str) -> str:
-    return new + key[len(old) :] if key.startswith(old + ".") else key
-
-
-def _rename_opt(key: str, old: str, new: str) -> str:
-    acc, _, pname = key.partition("/")
-    return f"{acc}/{_rename(pname, old, new)}"
 
 
 def load_agent(directory: str | os.PathLike, **kwargs: Any) -> Agent:

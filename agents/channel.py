@@ -2,8 +2,7 @@
 REINFORCE sampling with a running-mean baseline.
 
 Why hand-written: in Paddle 3.3.1 ``F.gumbel_softmax(x, hard=True)`` passes a ZERO gradient to
-``x`` (measured; a referential game built on it stalls near 0.39), so the straight-through
-estimator here is ``y_hard - y_soft.detach() + y_soft``: the forward value is the one-hot
+``x`` (a referential game built on it stalls), so the straight-through estimator here is ``y_hard - y_soft.detach() + y_soft``: the forward value is the one-hot
 sample, the gradient is exactly the soft sample's.
 """
 

@@ -34,6 +34,7 @@ from paddle import nn
 
 from paddlecraft.encoders.base import Tensor
 from paddlecraft.errors import ConfigError
+from paddlecraft.paddle_private import batch_norm_stats
 
 from .base import Agent, AgentConfig
 from .plug import image_inputs
@@ -72,11 +73,7 @@ def no_param_grads(params: nn.Layer | Iterable[Tensor]) -> Iterator[None]:
 
 def running_stats(layer: nn.Layer) -> list[Tensor]:
     """The batch-norm running means and variances inside ``layer`` (empty without batch norm)."""
-    out = []
-    for sub in layer.sublayers(include_self=True):
-        if isinstance(sub, nn.layer.norm._BatchNormBase):
-            out += [sub._mean, sub._variance]
-    return out
+    return batch_norm_stats(layer)
 
 
 @contextmanager

@@ -20,34 +20,6 @@ DEFAULT_ALLOWED: tuple[str, ...] = (
     "paddle.nn.",
 )
 
-#: Top-level packages of PaddleCraft before everything moved under ``paddlecraft.`` (0.1).
-LEGACY_PACKAGES: tuple[str, ...] = ("agents", "encoders", "arenas", "craftdata")
-
-
-def upgrade_target(target: str) -> str:
-    """``encoders.ResNetEncoder`` (a pre-0.2 saved name) -> ``paddlecraft.encoders.ResNetEncoder``."""
-    head = target.partition(".")[0]
-    return f"paddlecraft.{target}" if head in LEGACY_PACKAGES and "." in target else target
-
-
-def upgrade_targets(cfg: Any) -> Any:
-    """A plain-container copy of ``cfg`` with every legacy ``_target_`` namespaced.
-
-    Saved agents (``agent.json``) and run configs written before the ``paddlecraft.``
-    namespace keep loading: their ``_target_``s are rewritten here, before the allow-list
-    check, so nothing outside the toolkit gets through this way.
-    """
-    if isinstance(cfg, (DictConfig, ListConfig)):
-        cfg = OmegaConf.to_container(cfg, resolve=False)
-    if isinstance(cfg, Mapping):
-        return {
-            k: upgrade_target(v) if k == "_target_" and isinstance(v, str) else upgrade_targets(v)
-            for k, v in cfg.items()
-        }
-    if isinstance(cfg, (list, tuple)):
-        return [upgrade_targets(v) for v in cfg]
-    return cfg
-
 
 def iter_targets(cfg: Any, path: str = "") -> Iterator[tuple[str, str]]:
     """Yield ``(key path, target)`` for every ``_target_`` in a config tree."""

@@ -1,21 +1,26 @@
-"""The agent's side of the encoder feature contract: sizes filled in from what the agent
-knows (its data, game or chain), contradictions refused, the contract checked.
+"""The agent's side of the encoder feature contract, and an encoder config's one way to a
+built encoder (:func:`build_encoder`): sizes filled in from what the agent knows (its data,
+game or chain), contradictions refused, the encoder built, the contract checked.
 
-:meth:`~paddlecraft.agents.Agent.make_encoder` calls these; an agent of your own passes its
-input sizes with :func:`image_inputs` (images, board planes) or plain keywords
-(``vocab_size``...). See docs/write-encoder.md for the contract itself.
+:meth:`~paddlecraft.agents.Agent.make_encoder` calls :func:`build_encoder`; an agent of your
+own passes its input sizes with :func:`image_inputs` (images, board planes) or plain
+keywords (``vocab_size``...). See docs/write-encoder.md for the contract itself.
 """
 
 from __future__ import annotations
 
 import inspect
 import math
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any
 
-from hydra.utils import get_object
+from hydra.errors import InstantiationException
+from hydra.utils import get_object, instantiate
+from omegaconf import OmegaConf
 
-from .instantiate import upgrade_target
+from paddlecraft.compat import upgrade_target
+
+from .instantiate import check_targets, to_plain
 from .settings import ConfigError
 
 
@@ -189,3 +194,47 @@ def _image_text(inputs: Mapping[str, Any]) -> str:
     size = inputs.get("image_size")
     h, w = (size, size) if isinstance(size, int) else (size or (None, None))
     return f"[batch, {inputs.get('in_channels')}, {h}, {w}] float32"
+
+
+def build_encoder(
+    cfg: Any,
+    scope: str,
+    setting: str,
+    *,
+    allow: Sequence[str] = (),
+    inputs: Mapping[str, Any] | None = None,
+    forced: Mapping[str, Any] | None = None,
+    headless: bool = False,
+    features: bool = False,
+) -> Any:
+    """An encoder config (``_target_`` + kwargs) to a built encoder in ``scope``, in order:
+
+    1. a plain copy of the config, every ``_target_`` checked against the allow-list (the
+       defaults plus ``allow``) once;
+    2. sized: :func:`sized_config` fills in ``inputs`` (refusing contradictions), ``forced``
+       and ``headless``; :func:`check_sizes` refuses a size below 1 and
+       :func:`check_takes_images` a text or speech encoder fed images;
+    3. built: constructed under ``scope`` and ``build()`` called; an encoder's own
+       ValueError or TypeError while being constructed comes back as one
+       :class:`ConfigError` naming ``setting``;
+    4. with ``features``, :func:`check_contract`; then :func:`check_image_input` (the
+       agent's image shape against the encoder's declared input).
+    """
+    cfg = dict(to_plain(cfg))
+    cfg.pop("_partial_", None)
+    check_targets(cfg, allow)
+    cfg = sized_config(cfg, setting, inputs, forced, headless)  # sizes only: no new target
+    check_sizes(cfg, setting)
+    check_takes_images(cfg, inputs or {}, setting)
+    try:
+        enc = instantiate(OmegaConf.create(cfg), scope=scope)
+    except InstantiationException as e:
+        cause = e.__cause__
+        if type(cause) in (ValueError, TypeError):  # the encoder's own check, said plainly
+            raise ConfigError(f"{setting}: {cause}") from cause
+        raise
+    enc = enc.build()
+    if features:
+        check_contract(enc, setting)
+    check_image_input(enc, inputs or {}, setting)
+    return enc

@@ -12,8 +12,8 @@ import paddle.nn.functional as F
 from omegaconf import MISSING
 from paddle import nn
 
-from paddlecraft.encoders.tensorio import CheckpointError
-from paddlecraft.errors import command
+from paddlecraft.compat import policy_layers_0_1
+from paddlecraft.paddle_private import is_batch_norm
 
 from .base import Agent, AgentConfig
 from .plug import image_inputs
@@ -65,36 +65,9 @@ class Policy(Agent):
     def upgrade_saved(
         cls, config: dict[str, Any], shapes: Mapping[str, tuple[int, ...]], name: str
     ) -> dict[str, str | None]:
-        """Policies saved before the feature contract (PaddleCraft 0.1) load unchanged.
-
-        Their MLP encoder kept a ``prediction`` layer of ``num_classes`` units whose ReLU
-        output was the feature vector (``num_classes`` meant a hidden width); today that
-        layer is one more hidden layer (``hidden_layers + 1``, headless), with the same
-        weights renamed and the same function. Other encoders saved that way cannot be
-        mapped and are refused naming the way out.
-        """
-        enc = config.get("encoder")
-        if not isinstance(enc, dict) or f"{name}.prediction.w_0" not in shapes:
-            return {}
-        target = str(enc.get("_target_", ""))
-        if not target.endswith("ImageMLPEncoder"):
-            raise CheckpointError(
-                f"agent {name!r} was saved by PaddleCraft 0.1 with a {target.rpartition('.')[2]} "
-                "whose 'prediction' layer served as the policy's features; only MLP policies "
-                f"of that version can be upgraded. Train it again ({command()} arena=selfplay "
-                f"encoder@agents.policy.encoder=...), or load its weights with strict=False"
-            )
-        width = shapes[f"{name}.prediction.w_0"][1]
-        hidden = int(enc.get("hidden_size", width))
-        if width != hidden:
-            raise CheckpointError(
-                f"agent {name!r} was saved by PaddleCraft 0.1 with a last layer of {width} "
-                f"units after hidden layers of {hidden}: today's MLP has one width; train it again"
-            )
-        layers = int(enc.get("hidden_layers", 2))
-        enc.pop("num_classes", None)
-        enc["hidden_layers"] = layers + 1
-        return {"prediction": f"hidden_layer_{layers + 1}"}
+        """Policies saved before the feature contract (PaddleCraft 0.1) load unchanged
+        (:func:`paddlecraft.compat.policy_layers_0_1`)."""
+        return policy_layers_0_1(config, shapes, name)
 
     def __init__(self, name: str, **settings: Any) -> None:
         super().__init__(name, **settings)
@@ -141,7 +114,7 @@ class Policy(Agent):
         super().train(mode)
         if mode:
             for layer in self.sublayers():
-                if isinstance(layer, nn.layer.norm._BatchNormBase):
+                if is_batch_norm(layer):
                     layer.eval()
         return self
 

@@ -17,6 +17,7 @@ import paddle.nn.functional as F
 from omegaconf import MISSING
 from paddle import nn
 
+from paddlecraft.compat import recognizer_ctc_0_1
 from paddlecraft.encoders.vocab import EOS, PAD, Vocab
 
 from .base import AgentConfig
@@ -76,26 +77,9 @@ class Recognizer(TextAgent):
     def upgrade_saved(
         cls, config: dict[str, Any], shapes: Mapping[str, tuple[int, ...]], name: str
     ) -> dict[str, str | None]:
-        """CTC recognizers saved before the feature contract (PaddleCraft 0.1) load unchanged.
-
-        Their CTC head read the GRU's frames while the speech encoder's ``embedding`` layer
-        (``embedding_dim``) fed only the pooled vector; today the CTC head reads ``hidden``,
-        which passes through ``embedding`` when it exists. Such a save (a CTC head as wide
-        as the GRU frames, not ``embedding_dim``) loads with ``embedding_dim: null`` and
-        its unused ``embedding`` weights dropped: the same function.
-        """
-        enc = config.get("encoder")
-        ctc = shapes.get(f"{name}.ctc.w_0")
-        if (
-            not isinstance(enc, dict)
-            or config.get("head", "ctc") != "ctc"
-            or ctc is None
-            or enc.get("embedding_dim") in (None, ctc[0])
-            or not str(enc.get("_target_", "")).endswith("SpeechEncoder")
-        ):
-            return {}
-        enc["embedding_dim"] = None
-        return {"speech.embedding": None}
+        """CTC recognizers saved before the feature contract (PaddleCraft 0.1) load
+        unchanged (:func:`paddlecraft.compat.recognizer_ctc_0_1`)."""
+        return recognizer_ctc_0_1(config, shapes, name)
 
     def __init__(self, name: str, **settings: Any) -> None:
         super().__init__(name, **settings)

@@ -22,7 +22,9 @@ from typing import Any, Optional  # noqa: UP035 (OmegaConf needs typing forms)
 
 import paddle
 import paddle.nn.functional as F
-from paddle import _C_ops, nn
+from paddle import nn
+
+from paddlecraft.paddle_private import linear as _linear
 
 from .base import Agent, AgentConfig
 from .plug import image_inputs
@@ -36,26 +38,6 @@ def pooled_features(encoder: Any, x: paddle.Tensor) -> paddle.Tensor:
     """An encoder's pooled feature vector [B, D] for inputs ``x`` (the ONE adapter to the
     encoder feature contract: change it here if the contract changes)."""
     return encoder.forward_features(x)  # the contract's ``pooled`` output
-
-
-def _linear(layer: nn.Layer, x: paddle.Tensor) -> paddle.Tensor:
-    """``layer(x)`` for the agents' linear heads, without ``nn.Linear``'s per-call overhead.
-
-    ``nn.Linear.forward`` asks ``paddle.get_flags`` on every call (~5 us) and, on a
-    CPU-only build in eager mode, then calls exactly ``_C_ops.linear(x, weight, bias)``;
-    this calls that op directly there (a tenth of a small referential game's forward).
-    Anything else (a CUDA build, static mode, another layer class, forward hooks) goes
-    through ``layer(x)``.
-    """
-    if (
-        type(layer) is nn.Linear
-        and not layer._forward_pre_hooks
-        and not layer._forward_post_hooks
-        and not paddle.is_compiled_with_cuda()
-        and paddle.in_dynamic_mode()
-    ):
-        return _C_ops.linear(x, layer.weight, layer.bias)
-    return layer(x)
 
 
 def _check(name: str, cfg: Any, needs_view: bool = True) -> None:

@@ -29,11 +29,13 @@ import dataclasses
 import inspect
 import typing
 from collections.abc import Mapping
+from dataclasses import dataclass, field
 from typing import Any, Optional, TypeVar, Union  # noqa: UP035 (OmegaConf needs typing forms)
 
 from omegaconf import MISSING, DictConfig, ListConfig, OmegaConf
 from omegaconf.errors import OmegaConfBaseException
 
+from paddlecraft.compat import renamed_settings
 from paddlecraft.errors import ConfigError
 
 T = TypeVar("T")
@@ -80,33 +82,6 @@ def make_settings(config_cls: type[T], given: Mapping[str, Any], who: str) -> T:
             f"e.g. {who}.{missing[0]}=<value>"
         )
     return OmegaConf.to_object(merged)  # type: ignore[return-value]
-
-
-def renamed_settings(config_cls: type) -> Mapping[str, str]:
-    """``{old key: new dotted key}`` of settings a ``Config`` dataclass moved (its ``RENAMED``
-    class variable; empty when it declares none)."""
-    return getattr(config_cls, "RENAMED", None) or {}
-
-
-def upgrade_settings(config_cls: type, settings: dict[str, Any]) -> dict[str, str]:
-    """Move the keys of ``settings`` (a plain dict, edited in place) that ``config_cls``
-    renamed (:func:`renamed_settings`) to their new dotted places; returns ``{old: new}``
-    for those moved.
-
-    What a saved run's ``config.yaml`` written by an older PaddleCraft goes through before
-    it is resumed: ``{"collect_workers": 2}`` becomes ``{"workers": {"count": 2}}``.
-    """
-    moved: dict[str, str] = {}
-    for old, new in renamed_settings(config_cls).items():
-        if old not in settings:
-            continue
-        *groups, leaf = new.split(".")
-        node = settings
-        for g in groups:
-            node = node.setdefault(g, {})
-        node[leaf] = settings.pop(old)
-        moved[old] = new
-    return moved
 
 
 def settings_record(cfg: Any) -> dict[str, Any]:
@@ -187,3 +162,25 @@ def signature_schema(cls: type, skip: tuple[str, ...] = ("self", "scope")) -> ty
                     typ = Any
             fields.append((name, typ, dataclasses.field(default=default)))
     return dataclasses.make_dataclass(f"{cls.__name__}Schema", fields)
+
+
+DEFAULT_OPTIMIZER = {"_target_": "paddle.optimizer.Adam", "_partial_": True}
+
+
+@dataclass
+class AgentConfig:
+    """Settings every agent takes (each agent's ``Config`` extends this)."""
+
+    device: str = "cpu"  #: cpu | gpu | gpu:N
+    seed: Optional[int] = 0  #: seeds the agent's initial weights; None: the global stream  # noqa: UP045
+    lr: float = 1e-3  #: learning rate given to the optimizer (or its scheduler)
+    optimizer: Any = field(default_factory=lambda: dict(DEFAULT_OPTIMIZER))
+    #: ^ a _partial_ paddle.optimizer config
+    lr_scheduler: Any = (
+        None  #: optional _partial_ paddle.optimizer.lr config (gets learning_rate=lr)
+    )
+    grad_clip: Optional[float] = None  #: clip gradients to this global norm  # noqa: UP045
+    freeze: list[str] = field(default_factory=list)
+    #: ^ logical layers of the agent's encoders to freeze at start, e.g. [stem, layer1]
+    amp: str = "off"  #: mixed precision: off | bf16 | fp16 (GPU; refused on CPU)
+    amp_level: str = "O1"  #: Paddle AMP level: O1 (per-op lists) | O2 (half-precision weights)

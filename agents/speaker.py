@@ -20,6 +20,9 @@ from .base import Agent, AgentConfig
 __all__ = ["Speaker", "SpeakerConfig"]
 
 
+SPEECH_STREAM = 0x5E  #: random-stream id: ``[agent seed, call seed, id]`` of what it says
+
+
 @dataclass
 class SpeakerConfig(AgentConfig):
     """paddlecraft.agents.Speaker settings."""
@@ -93,5 +96,5 @@ class Speaker(Agent):
         base = 0 if self.seed is None else int(self.seed)
         pool = self.voices if voices is None else self.resolve_voices(voices)
         return spoken_split(
-            list(texts), pool, [base, int(seed), 0x5E], self.sample_rate, cache=cache
+            list(texts), pool, [base, int(seed), SPEECH_STREAM], self.sample_rate, cache=cache
         )

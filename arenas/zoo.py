@@ -21,15 +21,16 @@ def _captioner_exact_match(agent: Any) -> float:
 
 
 def _recognizer_exact_match(agent: Any) -> float:
+    from paddlecraft.arenas.caption.data import TEST_SPEECH_STREAM
     from paddlecraft.arenas.caption.metrics import exact_match
     from paddlecraft.craftdata import load_digits
     from paddlecraft.craftdata.speech import DIGIT_WORDS, split_voices, spoken_split
 
     # the digits chain's test clips: the first 360 test digits' words, held-out voices,
-    # synthesised with the arena's stream ([seed, 0x52]; see arenas.caption.data)
+    # synthesised with the arena's stream
     words = [DIGIT_WORDS[int(y)] for y in load_digits(SEED).test.y[:360]]
     _, test_voices = split_voices(0, 0.2)
-    clips = spoken_split(words, test_voices, [SEED, 0x52], 16000)
+    clips = spoken_split(words, test_voices, [SEED, TEST_SPEECH_STREAM], 16000)
     return exact_match(agent.transcribe(clips.waveforms, 16000), clips.texts)
 
 

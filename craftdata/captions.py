@@ -33,6 +33,9 @@ __all__ = ["CaptionFileData", "CaptionFileSplit", "load_captions", "read_caption
 log = logging.getLogger("paddlecraft.data")
 
 
+SPLIT_STREAM = 0xCA9  #: random-stream id: the held-out images
+
+
 def read_caption_file(path: str | os.PathLike) -> list[tuple[str, str]]:
     """``(image path as written, caption)`` pairs of a JSONL or COCO captions JSON file."""
     p = Path(path).expanduser()
@@ -198,7 +201,7 @@ def load_captions(
     if test_path:
         t_images, t_y, t_caps = read(test_path)
     else:
-        is_test = held_out(len(images), test_fraction, seed, 0xCA9, "image")
+        is_test = held_out(len(images), test_fraction, seed, SPLIT_STREAM, "image")
         (images, y, caps), (t_images, t_y, t_caps) = (
             _select(images, y, caps, ~is_test),
             _select(images, y, caps, is_test),

@@ -65,6 +65,9 @@ Obj = tuple[str, str]  # (colour, shape)
 Scene = tuple[str, str, str, str, str]  # (colour1, shape1, relation, colour2, shape2)
 
 
+HOLDOUT_STREAM = 0x5A  #: random-stream id: the held-out shape combinations
+
+
 def shapes_vocabulary() -> list[str]:
     """Every caption word, in a fixed order (the captioner's and listener's vocabulary)."""
     words = ["a", *COLOURS, *SHAPES]
@@ -130,7 +133,7 @@ def compositional_holdout(seed: int) -> list[tuple[str, str, str]]:
     held-out triple removes several captions; the four triples use four different
     colour-shape pairs, so every pair is still seen as a subject with other relations.
     """
-    rng = np.random.default_rng([seed, 0x5A])
+    rng = np.random.default_rng([seed, HOLDOUT_STREAM])
     subjects = [(c, s) for c in list(COLOURS)[:3] for s in SHAPES]
     picks = rng.choice(len(subjects), size=len(RELATIONS), replace=False)
     return [(*subjects[i], rel) for i, rel in zip(picks, RELATIONS)]
@@ -230,7 +233,7 @@ def load_shapes(
     n_compositional: int = 500,
     image_size: int = IMAGE_SIZE,
 ) -> ShapesData:
-    """Generate the captioned-shapes dataset (deterministic by ``seed``; ~1 s per 5k images).
+    """Generate the captioned-shapes dataset (deterministic by ``seed``).
 
     ``train`` and ``test`` draw scenes (uniformly over the seen captions) and positions
     from independent streams of ``seed``; ``compositional`` holds only captions of the

@@ -1,7 +1,7 @@
 """Synthetic speech, offline: eSpeak NG through the ``espeakng-loader`` wheel (ctypes, no system
 package), across many voices, rates and pitches, cached on disk after the first generation.
 
-(One idea in ~410 lines: the ctypes binding, the deterministic worker protocol and the cache
+(One idea: the ctypes binding, the deterministic worker protocol and the cache
 must change together.)
 
 eSpeak NG is GPL-3.0. PaddleCraft does not ship or link it at build time: the library and
@@ -75,6 +75,12 @@ PITCHES = (25, 75)  #: eSpeak pitch 0-100, uniform
 RANGES = (20, 80)  #: eSpeak pitch range 0-100, uniform
 CACHE_VERSION = "paddlecraft-speech-2"
 CHUNK = 400  #: utterances per worker process (fixed: the chunking is part of the result)
+
+
+VOICE_SPLIT_STREAM = 0x70  #: random-stream id: the held-out voices
+DIGITS_STREAM = 0xD1  #: random-stream id: the spoken digits' order
+TRAIN_SPEECH_STREAM = 0xD2  #: random-stream id: the training digits spoken
+TEST_SPEECH_STREAM = 0xD3  #: random-stream id: the test digits spoken
 
 
 class SpeechUnavailableError(PaddleCraftError, RuntimeError):
@@ -304,7 +310,7 @@ def synthesize(
 
     Strings are spoken with the default voice. Each chunk of :data:`CHUNK` utterances is
     spoken by a fresh process; with ``cache`` the result is stored under
-    :func:`cache_root` and read back next time (~20 ms per 100 clips instead of ~1 s).
+    :func:`cache_root` and read back next time (much faster than synthesising again).
     """
     utts = [u if isinstance(u, Utterance) else Utterance(str(u)) for u in utterances]
     if not utts:
@@ -361,7 +367,7 @@ def _write_cache(folder: Path, clips: list[np.ndarray], utts: list[Utterance], r
 def split_voices(seed: int = 0, test_fraction: float = 0.2) -> tuple[list[str], list[str]]:
     """(train voices, test voices): a seeded split of :func:`espeak_voices`."""
     voices = espeak_voices()
-    rng = np.random.default_rng([seed, 0x70])
+    rng = np.random.default_rng([seed, VOICE_SPLIT_STREAM])
     order = rng.permutation(len(voices))
     n_test = max(1, int(round(test_fraction * len(voices))))
     test = sorted(voices[i] for i in order[:n_test])
@@ -409,10 +415,10 @@ def load_spoken_digits(
 ) -> tuple[SpokenSplit, SpokenSplit]:
     """Spoken "zero".."nine": (train, test), split by voice (test voices are never in train)."""
     train_voices, test_voices = split_voices(seed, test_fraction)
-    rng = np.random.default_rng([seed, 0xD1])
+    rng = np.random.default_rng([seed, DIGITS_STREAM])
     train_texts = [DIGIT_WORDS[i] for i in rng.integers(0, 10, n_train)]
     test_texts = [DIGIT_WORDS[i] for i in rng.integers(0, 10, n_test)]
     return (
-        spoken_split(train_texts, train_voices, [seed, 0xD2], sample_rate),
-        spoken_split(test_texts, test_voices, [seed, 0xD3], sample_rate),
+        spoken_split(train_texts, train_voices, [seed, TRAIN_SPEECH_STREAM], sample_rate),
+        spoken_split(test_texts, test_voices, [seed, TEST_SPEECH_STREAM], sample_rate),
     )

@@ -44,6 +44,9 @@ _TEXT_COLUMNS = ("text", "transcript", "sentence")
 AUDIO_EXTENSIONS = (".flac", ".wav")
 
 
+SPLIT_STREAM = 0x5EEC  #: random-stream id: the held-out clips
+
+
 def read_audio(path: str | os.PathLike, sample_rate: int) -> np.ndarray:
     """float32 mono samples in [-1, 1] at ``sample_rate``; ``ValueError(problem)`` if unreadable."""
     import soundfile as sf
@@ -190,7 +193,7 @@ def split_rows(
     rows = read_source(path, "data.path")
     if test_path:
         return rows, read_source(test_path, "data.test_path")
-    is_test = held_out(len(rows), test_fraction, seed, 0x5EEC, "clip")
+    is_test = held_out(len(rows), test_fraction, seed, SPLIT_STREAM, "clip")
     return [r for r, t in zip(rows, is_test) if not t], [r for r, t in zip(rows, is_test) if t]
 
 

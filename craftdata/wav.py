@@ -24,6 +24,9 @@ __all__ = ["FSDD_PATTERN", "load_wav_folder", "read_wav", "split_by_speaker", "w
 FSDD_PATTERN = re.compile(r"^(?P<digit>\d)_(?P<speaker>[A-Za-z0-9-]+)_(?P<index>\d+)\.wav$")
 
 
+SPEAKER_SPLIT_STREAM = 0x5B  #: random-stream id: the held-out speakers
+
+
 def read_wav(path: str | os.PathLike) -> tuple[np.ndarray, int]:
     """(int16 mono samples, sample rate) of a PCM WAV file."""
     with wave.open(str(path), "rb") as w:
@@ -95,7 +98,7 @@ def split_by_speaker(
     if test_speakers is None:
         if len(speakers) < 2:
             raise ValueError("split_by_speaker: need at least two speakers")
-        rng = np.random.default_rng([seed, 0x5B])
+        rng = np.random.default_rng([seed, SPEAKER_SPLIT_STREAM])
         n = max(1, len(speakers) // 5)
         test_speakers = [speakers[i] for i in sorted(rng.permutation(len(speakers))[:n])]
     held = set(test_speakers)

@@ -17,27 +17,38 @@ In static mode (``paddle.enable_static()`` + ``program_guard``) ``build()`` also
 the program's feed variables and outputs as attributes, seed style: ``enc.input``,
 ``enc.label`` (classifiers), ``enc.prediction`` (see :mod:`paddlecraft.encoders.static`).
 
-Why one module of ~550 lines: it is one idea, the names API over one Layer (declare,
-build, address by logical name, gradients, freeze, share, save) and the feature contract
-every encoder keeps (``pooled``/``hidden``/``prediction``, ``forward_features``); the declarations,
-static-mode plumbing and the summary table live in ``specs``, ``static`` and ``summary``.
+One idea, the names API over one Layer (declare, build, address by logical name, gradients,
+freeze, share, save) and the feature contract every encoder keeps; beside it: the contract's
+names (``contract``), declarations and building layers from them (``specs``), gradients
+(``gradients``), static mode (``static``) and the summary table (``summary``).
 """
 
 from __future__ import annotations
 
 import os
 import weakref
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from typing import Any
 
 import paddle
 from paddle import nn
 
-from .naming import build_named, check_scope_syntax, check_unique_names
+from .contract import FEATURES, INPUT_KEYS, LENGTHS, POSITIONS, PREDICTION
+from .gradients import OutputGradients, param_gradient
+from .naming import check_scope_syntax, find_params
 from .pretrained import LoadReport
 from .pretrained import load_pretrained as _load_pretrained
-from .specs import EncoderInputError, InputSpec, LayerSpec, SharedSpec, check_inputs
-from .static import build_static_io, init_missing, output_grad_value, param_grad_value
+from .sharing import sharers
+from .specs import (
+    EncoderInputError,
+    InputSpec,
+    LayerSpec,
+    SharedSpec,
+    build_layers,
+    check_inputs,
+    check_signature,
+)
+from .static import build_static, init_missing, output_grad_value, param_grad_value
 from .summary import SummaryTable
 from .tensorio import assign_by_name, load_tensors, save_tensors
 
@@ -58,19 +69,6 @@ __all__ = [
 ]
 
 Tensor = paddle.Tensor
-
-
-#: the logical output every encoder gives: pooled features [B, feature_dim]
-FEATURES = "pooled"
-#: the per-position features [B, T, feature_dim] of encoders with positions
-POSITIONS = "hidden"
-#: valid positions per item, int64 [B], where padding varies (speech)
-LENGTHS = "lengths"
-#: the class logits [B, num_classes], only when ``num_classes`` is set
-PREDICTION = "prediction"
-#: constructor keywords an agent fills in from its data, game or chain (never a config's
-#: business): image planes, image side (an int, or (H, W)), flat input size, vocabulary size
-INPUT_KEYS = ("in_channels", "image_size", "input_size", "vocab_size")
 
 
 class Encoder(nn.Layer):
@@ -123,8 +121,7 @@ class Encoder(nn.Layer):
         self._built = False
         self._borrowed: dict[str, tuple[Encoder, str]] = {}
         self._lent: list[tuple[weakref.ref, str, str]] = []
-        self._watched: set[str] = set()
-        self._grads: dict[str, Tensor] = {}
+        self._out_grads = OutputGradients()  # activation gradients of watched outputs
         self._fixed: set[str] = set()  # intrinsically non-trainable (BN statistics)
         self.program: paddle.static.Program | None = None
         self.static_scope: paddle.static.Scope | None = None
@@ -143,7 +140,7 @@ class Encoder(nn.Layer):
     def declare_outputs(self, *names: str) -> None:
         """Name the outputs ``_forward`` returns; the first is the primary one."""
         self._output_names = names
-        self._watched = {n for n in self.default_watch if n in names}
+        self._out_grads.watched = {n for n in self.default_watch if n in names}
 
     @property
     def output_names(self) -> tuple[str, ...]:
@@ -190,27 +187,7 @@ class Encoder(nn.Layer):
         static = not paddle.in_dynamic_mode()
         if self._built and not static:
             return self
-        layers: dict[str, nn.Layer] = {}
-        made: dict[int, nn.Layer] = {}
-        for name, spec in self.model.items():
-            if isinstance(spec, SharedSpec):
-                other = spec.encoder
-                if not other.built:
-                    other.build()
-                self._check_signature(
-                    name, other._declared[spec.logical], f"{other.scope}.{spec.logical}"
-                )
-                layers[name] = other.layers[spec.logical]
-            elif isinstance(spec, LayerSpec):
-                self._check_signature(name, spec.signature, "the assigned spec")
-                if id(spec) not in made:
-                    made[id(spec)] = build_named(f"{self.scope}.{name}", spec.factory)
-                layers[name] = made[id(spec)]
-            else:
-                raise TypeError(
-                    f"{self._who()}: model[{name!r}] must be a LayerSpec (e.g. another entry "
-                    f"of enc.model), got {type(spec).__name__}"
-                )
+        layers = build_layers(self.scope, self._who(), self.model, self._declared)
         self.layers = nn.LayerDict(layers)
         first = not self._built
         self._built = True
@@ -219,24 +196,15 @@ class Encoder(nn.Layer):
             # encoders with a ``pretrained`` setting load their file right after building
             self.load_pretrained(self.pretrained, strict=getattr(self, "pretrained_strict", True))
         if static:
-            check_unique_names(
-                paddle.static.default_main_program().global_block().all_parameters(),
-                f"the static program {self._who()} builds into",
-                f"Give this encoder a scope no other encoder of the program uses (not "
-                f"{self.scope!r}), or build it into a new program.",
+            self.program, self.static_scope, outputs = build_static(
+                self.scope,
+                self._who(),
+                self._inputs,
+                bool(self.label_feed and self.num_classes is not None),
+                self._forward,
             )
-            build_static_io(self)
+            self._static_outputs.update(outputs)
         return self
-
-    def _check_signature(self, name: str, got: tuple, source: str) -> None:
-        want = self._declared[name]
-        if tuple(got) != tuple(want):
-            raise ValueError(
-                f"{self._who()}: logical layer {name!r} maps {want} but {source} maps {got}; "
-                "shared layers must have the same input and output sizes (for the MLP, "
-                "hidden_layer_1 and hidden_layer_2 can be shared only when input_size equals "
-                "hidden_size, e.g. 784)."
-            )
 
     def __getattr__(self, name: str) -> Any:
         # seed style: enc.input / enc.label / enc.prediction in static mode
@@ -256,20 +224,8 @@ class Encoder(nn.Layer):
             self.build()
         xs = self._check_inputs(inputs)
         outs = self._forward(*xs)
-        if paddle.in_dynamic_mode() and self._watched and paddle.is_grad_enabled():
-            for name in self._watched:
-                t = outs.get(name)
-                if t is not None and not t.stop_gradient:
-                    t.register_hook(self._grad_recorder(name))
+        self._out_grads.hook(outs)
         return outs
-
-    def _grad_recorder(self, name: str) -> Callable[[Tensor], None]:
-        grads = self._grads
-
-        def record(g: Tensor) -> None:
-            grads[name] = g
-
-        return record
 
     def _forward(self, *inputs: Tensor) -> dict[str, Tensor]:
         """Compute the named outputs from checked inputs (subclasses implement)."""
@@ -307,37 +263,15 @@ class Encoder(nn.Layer):
     def get_param(self, name: str) -> dict[str, list]:
         """Parameters by logical name, physical name or prefix of either: ``{logical: [p, ...]}``."""
         self._require_built()
-        table = self.named_logical_params()
-        if name in table:
-            return {name: table[name]}
-        for logical, params in table.items():
-            hit = [p for p in params if p.name == name]
-            if hit:
-                return {logical: hit}
-        found = {lg: ps for lg, ps in table.items() if lg.startswith(name)}
-        if not found:
-            found = {
-                lg: [p for p in ps if p.name.startswith(name)]
-                for lg, ps in table.items()
-                if any(p.name.startswith(name) for p in ps)
-            }
-        if not found:
-            raise KeyError(
-                f"{self._who()} has no parameter matching {name!r}; logical names: "
-                f"{list(table)}; physical names start with {self.scope + '.'!r}"
-            )
-        return found
+        return find_params(self.named_logical_params(), name, self._who(), self.scope)
 
     def watch(self, *outputs: str) -> None:
         """Record the gradient of these outputs on the next backward (``prediction`` is default)."""
-        for o in outputs:
-            if o not in self._output_names:
-                raise KeyError(f"{self._who()} has no output {o!r}; outputs: {self._output_names}")
-        self._watched.update(outputs)
+        self._out_grads.watch(self._who(), self._output_names, outputs)
 
     def unwatch(self, *outputs: str) -> None:
         """Stop recording activation gradients for these outputs (all if none given)."""
-        self._watched.difference_update(outputs or set(self._watched))
+        self._out_grads.unwatch(outputs)
 
     def get_gradient(self, x: Any, loss: Any = None, layer: bool = False) -> dict[str, list]:
         """Gradients by Parameter, logical layer name, physical name or logical output.
@@ -379,24 +313,13 @@ class Encoder(nn.Layer):
 
     def _param_grad(self, p: Any, loss: Any, static: bool) -> Any:
         if static:
-            return param_grad_value(self, p, loss)
-        if p.grad is None:
-            raise RuntimeError(
-                f"{self._who()}: parameter {p.name!r} has no gradient yet; call "
-                "loss.backward() first (frozen parameters never get one)"
-            )
-        return p.grad
+            return param_grad_value(self.program, self._who(), p, loss)
+        return param_gradient(self._who(), p)
 
     def _output_grad(self, name: str, loss: Any, static: bool) -> Any:
         if static:
-            return output_grad_value(self, name, loss)
-        if name not in self._grads:
-            hint = "" if name in self._watched else f" and call .watch({name!r}) before the forward"
-            raise RuntimeError(
-                f"{self._who()}: no gradient recorded for output {name!r}; run "
-                f"loss.backward(){hint}"
-            )
-        return self._grads[name]
+            return output_grad_value(self.program, self._who(), self._static_outputs[name], loss)
+        return self._out_grads.get(self._who(), name)
 
     def freeze(self, logical: str | None = None) -> None:
         """Stop training a logical layer's parameters (all layers when ``logical`` is None).
@@ -442,9 +365,8 @@ class Encoder(nn.Layer):
             raise KeyError(f"{self._who()} has no logical layer {logical!r}")
         if other_logical not in other.model:
             raise KeyError(f"{other._who()} has no logical layer {other_logical!r}")
-        self._check_signature(
-            logical, other._declared[other_logical], f"{other.scope}.{other_logical}"
-        )
+        want, got = self._declared[logical], other._declared[other_logical]
+        check_signature(self._who(), logical, want, got, f"{other.scope}.{other_logical}")
         if self._built:
             if not other.built:
                 other.build()
@@ -469,35 +391,16 @@ class Encoder(nn.Layer):
     def shared_with(self, logical: str) -> list[str]:
         """Other logical names (``scope.logical`` across encoders) using ``logical``'s parameters."""
         self._require_built()
-        layer = self.layers[logical]
-        names = [
-            f"{self.scope}.{n}" for n in self.layers if n != logical and self.layers[n] is layer
-        ]
-        if logical in self._borrowed:
-            enc, lg = self._borrowed[logical]
-            names.append(f"{enc.scope}.{lg}")
-        for ref, their, mine in self._lent:
-            enc = ref()
-            if enc is not None and mine == logical:
-                names.append(f"{enc.scope}.{their}")
-        return names
+        return sharers(self.scope, self.layers, logical, self._borrowed, self._lent)
 
     # ----------------------------------------------------------------- summary
     def summary(self) -> SummaryTable:
         """A table of logical name, physical names, shapes, trainable, shared-with (print it)."""
         self._require_built()
-        rows = []
-        for logical, params in self.named_logical_params().items():
-            rows.append(
-                {
-                    "logical": logical,
-                    "physical": [p.name for p in params],
-                    "shapes": [list(p.shape) for p in params],
-                    "trainable": [not p.stop_gradient for p in params],
-                    "shared_with": self.shared_with(logical),
-                }
-            )
-        return SummaryTable(rows, title=self._who())
+        named = self.named_logical_params()
+        return SummaryTable.of_layers(
+            named, {lg: self.shared_with(lg) for lg in named}, self._who()
+        )
 
     # ----------------------------------------------------------------- save / load
     def physical_state(self) -> dict[str, Tensor]:

@@ -7,13 +7,13 @@ import Paddle; importing the toolkit changes nothing. In your own scripts::
     apply_cpu_tuning()          # before anything imports paddle
     import paddle
 
-Measured on this project's 2-core machines (bench/core_bench.py prints the gain):
+What it sets (``python bench/core_bench.py`` prints the gain on your machine; the figures
+measured here are in docs/results.json):
 
 - ``import paddle`` sets ``OMP_NUM_THREADS=1`` when it is unset, so Paddle's MKL uses one
-  core: a 1024^3 sgemm ran at ~130 GFLOP/s, ~255 GFLOP/s with ``OMP_NUM_THREADS=2``.
-  We set it to the number of cores this process may use.
-- Paddle's bundled MKL takes a slow path on AMD CPUs; ``MKL_DEBUG_CPU_TYPE=5`` doubled its
-  sgemm there (PADDLE_NOTES). We set it on AMD CPUs only (on Intel it does not help).
+  core. We set it to the number of cores this process may use.
+- Paddle's bundled MKL takes a slow path on AMD CPUs; ``MKL_DEBUG_CPU_TYPE=5`` takes the fast
+  one there. We set it on AMD CPUs only (on Intel it does not help).
 
 Nothing is changed if Paddle was already imported (too late to matter), for variables the
 user set, or when ``PADDLECRAFT_CPU_TUNING=0``. What was applied is recorded in

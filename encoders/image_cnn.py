@@ -8,7 +8,7 @@ Decisions:
 - The features are flattened with ``reshape``, not ``paddle.flatten``: Paddle 3.3.1 has
   no double gradient for ``flatten`` (nor for ``layer_norm``, ``group_norm`` or
   ``gelu``). Measured on Paddle 3.3.1 CPU: the double gradient of conv2d + batch/instance
-  norm + (leaky) ReLU matches central finite differences in float64 to ~1e-10.
+  norm + (leaky) ReLU matches central finite differences in float64.
 """
 
 from __future__ import annotations

@@ -12,15 +12,14 @@ same physical names in dynamic and static mode.
 from __future__ import annotations
 
 import re
-import warnings
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from contextlib import contextmanager
 from typing import Any, TypeVar
 
-from paddle.base.unique_name import UniqueNameGenerator
-from paddle.base.unique_name import guard as _name_guard
-
+from paddlecraft.compat import warn_noop
 from paddlecraft.errors import ScopeError
+from paddlecraft.paddle_private import UniqueNameGenerator
+from paddlecraft.paddle_private import name_guard as _name_guard
 
 T = TypeVar("T")
 
@@ -109,8 +108,28 @@ def check_unique_names(params: Iterable[Any], where: str, fix: str) -> None:
 def release_scope(scope: str) -> None:
     """Deprecated, does nothing: scopes are no longer held by the process (names are
     checked per optimizer and per static program instead). Kept so 0.1 code runs."""
-    warnings.warn(
-        "release_scope() is no longer needed (scopes are not held); remove the call",
-        DeprecationWarning,
-        stacklevel=2,
-    )
+    warn_noop("release_scope")
+
+
+def find_params(table: Mapping[str, list], name: str, who: str, scope: str) -> dict[str, list]:
+    """Parameters of ``table`` (``{logical: [Parameter, ...]}``) by logical name, physical
+    name or prefix of either: ``{logical: [p, ...]}``; KeyError naming both kinds when none."""
+    if name in table:
+        return {name: table[name]}
+    for logical, params in table.items():
+        hit = [p for p in params if p.name == name]
+        if hit:
+            return {logical: hit}
+    found = {lg: ps for lg, ps in table.items() if lg.startswith(name)}
+    if not found:
+        found = {
+            lg: [p for p in ps if p.name.startswith(name)]
+            for lg, ps in table.items()
+            if any(p.name.startswith(name) for p in ps)
+        }
+    if not found:
+        raise KeyError(
+            f"{who} has no parameter matching {name!r}; logical names: "
+            f"{list(table)}; physical names start with {scope + '.'!r}"
+        )
+    return found

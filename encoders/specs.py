@@ -5,7 +5,7 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import numpy as np
 import paddle
@@ -13,8 +13,7 @@ from paddle import nn
 
 from paddlecraft.errors import EncoderInputError
 
-if TYPE_CHECKING:
-    from .base import Encoder
+from .naming import build_named
 
 
 @dataclass(eq=False)
@@ -35,9 +34,12 @@ class LayerSpec:
 
 @dataclass(frozen=True, eq=False)
 class SharedSpec:
-    """A logical slot filled by another encoder's built layer (see :meth:`Encoder.share`)."""
+    """A logical slot filled by another encoder's built layer (see :meth:`Encoder.share`).
 
-    encoder: Encoder
+    ``encoder`` is that other :class:`~paddlecraft.encoders.base.Encoder` (typed as the
+    layer it is, so that this module does not import the one that uses it)."""
+
+    encoder: nn.Layer
     logical: str
 
 
@@ -103,3 +105,52 @@ def check_inputs(
             )
         out.append(x)
     return out
+
+
+def check_signature(who: str, name: str, want: tuple, got: tuple, source: str) -> None:
+    """Refuse filling logical layer ``name`` (declared to map ``want``) with a layer from
+    ``source`` that maps ``got``."""
+    if tuple(got) != tuple(want):
+        raise ValueError(
+            f"{who}: logical layer {name!r} maps {want} but {source} maps {got}; "
+            "shared layers must have the same input and output sizes (for the MLP, "
+            "hidden_layer_1 and hidden_layer_2 can be shared only when input_size equals "
+            "hidden_size, e.g. 784)."
+        )
+
+
+def build_layers(
+    scope: str,
+    who: str,
+    model: Mapping[str, LayerSpec | SharedSpec],
+    declared: Mapping[str, tuple],
+) -> dict[str, nn.Layer]:
+    """The layers of an encoder's ``model``, by logical name: one layer per spec object (a
+    spec under two names is one layer, named after the first), a shared slot the other
+    encoder's layer (built first if needed); every signature checked against ``declared``."""
+    layers: dict[str, nn.Layer] = {}
+    made: dict[int, nn.Layer] = {}
+    for name, spec in model.items():
+        if isinstance(spec, SharedSpec):
+            other = spec.encoder
+            if not other.built:
+                other.build()
+            check_signature(
+                who,
+                name,
+                declared[name],
+                other._declared[spec.logical],
+                f"{other.scope}.{spec.logical}",
+            )
+            layers[name] = other.layers[spec.logical]
+        elif isinstance(spec, LayerSpec):
+            check_signature(who, name, declared[name], spec.signature, "the assigned spec")
+            if id(spec) not in made:
+                made[id(spec)] = build_named(f"{scope}.{name}", spec.factory)
+            layers[name] = made[id(spec)]
+        else:
+            raise TypeError(
+                f"{who}: model[{name!r}] must be a LayerSpec (e.g. another entry "
+                f"of enc.model), got {type(spec).__name__}"
+            )
+    return layers

@@ -12,6 +12,8 @@ from paddle import nn
 from paddle.audio.functional import compute_fbank_matrix
 from paddle.audio.functional.window import get_window
 
+from paddlecraft.paddle_private import eager_guard
+
 from .base import Encoder, EncoderInputError, InputSpec, LayerSpec, Tensor
 from .image_mlp import dense
 
@@ -44,7 +46,7 @@ class LogMelFrontend(nn.Layer):
         if paddle.in_dynamic_mode():
             window, fbank = _mel_constants(sample_rate, n_fft, n_mels, f_min, dtype)
         else:  # the paddle.audio helpers run ops: evaluate them eagerly, keep numpy
-            with paddle.base.dygraph.guard():
+            with eager_guard():
                 window, fbank = _mel_constants(sample_rate, n_fft, n_mels, f_min, dtype)
         self._window_np, self._fbank_np = window, fbank  # [n_fft], [n_mels, n_fft // 2 + 1]
         if paddle.in_dynamic_mode():

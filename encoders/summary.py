@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 
 
 class SummaryTable(list):
@@ -11,6 +11,24 @@ class SummaryTable(list):
     def __init__(self, rows: Iterable[dict], title: str = "") -> None:
         super().__init__(rows)
         self.title = title
+
+    @classmethod
+    def of_layers(
+        cls, named: Mapping[str, list], shared_with: Mapping[str, list[str]], title: str = ""
+    ) -> SummaryTable:
+        """The table of logical layers ``named`` (``{logical: [Parameter, ...]}``) and the
+        other names each one's parameters go by."""
+        rows = [
+            {
+                "logical": logical,
+                "physical": [p.name for p in params],
+                "shapes": [list(p.shape) for p in params],
+                "trainable": [not p.stop_gradient for p in params],
+                "shared_with": shared_with[logical],
+            }
+            for logical, params in named.items()
+        ]
+        return cls(rows, title=title)
 
     def __str__(self) -> str:
         header = ("logical", "physical", "shape", "trainable", "shared with")

@@ -17,6 +17,8 @@ import paddle
 import paddle.nn.functional as F
 from paddle import nn
 
+from paddlecraft.paddle_private import set_layer_norm_epsilon
+
 from .base import Encoder, InputSpec, LayerSpec, Tensor
 from .pretrained import PretrainedLoadError, rename_prefix
 
@@ -218,7 +220,7 @@ class ViTEncoder(Encoder):
         """Set the epsilon of every LayerNorm (e.g. 1e-12 to match Hugging Face ViT)."""
         for layer in self.sublayers():
             if isinstance(layer, nn.LayerNorm):
-                layer._epsilon = eps
+                set_layer_norm_epsilon(layer, eps)
 
     # ------------------------------------------------------------------ pretrained files
     @classmethod

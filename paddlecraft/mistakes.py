@@ -201,7 +201,7 @@ def _renamed_line(given: str, key: str, schema: type | None, args: Sequence[str]
     """
     from omegaconf import OmegaConf
 
-    from paddlecraft.agents.settings import renamed_settings
+    from paddlecraft.compat import renamed_settings
 
     parts = key.split(".")
     found: tuple[str, str, str] | None = None  # (parent path, old key, new dotted key)

@@ -153,7 +153,7 @@ def _train(workers: int, steps: int, kill_at: int | None = None) -> tuple[dict, 
     policy = Policy("learner", **CONFIG, seed=0)
     with _arena(policy, workers) as arena:
         if kill_at is not None:
-            pid = arena._collectors().nodes[1][1]
+            pid = arena.collector._collectors().nodes[1][1]
             collect, calls = arena._collect, []
 
             def collect_then_kill(*args, **kwargs):
@@ -166,7 +166,7 @@ def _train(workers: int, steps: int, kill_at: int | None = None) -> tuple[dict, 
             arena._collect = collect_then_kill
         for step in range(steps):
             arena.train_step(step)
-        restarts = arena._pool_workers.restarts
+        restarts = arena.collector._pool_workers.restarts
         weights = {k: v.copy() for k, v in weights_of(policy).items()}
     return weights, restarts
 

@@ -15,10 +15,11 @@ import yaml
 from omegaconf import OmegaConf
 from safetensors.numpy import load_file
 
-from paddlecraft.agents.settings import ConfigError, make_settings, upgrade_settings
+from paddlecraft.agents.settings import ConfigError, make_settings
 from paddlecraft.arenas.engine.app import run_config
 from paddlecraft.arenas.engine.resume import CHANGES_FILE, upgrade_saved_config
 from paddlecraft.arenas.selfplay.config import SelfPlayConfig, check_settings
+from paddlecraft.compat import upgrade_settings
 
 #: SelfPlayConfig of PaddleCraft 0.2 (one flat dataclass): every field and its default
 FLAT_DEFAULTS = {

@@ -23,7 +23,7 @@ subject-relation combination never occurs in training). ``artifacts()`` writes a
 "telephone" sheet (``telephone.png``, :mod:`.sheet`) and ``hops.json`` (the metrics
 grouped by hop).
 
-Why one module of ~410 lines: it is the one class that plans which hop trains when and
+This module is the one class that plans which hop trains when and
 evaluates hop by hop and end to end; the chain rules, the data, the metrics and the
 sheet live in :mod:`.chain`, :mod:`.data`, :mod:`.metrics` and :mod:`.sheet`.
 """
@@ -61,6 +61,11 @@ from .sheet import telephone_sheet
 log = logging.getLogger("paddlecraft")
 
 LR_DECAYS = ("cosine", "none")
+
+
+BATCH_STREAM = 0xB7  #: random-stream id: the training batches' order
+FINETUNE_STREAM = 0xF7  #: random-stream id: the fine-tuning inputs
+FINETUNE_VOICES_STREAM = 0xF1  #: random-stream id: the fine-tuning inputs' voices
 
 
 @dataclass
@@ -172,7 +177,7 @@ class CaptionArena(Arena):
         plan = self._plan(epoch)
         streams = []
         for j, (hop, steps) in enumerate(plan):
-            rng = np.random.default_rng([self.seed, epoch, j, 0xB7])
+            rng = np.random.default_rng([self.seed, epoch, j, BATCH_STREAM])
             n = self.finetune_n if finetune else self._sup_size(hop)
             streams.append(self._index_batches(hop, n, steps, rng))
         # interleave evenly: update i of a hop with n updates sits at (i + 0.5) / n
@@ -250,14 +255,16 @@ class CaptionArena(Arena):
             sp = self.world.spoken_train
             src = {"speech": (sp.waveforms[:n], sp.sample_rate)}
             texts_np = np.array(train.texts)
-            rng = np.random.default_rng([self.seed, 0xF7])
+            rng = np.random.default_rng([self.seed, FINETUNE_STREAM])
             image_index = np.array(
                 [rng.choice(np.flatnonzero(texts_np == t)) for t in sp.texts[:n]], np.int64
             )
         else:
             src = {"images": train.images[:n]}
             image_index = np.arange(n)
-        state = self._run(src, self.chain.hops[:stop], voices_seed=0xF1, voices="train")
+        state = self._run(
+            src, self.chain.hops[:stop], voices_seed=FINETUNE_VOICES_STREAM, voices="train"
+        )
         ft: dict[str, Any] = {"images": train.images[image_index]}
         if self.kinds[self.finetune_hop] is Recognizer:
             ft["waveforms"], ft["rate"] = state["speech"]

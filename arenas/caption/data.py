@@ -22,6 +22,14 @@ log = logging.getLogger("paddlecraft")
 TASKS = ("shapes", "digits")
 
 
+WORLD_STREAM = 0xE1  #: random-stream id: the caption world
+ESPEAK_STREAM = 0x5C  #: random-stream id: the eSpeak voices and noise
+WAV_STREAM = 0x5D  #: random-stream id: the recorded speech's picks
+TRAIN_SPEECH_STREAM = 0x51  #: random-stream id: the training captions spoken
+TEST_SPEECH_STREAM = 0x52  #: random-stream id: the test captions spoken
+COMP_SPEECH_STREAM = 0x53  #: random-stream id: the compositional test captions spoken
+
+
 @dataclass
 class CaptionDataConfig:
     """Split sizes (shapes; digits use ``n_test``)."""
@@ -140,7 +148,7 @@ def build_world(
 
         train, test = pairs(digits.train), pairs(digits.test, data.n_test or None)
         comp, holdout = None, []
-    rng = np.random.default_rng([seed, 0xE1])
+    rng = np.random.default_rng([seed, WORLD_STREAM])
     test_cands = candidates(test, k, rng)
     comp_cands = candidates(comp, k, rng) if comp is not None else None
     world = CaptionWorld(train, test, comp, holdout, test_cands, comp_cands)
@@ -159,15 +167,15 @@ def _add_espeak_speech(world: CaptionWorld, seed: int, s: CaptionSpeechConfig) -
     train_voices, test_voices = split_voices(s.voice_seed, s.test_fraction)
     n_test = min(s.n_test, len(world.test))
     t0 = time.perf_counter()
-    rng = np.random.default_rng([seed, 0x5C])
+    rng = np.random.default_rng([seed, ESPEAK_STREAM])
     texts = [world.train.texts[i] for i in rng.integers(0, len(world.train), s.n_train)]
-    tr = spoken_split(texts, train_voices, [seed, 0x51], rate)
-    te = spoken_split(world.test.texts[:n_test], test_voices, [seed, 0x52], rate)
+    tr = spoken_split(texts, train_voices, [seed, TRAIN_SPEECH_STREAM], rate)
+    te = spoken_split(world.test.texts[:n_test], test_voices, [seed, TEST_SPEECH_STREAM], rate)
     world.spoken_train = Spoken(tr.waveforms, tr.texts, np.zeros(0, np.int64), rate, tr.voices)
     world.spoken_test = Spoken(te.waveforms, te.texts, np.arange(n_test), rate, te.voices)
     if world.comp is not None:
         n_comp = min(s.n_compositional, len(world.comp))
-        co = spoken_split(world.comp.texts[:n_comp], test_voices, [seed, 0x53], rate)
+        co = spoken_split(world.comp.texts[:n_comp], test_voices, [seed, COMP_SPEECH_STREAM], rate)
         world.spoken_comp = Spoken(co.waveforms, co.texts, np.arange(n_comp), rate, co.voices)
     log.info(
         "spoken data: %d training clips (%d voices), %d test clips (%d held-out voices) "
@@ -192,7 +200,7 @@ def _add_wav_speech(world: CaptionWorld, task: str, seed: int, s: CaptionSpeechC
         train.waveforms, train.texts, np.zeros(0, np.int64), rate, train.voices
     )
     # each test clip is matched with a test image of the same digit
-    rng = np.random.default_rng([seed, 0x5D])
+    rng = np.random.default_rng([seed, WAV_STREAM])
     texts = np.array(world.test.texts)
     match = np.array([rng.choice(np.flatnonzero(texts == t)) for t in test.texts], np.int64)
     world.spoken_test = Spoken(test.waveforms, test.texts, match, rate, test.voices)

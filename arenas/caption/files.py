@@ -11,7 +11,7 @@ and ``batches(epoch, start)`` begins mid-epoch without decoding the batches befo
 a resumed run is bit-identical. The split is recorded in ``<run>/data_split.tsv`` (or
 adopted from there), so a resumed run or a re-evaluation uses the same one.
 
-(One class in ~405 lines: the lazy splits, their seeded per-hop order and the recorded split
+(One class: the lazy splits, their seeded per-hop order and the recorded split
 must agree for resume to stay bit-identical; the chain itself lives in ``arena.py``.)
 
 Evaluation holds the first ``arena.data.n_test`` test images (or clips) in memory:
@@ -55,6 +55,10 @@ __all__ = ["SPLIT_FILE", "FileCaptionArena", "bleu_multi", "char_error_rate"]
 log = logging.getLogger("paddlecraft")
 
 SPLIT_FILE = "data_split.tsv"  #: the recorded split in a run folder: split, file, text
+
+
+LOADER_STREAM = 0xF11  #: random-stream id: each hop's loader seed
+EVAL_STREAM = 0xE1  #: random-stream id: the evaluation data
 
 
 def bleu_multi(hyps: Sequence[str], refs: Sequence[Sequence[str]]) -> float:
@@ -272,7 +276,7 @@ class FileCaptionArena(CaptionArena):
             )
             self._loaders[hop] = BatchLoader(
                 split, self._batch_size(hop),
-                seed=int(np.random.default_rng([self.seed, j, 0xF11]).integers(2**31)),
+                seed=int(np.random.default_rng([self.seed, j, LOADER_STREAM]).integers(2**31)),
                 workers=self.source.workers, prefetch=self.source.prefetch,
                 bad_files=self.source.bad_files,
             )  # fmt: skip
@@ -349,7 +353,7 @@ class FileCaptionArena(CaptionArena):
             refs_all = test.references()
             refs = [refs_all[int(i)] for i in idx]
             images = np.concatenate([p[0] for p in parts]) if parts else None
-            rng = np.random.default_rng([self.seed, 0xE1])
+            rng = np.random.default_rng([self.seed, EVAL_STREAM])
             ev = {"images": images, "refs": refs, "files": [split.path(int(i)) for i in idx],
                   "cands": _candidates(refs, self.cfg.k, rng)}  # fmt: skip
         self._eval = ev

@@ -24,9 +24,9 @@ from paddlecraft.agents.distributed import describe, init_if_launched, is_main_p
 from paddlecraft.agents.instantiate import (
     built,
     safe_instantiate,
-    upgrade_targets,
 )
 from paddlecraft.agents.settings import ConfigError, make_settings
+from paddlecraft.compat import renamed_attribute, upgrade_targets
 from paddlecraft.encoders.tensorio import CheckpointError, atomic_write_bytes
 from paddlecraft.errors import PaddleCraftError, command
 
@@ -254,7 +254,9 @@ def user_error(
     return None
 
 
-_user_error = user_error  # the name before 0.2
+def __getattr__(name: str) -> Any:
+    """Renamed attributes (``_user_error``) through :mod:`paddlecraft.compat`."""
+    return renamed_attribute(__name__, name, globals())
 
 
 def _warn_ignored(cfg: DictConfig, saved: DictConfig) -> None:

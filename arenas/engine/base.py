@@ -9,7 +9,8 @@ from typing import Any, ClassVar
 import numpy as np
 
 from paddlecraft.agents import Agent
-from paddlecraft.agents.settings import ConfigError, make_settings, upgrade_settings
+from paddlecraft.agents.settings import ConfigError, make_settings
+from paddlecraft.compat import upgrade_settings
 
 
 class StepAborted(RuntimeError):
@@ -78,7 +79,7 @@ class Arena:
         renames for the log.
 
         The base moves the keys its ``Config`` lists in ``RENAMED`` (``{old key: new dotted
-        key}``, see :func:`~paddlecraft.agents.settings.upgrade_settings`); an arena whose
+        key}``, see :func:`~paddlecraft.compat.upgrade_settings`); an arena whose
         saved settings changed otherwise overrides this.
         """
         return upgrade_settings(cls.Config, config)

@@ -8,15 +8,15 @@ from typing import Any
 import numpy as np
 import paddle
 
+from paddlecraft.paddle_private import get_cpu_generator_state, set_cpu_generator_state
+
 
 def capture_rng() -> dict[str, Any]:
     """The state of paddle's CPU generator, numpy's global RNG and Python's ``random``."""
-    gen = paddle.base.core.default_cpu_generator()
-    dev, seed, offset, engine = gen.get_state().__getstate__()
     np_state = np.random.get_state()
     py = random.getstate()
     return {
-        "paddle_cpu": [dev, seed, offset, bytes(engine).decode()],
+        "paddle_cpu": get_cpu_generator_state(),
         "numpy": [np_state[0], np_state[1].tolist(), *np_state[2:]],
         "python": [py[0], list(py[1]), py[2]],
     }
@@ -24,10 +24,7 @@ def capture_rng() -> dict[str, Any]:
 
 def restore_rng(state: dict[str, Any]) -> None:
     """Restore what :func:`capture_rng` returned."""
-    dev, seed, offset, engine = state["paddle_cpu"]
-    gs = paddle.base.core.GeneratorState.__new__(paddle.base.core.GeneratorState)
-    gs.__setstate__((dev, seed, offset, list(engine.encode())))
-    paddle.base.core.default_cpu_generator().set_state(gs)
+    set_cpu_generator_state(state["paddle_cpu"])
     kind, keys, pos, has_gauss, cached = state["numpy"]
     np.random.set_state((kind, np.asarray(keys, dtype=np.uint32), pos, has_gauss, cached))
     version, internal, gauss = state["python"]

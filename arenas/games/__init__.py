@@ -14,9 +14,10 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from .baselines import MCTSPlayer, MinimaxPlayer, Player, RandomPlayer, make_baseline
+from .baselines import MCTSPlayer, MinimaxPlayer, Player, RandomPlayer
 from .connect_four import ConnectFour
 from .core import BoardGame, BoardGameVectorEnv, IllegalMoveError, random_legal
+from .registry import make_baseline
 from .tictactoe import TicTacToe
 
 GAMES: dict[str, type[BoardGame]] = {"tictactoe": TicTacToe, "connect_four": ConnectFour}

@@ -1,5 +1,5 @@
 """Fixed players for the league's anchors: random, perfect minimax (tic-tac-toe), MCTS,
-the Connect Four solver (:mod:`.solver`).
+the Connect Four solver (:mod:`.solver`); :func:`~.registry.make_baseline` picks one by name.
 
 Every player takes batches the way :meth:`paddlecraft.agents.Policy.act` does::
 
@@ -119,7 +119,7 @@ def tictactoe_table() -> np.ndarray:
 
     Outcomes under perfect play by both sides, from the mover's side: 1 win, 0 draw,
     -1 loss; -2 marks an illegal action (square taken) or an unreachable position.
-    Built once by memoized negamax over the 5,478 reachable positions (~0.1 s).
+    Built once by memoized negamax over the 5,478 reachable positions.
     """
     q = np.full((512 * 512, 9), -2, np.int8)
     value: dict[int, int] = {}
@@ -229,38 +229,3 @@ class MCTSPlayer(Player):
         visits = np.where(res.legal, res.visits, -1.0)  # [B, A]
         best = visits == visits.max(axis=1, keepdims=True)
         return random_legal(best & res.legal, rng)
-
-
-def make_baseline(spec: str, game: type[BoardGame]) -> Player:
-    """A baseline by name: ``random``, ``tactical``, ``tactical_uniform`` (no centre
-    preference), ``minimax`` (tic-tac-toe), ``mcts<N>``, or the Connect Four solver
-    ``solver`` (perfect) / ``solver<d>`` (searches ``d`` plies) / ``solver_result`` (any
-    move that keeps the theoretical result, blind to how soon; extra ``solver``)."""
-    if spec == "random":
-        return RandomPlayer()
-    if spec == "minimax":
-        if game is not TicTacToe:
-            raise ValueError(
-                f"baseline 'minimax' is the solved tic-tac-toe player, not for {game.name}"
-            )
-        return MinimaxPlayer()
-    if spec == "tactical":
-        return TacticalPlayer(game)
-    if spec == "tactical_uniform":
-        player = TacticalPlayer(game, centre=0.0)
-        player.name = spec
-        return player
-    if spec.startswith("mcts") and spec[4:].isdigit():
-        return MCTSPlayer(game, int(spec[4:]))
-    if spec in ("solver", "solver_result") or (spec.startswith("solver") and spec[6:].isdigit()):
-        if game is not ConnectFour:
-            raise ValueError(f"baseline {spec!r} is the Connect Four solver, not for {game.name}")
-        from .solver import SolverPlayer  # the optional extra 'solver'
-
-        if spec == "solver_result":
-            return SolverPlayer(result_only=True)
-        return SolverPlayer(int(spec[6:]) if spec[6:] else -1)
-    raise ValueError(
-        f"unknown baseline {spec!r}: use random, tactical, tactical_uniform, minimax "
-        "(tic-tac-toe), mcts<N>, solver, solver<depth> or solver_result (Connect Four)"
-    )

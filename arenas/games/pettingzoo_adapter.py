@@ -6,7 +6,7 @@ interface of :class:`~arenas.games.core.BoardGame` (``reset``, ``observe``, ``st
 data.loader.name=pettingzoo:connect_four_v3`` trains on PettingZoo's own
 implementation. Games whose observations are ``{"observation": [rows, cols, planes],
 "action_mask": [n]}`` for two players work; it steps the environments one by one
-(PettingZoo's speed, ~20k moves/s) where the native games step thousands at once.
+(PettingZoo's speed, one game at a time) where the native games step thousands at once.
 For ``connect_four_v3`` and ``tictactoe_v3`` the native rules are known
 (:attr:`PettingZooGame.rules`), so the minimax and MCTS anchors play there too.
 """

@@ -48,7 +48,7 @@ def _core() -> Any:
 
 @lru_cache(maxsize=1)
 def _engine() -> Any:
-    """One solver engine per process (loading the opening book takes ~1 s)."""
+    """One solver engine per process (loading the opening book is slow)."""
     core, databases = _core()
     from pathlib import Path
 

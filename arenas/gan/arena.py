@@ -31,14 +31,11 @@ feature net agrees with the requested class. ``fid_untrained`` is the FID of the
 as it was built (before any training) under the same feature net, ``fid_real`` the FID of
 the held-out real test split (the floor sampling noise allows).
 
-Why one module of ~420 lines: it is the one class that schedules the two agents' updates
-and their evaluation; losses, data, the feature net, metrics and pictures live beside it.
-
 Step cost: what a step needs from the agents (parameter lists, batch-norm buffers,
 devices, world size) is looked up once, at construction; a step's metrics stay tensors
 until one host read at its end.
 
-Why one module of ~410 lines: it is the one class that orders the two agents' updates so
+This module is the one class that orders the two agents' updates so
 they never touch each other; losses, data, the feature net, metrics, rendering and the
 config checks live in :mod:`.losses`, :mod:`.data`, :mod:`.featnet`, :mod:`.metrics`,
 :mod:`.render` and :mod:`.checks`.

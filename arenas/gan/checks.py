@@ -5,11 +5,11 @@ from __future__ import annotations
 from typing import Any
 
 import numpy as np
-from paddle import nn
 
 from paddlecraft.agents.gan import Discriminator, Generator
 from paddlecraft.agents.settings import ConfigError
 from paddlecraft.errors import command
+from paddlecraft.paddle_private import is_batch_norm
 
 from .losses import GanLoss
 
@@ -36,7 +36,7 @@ def check_agents(g: Any, d: Any, conditional: bool, loss: GanLoss) -> None:
                 f"GAN ({command()} arena=gan_conditional sets both)"
             )
     if loss is GanLoss.wgan_gp:
-        bn = [n for n, sub in d.named_sublayers() if isinstance(sub, nn.layer.norm._BatchNormBase)]
+        bn = [n for n, sub in d.named_sublayers() if is_batch_norm(sub)]
         if bn:
             raise ConfigError(
                 f"arena.loss=wgan_gp penalises each sample's gradient, which batch norm in "

@@ -6,7 +6,7 @@ target with a discrete message, the listener rebuilds the target's attributes
 (``game=discrimination``). One joint loss, one backward, each agent steps its own optimizer
 (:func:`paddlecraft.agents.update_together`).
 
-Why one module of ~470 lines: it is the one class that draws a step's pair and targets and
+This module is the one class that draws a step's pair and targets and
 scores every pair at evaluation; the rest lives beside it: the worlds (``worlds.py``),
 populations, cross-play and the newcomer (``population.py``), the language measures
 (``metrics.py``), the files and pictures (``report.py``), the spoken channel
@@ -16,61 +16,31 @@ populations, cross-play and the newcomer (``population.py``), the language measu
 from __future__ import annotations
 
 from collections.abc import Iterator, Mapping
-from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
 import paddle
 import paddle.nn.functional as F
-from paddle import _C_ops
 
 from paddlecraft.agents import Agent, update_together
 from paddlecraft.agents.channel import RunningBaseline, temperature_at
 from paddlecraft.agents.instantiate import built
 from paddlecraft.agents.settings import ConfigError
-from paddlecraft.arenas.engine import Arena, ArenaConfig
+from paddlecraft.arenas.engine import Arena
 from paddlecraft.arenas.engine.rng import capture_rng, restore_rng
+from paddlecraft.paddle_private import cross_entropy as _cross_entropy
 
 from . import population
-from .checks import check_candidates, check_settings
+from .checks import check_candidates
+from .config import ReferentialConfig, check_settings
 from .metrics import analyse
 from .worlds import ObjectSplit, World, attribute_world, world_from_data
 
 EOS = 0
 
 
-@dataclass
-class ReferentialConfig(ArenaConfig):
-    """paddlecraft.arenas.ReferentialArena settings."""
-
-    epochs: int = 30  #: passes of steps_per_epoch steps
-    steps_per_epoch: int = 100  #: training steps per epoch (targets are drawn, not iterated)
-    batch_size: int = 32  #: targets per step
-    n_attributes: int = 2  #: attribute world: attributes per object
-    n_values: int = 10  #: attribute world: values per attribute
-    holdout: float = 0.1  #: attribute world: share of combinations never seen in training
-    game: str = "reconstruction"  #: reconstruction (rebuild attributes) | discrimination
-    candidates: int = 4  #: discrimination: objects the listener chooses among (K)
-    #: discrimination: K while training (0: ``candidates``); more distractors than the
-    #: evaluation's push the language to tell apart what a few random ones rarely ask for
-    train_candidates: int = 0
-    channel: str = "gs"  #: gs (Gumbel-softmax, straight-through) | reinforce
-    vocab_size: int = 10  #: symbols (symbol 0 ends a message when variable_length)
-    max_len: int = 2  #: symbols per message
-    variable_length: bool = False  #: messages may end early with symbol 0
-    temperature: float = 1.0  #: Gumbel-softmax temperature at step 0
-    temperature_end: float = 1.0  #: ... after temperature_decay_steps (geometric)
-    temperature_decay_steps: int = 0  #: 0: constant temperature
-    entropy_coef: float = 0.01  #: reinforce: the speaker's entropy bonus
-    speakers: int = 1  #: population size (speaker, speaker_1, ...)
-    listeners: int = 1  #: population size (listener, listener_1, ...)
-    newcomer_steps: int = 0  #: after training, teach a new listener this many steps (0: off)
-    spoken: bool = False  #: voice each symbol (eSpeak NG) through noise; needs reinforce
-    snr_db: float = 20.0  #: spoken: signal-to-noise ratio of training and evaluation (dB)
-    eval_snrs: list = field(default_factory=lambda: [-10.0, -5.0, 0.0, 5.0, 10.0, 20.0])
-    #: ^ spoken: the SNRs (dB) of the accuracy-vs-SNR curve (first pair, training objects)
-    eval_size: int = 1000  #: objects evaluated per split (at most)
-    analysis_size: int = 300  #: objects whose messages are analysed (topsim is O(n^2))
+EVAL_STREAM = 0xE7A1  #: random-stream id: the evaluation batches (and their noise seed)
+ANALYSIS_STREAM = 0xA7A  #: random-stream id: the messages kept for the language analysis
 
 
 class ReferentialArena(Arena):
@@ -269,7 +239,7 @@ class ReferentialArena(Arena):
         loss, acc, _ = self.play(speaker, listener, batch)
         update_together(loss, [speaker, listener])
         self.steps_done += 1
-        accuracy = acc.mean().item()  # .item(): float(tensor) costs ~10x more in Paddle 3.3
+        accuracy = acc.mean().item()  # .item(): float(tensor) is dearer in Paddle
         self.history.append(accuracy)
         return {"loss": loss.item(), "accuracy": accuracy, "temperature": self.temperature()}
 
@@ -307,9 +277,9 @@ class ReferentialArena(Arena):
         n = min(len(split), self.cfg.eval_size)
         batch: dict[str, Any] = {"target": np.arange(n)}
         if self.cfg.game == "discrimination":
-            rng = np.random.default_rng([self.seed, 0xE7A1, name == "test"])
+            rng = np.random.default_rng([self.seed, EVAL_STREAM, name == "test"])
             batch.update(_candidates(batch["target"], len(split), self.cfg.candidates, rng))
-        batch["noise_seed"] = int(0xE7A1 + (name == "test"))
+        batch["noise_seed"] = int(EVAL_STREAM + (name == "test"))
         return batch
 
     def evaluate(self) -> dict[str, float]:
@@ -374,7 +344,9 @@ class ReferentialArena(Arena):
             if known
             else None
         )
-        keep = np.random.default_rng([self.seed, 0xA7A]).permutation(len(m))[: c.analysis_size]
+        keep = np.random.default_rng([self.seed, ANALYSIS_STREAM]).permutation(len(m))[
+            : c.analysis_size
+        ]
         keep.sort()
         eos = EOS if c.variable_length else None
         return analyse(None if meanings is None else meanings[keep], m[keep], c.vocab_size, eos)
@@ -383,7 +355,14 @@ class ReferentialArena(Arena):
     def on_epoch_end(self, epoch: int) -> None:
         super().on_epoch_end(epoch)
         if epoch == self.epochs and self.cfg.newcomer_steps > 0 and not self.newcomer:
-            self.newcomer = population.teach_newcomer(self)
+            self.newcomer, self.newcomer_curve = population.teach_newcomer(
+                self,
+                self.listeners[0],
+                self.speakers,
+                self.history,
+                self.cfg.newcomer_steps,
+                self.seed,
+            )
 
     def chance_level(self) -> float | None:
         """1/K for discrimination among K candidates; for reconstruction, guessing every
@@ -417,20 +396,19 @@ class ReferentialArena(Arena):
         """messages.jsonl, and for populations the cross-play heat map and matrix."""
         from .report import write_artifacts
 
-        return write_artifacts(self, run_dir)
-
-
-def _cross_entropy(logits: paddle.Tensor, label: paddle.Tensor) -> paddle.Tensor:
-    """``F.cross_entropy(logits, label, reduction="none")``: logits [..., C], int64 labels
-    [..., 1] -> [..., 1].
-
-    In eager mode this is the op ``F.cross_entropy`` runs, called directly: its wrapper
-    also builds an ignore-index mask (three more eager ops per call in Paddle 3.3.1) that
-    only a class weight would read.
-    """
-    if paddle.in_dynamic_mode():
-        return _C_ops.cross_entropy_with_softmax(logits, label, False, True, True, -100, -1)[1]
-    return F.cross_entropy(logits, label, reduction="none")
+        if not self.last:
+            self.evaluate()
+        curve = getattr(self, "snr_curve", None)
+        return write_artifacts(
+            run_dir,
+            self.last,
+            {"train": self.world.train, "test": self.world.test},
+            [s.name for s in self.speakers],
+            [li.name for li in self.listeners],
+            self.history,
+            self.newcomer_curve,
+            list(zip(self.cfg.eval_snrs, curve)) if self.voice is not None and curve else (),
+        )
 
 
 def _candidates(target: np.ndarray, n: int, k: int, rng: np.random.Generator) -> dict[str, Any]:

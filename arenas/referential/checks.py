@@ -1,4 +1,4 @@
-"""The referential arena's checks of its settings, before anything is trained."""
+"""The referential arena's checks of its settings against its world, before anything is trained."""
 
 from __future__ import annotations
 
@@ -9,36 +9,7 @@ from paddlecraft.errors import ConfigError
 from .worlds import World
 
 if TYPE_CHECKING:
-    from .arena import ReferentialConfig
-
-GAMES = ("reconstruction", "discrimination")
-CHANNELS = ("gs", "reinforce")
-
-
-def check_settings(c: ReferentialConfig) -> None:
-    """Refuse settings no referential game can use, naming each."""
-    if c.game not in GAMES:
-        raise ConfigError(f"arena.game: one of {list(GAMES)}, got {c.game!r}")
-    if c.channel not in CHANNELS:
-        raise ConfigError(f"arena.channel: one of {list(CHANNELS)}, got {c.channel!r}")
-    if c.game == "discrimination" and c.candidates < 2:
-        raise ConfigError(f"arena.candidates: at least 2 for discrimination, got {c.candidates}")
-    if c.game == "discrimination" and c.train_candidates != 0 and c.train_candidates < 2:
-        raise ConfigError(
-            f"arena.train_candidates: at least 2 (or 0: arena.candidates), got {c.train_candidates}"
-        )
-    if c.speakers < 1 or c.listeners < 1:
-        raise ConfigError(
-            f"arena.speakers and arena.listeners must be >= 1, got {c.speakers}, {c.listeners}"
-        )
-    if c.spoken and (c.channel != "reinforce" or c.variable_length):
-        raise ConfigError(
-            "arena.spoken=true: speech cannot pass a gradient and messages are voiced whole; "
-            "set arena.channel=reinforce and arena.variable_length=false"
-        )
-    if c.temperature <= 0 or c.temperature_end <= 0:
-        raise ConfigError("arena.temperature and arena.temperature_end must be > 0")
-
+    from .config import ReferentialConfig
 
 #: the most bytes of candidate objects one evaluation may stack at once (``eval_size`` x
 #: ``candidates`` objects go through the listener together)

@@ -8,20 +8,32 @@ needed to reach the same accuracy. Both are read on a moving average of the batc
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from collections.abc import Sequence
+from typing import Any, Protocol
 
 import numpy as np
+import paddle
 
 from paddlecraft.agents import Agent
 from paddlecraft.arenas.engine.rng import capture_rng, restore_rng
 
-if TYPE_CHECKING:
-    from .arena import ReferentialArena
-
-__all__ = ["crossplay_metrics", "grow", "steps_to_reach", "teach_newcomer"]
+__all__ = ["Game", "crossplay_metrics", "grow", "steps_to_reach", "teach_newcomer"]
 
 WINDOW = 20  #: steps in the moving average of batch accuracy
 TARGET_SHARE = 0.9  #: the newcomer's goal, as a share of the trained pairs' accuracy
+NEWCOMER_STREAM = 0x4E3  #: random-stream id of the newcomer's batches: ``[seed, id, step]``
+
+
+class Game(Protocol):
+    """What teaching a newcomer needs of a referential game: draw a batch, play one pair."""
+
+    def draw(self, rng: np.random.Generator) -> dict[str, Any]:
+        """One training batch (``pair``: (speaker, listener) indices, targets...)."""
+
+    def play(
+        self, speaker: Agent, listener: Agent, batch: dict[str, Any], speaker_learns: bool = True
+    ) -> tuple[paddle.Tensor, paddle.Tensor, dict[str, paddle.Tensor]]:
+        """(joint loss, per-target accuracy [B], messages) of one pair on ``batch``."""
 
 
 def grow(first: Agent, size: int) -> list[Agent]:
@@ -60,26 +72,34 @@ def steps_to_reach(history: list[float], goal: float, window: int = WINDOW) -> i
     return int(hit[0] + window) if hit.size else None
 
 
-def teach_newcomer(arena: ReferentialArena) -> dict[str, float]:
-    """Train a fresh listener against the frozen speakers; compare with the first generation."""
-    c = arena.cfg
+def teach_newcomer(
+    game: Game,
+    template: Agent,
+    speakers: Sequence[Agent],
+    history: Sequence[float],
+    steps: int,
+    seed: int,
+) -> tuple[dict[str, float], list[float]]:
+    """Train a fresh listener built like ``template`` for ``steps`` steps against the frozen
+    ``speakers``; compare with the first generation's batch accuracy ``history``.
+
+    Returns (results, the newcomer's batch accuracy per step)."""
     saved = capture_rng()
-    template = arena.listeners[0]
     newcomer = type(template)(f"{template.name}_newcomer", **template.config)
-    trained = float(np.mean(arena.history[-WINDOW:]))
+    trained = float(np.mean(history[-WINDOW:]))
     goal = TARGET_SHARE * trained
     curve = []
     try:
-        for s in range(c.newcomer_steps):
-            batch = arena.draw(np.random.default_rng([arena.seed, 0x4E3, s]))
-            speaker = arena.speakers[batch["pair"][0]]
+        for s in range(steps):
+            batch = game.draw(np.random.default_rng([seed, NEWCOMER_STREAM, s]))
+            speaker = speakers[batch["pair"][0]]
             newcomer.train()
-            loss, acc, _ = arena.play(speaker, newcomer, batch, speaker_learns=False)
+            loss, acc, _ = game.play(speaker, newcomer, batch, speaker_learns=False)
             newcomer.update(loss)
             curve.append(float(acc.mean()))
     finally:
         restore_rng(saved)
-    first = steps_to_reach(arena.history, goal)
+    first = steps_to_reach(list(history), goal)
     new = steps_to_reach(curve, goal)
     out = {
         "newcomer_goal_accuracy": goal,
@@ -90,5 +110,4 @@ def teach_newcomer(arena: ReferentialArena) -> dict[str, float]:
     }
     if new and first:
         out["ease_of_teaching"] = float(first / new)  # > 1: easier than inventing it
-    arena.newcomer_curve = curve
-    return out
+    return out, curve

@@ -5,16 +5,13 @@ from __future__ import annotations
 import json
 from collections.abc import Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import Any
 
 import numpy as np
 
 from paddlecraft.encoders.tensorio import atomic_write_bytes, atomic_write_json
 
 from ..engine.plots import heatmap_chart, line_chart, save
-
-if TYPE_CHECKING:
-    from .arena import ReferentialArena
 
 __all__ = ["write_artifacts"]
 
@@ -26,22 +23,32 @@ def _smooth(v: Sequence[float], window: int = 20) -> np.ndarray:
     return np.convolve(v, np.ones(window) / window, mode="valid")
 
 
-def write_artifacts(arena: ReferentialArena, run_dir: str) -> dict[str, str]:
+def write_artifacts(
+    run_dir: str,
+    last: dict[str, Any],
+    splits: dict[str, Any],
+    speakers: Sequence[str],
+    listeners: Sequence[str],
+    history: Sequence[float],
+    newcomer_curve: Sequence[float],
+    snr_points: Sequence[tuple[float, float]] = (),
+) -> dict[str, str]:
     """Write messages.jsonl (every evaluated object of every speaker), crossplay.{json,png}
-    for populations and newcomer.png when a newcomer was taught; return their paths."""
+    for populations, snr_curve.png for a spoken channel and newcomer.png when a newcomer
+    was taught; return their paths.
+
+    ``last``: the last evaluation's ``messages`` (by speaker name, then split), ``batches``
+    and ``crossplay`` matrices; ``splits``: the world's ``train`` and ``test`` objects;
+    ``snr_points``: (SNR in dB, accuracy) pairs of the spoken channel, if any.
+    """
     d = Path(run_dir)
     out: dict[str, str] = {}
-    last = arena.last or {}
-    if not last:
-        arena.evaluate()
-        last = arena.last
     lines = []
-    splits = {"train": arena.world.train, "test": arena.world.test}
-    several = len(arena.speakers) > 1
-    for sp in arena.speakers:
+    several = len(speakers) > 1
+    for sp in speakers:
         for name, split in splits.items():
             idx = last["batches"][name]["target"]
-            for k, msg in zip(idx, last["messages"][sp.name][name]):
+            for k, msg in zip(idx, last["messages"][sp][name]):
                 row: dict = {
                     "meaning": split.meanings[k].tolist() if split.meanings is not None else None,
                     "message": [int(s) for s in msg],
@@ -50,7 +57,7 @@ def write_artifacts(arena: ReferentialArena, run_dir: str) -> dict[str, str]:
                 if split.meanings is None:
                     row["index"] = int(k)
                 if several:
-                    row["speaker"] = sp.name
+                    row["speaker"] = sp
                 lines.append(json.dumps(row))
     atomic_write_bytes(d / "messages.jsonl", ("\n".join(lines) + "\n").encode())
     out["messages"] = str(d / "messages.jsonl")
@@ -59,8 +66,8 @@ def write_artifacts(arena: ReferentialArena, run_dir: str) -> dict[str, str]:
         atomic_write_json(
             d / "crossplay.json",
             {
-                "rows": [s.name for s in arena.speakers],
-                "columns": [li.name for li in arena.listeners],
+                "rows": list(speakers),
+                "columns": list(listeners),
                 "accuracy": acc["all"].tolist(),
                 "train_accuracy": acc["train"].tolist(),
                 "test_accuracy": acc["test"].tolist(),
@@ -69,8 +76,8 @@ def write_artifacts(arena: ReferentialArena, run_dir: str) -> dict[str, str]:
         save(
             heatmap_chart(
                 acc["all"],
-                [s.name for s in arena.speakers],
-                [li.name for li in arena.listeners],
+                list(speakers),
+                list(listeners),
                 title="cross-play accuracy, all objects",
                 xlabel="listener",
                 ylabel="speaker",
@@ -79,11 +86,9 @@ def write_artifacts(arena: ReferentialArena, run_dir: str) -> dict[str, str]:
         )
         out["crossplay"] = str(d / "crossplay.json")
         out["crossplay_heatmap"] = str(d / "crossplay.png")
-    curve = getattr(arena, "snr_curve", None)
-    if arena.voice is not None and curve:
-        pts = list(zip(arena.cfg.eval_snrs, curve))
+    if snr_points:
         fig = line_chart(
-            {"training objects": pts},
+            {"training objects": list(snr_points)},
             title="spoken channel: accuracy against noise",
             xlabel="SNR (dB)",
             ylabel="accuracy",
@@ -91,10 +96,10 @@ def write_artifacts(arena: ReferentialArena, run_dir: str) -> dict[str, str]:
         )
         save(fig, d / "snr_curve.png")
         out["snr_curve"] = str(d / "snr_curve.png")
-    if arena.newcomer_curve:
+    if newcomer_curve:
         curves = {
-            "first generation": _smooth(arena.history),
-            "newcomer": _smooth(arena.newcomer_curve),
+            "first generation": _smooth(history),
+            "newcomer": _smooth(newcomer_curve),
         }
         n = min(len(v) for v in curves.values())
         series = {k: list(enumerate(v[:n].tolist())) for k, v in curves.items()}

@@ -32,6 +32,10 @@ __all__ = [
 SHAPE_ATTRIBUTES = ("shape", "colour", "size", "position")
 
 
+ATTRIBUTE_WORLD_STREAM = 0xA77  #: random-stream id: the attribute world's held-out combinations
+SHAPE_OBJECTS_STREAM = 0x5A9E  #: random-stream id: the shape objects drawn
+
+
 @dataclass(frozen=True)
 class ObjectSplit:
     """Objects ``x`` [N, ...] float32 and their attribute values ``meanings`` int64 [N, A]
@@ -77,7 +81,7 @@ def attribute_world(n_attributes: int, n_values: int, holdout: float, seed: int)
     if not 0.0 <= holdout < 1.0:
         raise ConfigError(f"arena.holdout is a share of combinations in [0, 1), got {holdout}")
     every = np.array(list(itertools.product(range(n_values), repeat=n_attributes)), np.int64)
-    rng = np.random.default_rng([seed, 0xA77])
+    rng = np.random.default_rng([seed, ATTRIBUTE_WORLD_STREAM])
     want = max(1, int(round(holdout * total))) if holdout > 0 else 0
     counts = np.zeros((n_attributes, n_values), np.int64)
     for m in every:
@@ -133,7 +137,7 @@ def load_shape_objects(
 ) -> ObjectData:
     """Images [N, 3, S, S] in [0, 1] of one shape each, attributes (shape 3, colour 4,
     size 2, quadrant 4) drawn uniformly by ``seed``; test images are new drawings."""
-    rng = np.random.default_rng([seed, 0x5A9E])
+    rng = np.random.default_rng([seed, SHAPE_OBJECTS_STREAM])
     levels = np.array([3, 4, 2, 4])
 
     def split(n: int) -> ObjectSplit:

@@ -13,7 +13,7 @@ fixed anchors. ``python run.py arena=selfplay game=tictactoe``.
 Scores: ``score`` is win 1, draw 1/2 everywhere (metrics, pool rule, tournaments);
 ``no_loss_rate`` is the share of games not lost (win or draw).
 
-Why one module of ~400 lines: it is the one class that schedules a step (which opponents,
+This module is the one class that schedules a step (which opponents,
 which update, when to snapshot); playing is in :mod:`.collect`/:mod:`.workers`, the
 updates in :mod:`.updates` (one rule per algorithm: :mod:`.ppo`, :mod:`.alphazero`), the
 pool and ratings in :mod:`.league`, players in :mod:`.player`, settings in :mod:`.config`.
@@ -36,7 +36,7 @@ from paddlecraft.encoders.tensorio import atomic_write_json
 from ..engine import Arena
 from ..games import ConnectFour, Player, TicTacToe, make_baseline
 from .analysis import game_spec, outcomes, result_rates, tictactoe_losing_lines
-from .collect import LEARNER, Collection
+from .collect import LEARNER, Collector
 from .config import SelfPlayConfig, check_settings
 from .league import (
     LeagueTable,
@@ -50,12 +50,12 @@ from .player import PolicyPlayer, SearchPlayer
 from .plots import rating_history_chart, save
 from .replay import ReplayBuffer
 from .updates import apply_update
-from .workers import Controller, RayCollectors, play_games, require_ray
+from .workers import Controller, play_games, require_ray
 
 log = logging.getLogger("paddlecraft")
 
 
-class SelfPlayArena(Collection, Arena):
+class SelfPlayArena(Arena):
     """Self-play with an opponent pool, PPO/A2C/AlphaZero updates, a rated league and anchors.
 
     Args:
@@ -119,7 +119,6 @@ class SelfPlayArena(Collection, Arena):
                     "self-play run folder (with policy/) or a saved policy folder"
                 )
             self.policy.load_state(folder, optimizer=False)
-        self._pool_workers: RayCollectors | None = None
         self.train_anchors = {str(k): float(v) for k, v in (cfg.league.train_anchors or {}).items()}
         default_eval = {"random": 100, **({"minimax": 100} if rules is TicTacToe else {})}
         self.eval_games = {str(k): int(v) for k, v in (cfg.eval.games or default_eval).items()}
@@ -177,7 +176,9 @@ class SelfPlayArena(Collection, Arena):
         self.best: Snapshot | None = None  # keep_best: the best-scoring policy so far
         self.best_value = -math.inf
         self.replay = ReplayBuffer(cfg.update.replay) if cfg.update.replay else None
-        self._twins: list[Policy] = []
+        self.collector = Collector(
+            self.policy, self.spec, self.baselines, self.train_anchors, cfg, self.seed
+        )
 
     # ------------------------------------------------------------------ engine API
     def steps_per_epoch(self) -> int:
@@ -207,6 +208,28 @@ class SelfPlayArena(Collection, Arena):
         if self.searching_now() and self.cfg.search.games_per_step:
             return self.cfg.search.games_per_step
         return self.cfg.games_per_step
+
+    def _collect(self) -> dict[str, Any]:
+        """Play this update's training games; record them in the league and, against pool
+        snapshots, in the snapshot rule's scores."""
+        rollout, played = self.collector.collect(
+            self.updates, self.games_now(), self.algo_now(), self.stream(11), self.pool
+        )
+        pool_scores = []
+        for name, o in played:
+            self.league.add(name, "snapshot" if name.startswith("snap_") else "anchor")
+            self.league.record(LEARNER, name, o)
+            if name.startswith("snap_"):
+                pool_scores.append((o > 0) + 0.5 * (o == 0))
+        if pool_scores:
+            s = np.concatenate(pool_scores)
+            self.pool_results.extend(s.tolist())
+            rollout["metrics"]["score_vs_pool"] = float(s.mean())
+        return rollout
+
+    def close(self) -> None:
+        """Stop the collection workers, if any were started."""
+        self.collector.close()
 
     def train_step(self, batch: int) -> dict[str, float]:
         if not self.pool.snapshots:  # the pool starts with the initial policy
@@ -293,7 +316,7 @@ class SelfPlayArena(Collection, Arena):
     def _judge(self) -> dict[str, float]:
         """Perfect-move and good-move rates of the greedy policy and of the policy with
         ``eval.simulations`` PUCT simulations (``search_`` prefix) on
-        ``eval.solver_positions`` solver-judged positions (every evaluation: ~1 s each)."""
+        ``eval.solver_positions`` solver-judged positions (at every evaluation)."""
         from ..games.solver import perfect_move_rate, solver_positions
 
         positions = solver_positions(self.cfg.eval.solver_positions, seed=0)

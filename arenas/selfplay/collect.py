@@ -1,9 +1,11 @@
-"""The collection half of :class:`~arenas.selfplay.SelfPlayArena`: which games a step plays
-(the learner against its latest self, pool snapshots and anchors, seats alternating) and
-who moves in them, in this process or in collection workers."""
+"""Collection for :class:`~arenas.selfplay.SelfPlayArena`: which games a step plays (the
+learner against its latest self, pool snapshots and anchors, seats alternating) and who
+moves in them, in this process or in collection workers. The arena owns a
+:class:`Collector` and keeps the league table and snapshot rule itself."""
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
 import numpy as np
@@ -24,22 +26,30 @@ from .workers import (
 LEARNER = "latest"
 
 
-class Collection:
-    """Mixed into SelfPlayArena: plays each step's training games (``_collect``).
+class Collector:
+    """Plays each step's training games for a self-play arena (:meth:`collect`).
 
-    Reads the arena's ``cfg``, ``policy``, ``spec``, ``pool``, ``league``, ``baselines``,
-    ``train_anchors``, ``seed`` and ``updates`` and calls ``algo_now`` / ``games_now``;
-    every draw comes from ``stream(11)``.
+    Made once with what does not change during a run: the learner ``policy`` (trained in
+    place by the arena), the game ``spec``, the fixed ``baselines`` by name, the anchors'
+    shares of the training games ``train_anchors``, the arena's settings ``cfg`` (its
+    ``league``, ``search`` and ``workers`` groups) and the run's ``seed``. Each step passes
+    the rest. It owns the frozen opponent networks and the collection workers.
     """
 
-    cfg: Any
-    algo_now: Any
-    games_now: Any
-    policy: Policy
-    _pool_workers: RayCollectors | None
-    _twins: list[Policy]
+    def __init__(
+        self,
+        policy: Policy,
+        spec: Any,
+        baselines: Mapping[str, Any],
+        train_anchors: Mapping[str, float],
+        cfg: Any,
+        seed: int,
+    ) -> None:
+        self.policy, self.spec, self.baselines = policy, spec, baselines
+        self.train_anchors, self.cfg, self.seed = train_anchors, cfg, seed
+        self._twins: list[Policy] = []
+        self._pool_workers: RayCollectors | None = None
 
-    # ------------------------------------------------------------------ collection
     def _twin(self, k: int) -> Policy:
         """Frozen opponent networks (same architecture, own scope, never trained)."""
         while len(self._twins) <= k:
@@ -47,19 +57,27 @@ class Collection:
             self._twins.append(frozen_policy(name, self.policy.config))
         return self._twins[k]
 
-    def _collect(self) -> dict[str, Any]:
-        """Play ``games_per_step`` games: the learner vs latest self / pool / anchors."""
-        league, n = self.cfg.league, self.games_now()
-        rng = self.stream(11)
-        learner_seat = (np.arange(n) + self.updates) % 2  # seats alternate game to game
+    def collect(
+        self, updates: int, n: int, algo: str, rng: np.random.Generator, pool: OpponentPool
+    ) -> tuple[dict[str, Any], list[tuple[str, np.ndarray]]]:
+        """Play ``n`` games of update ``updates`` (``algo``: its algorithm): the learner vs
+        its latest self, snapshots sampled from ``pool`` and the anchors; every draw comes
+        from ``rng``.
+
+        Returns the rollout (``records``, ``winner``, ``n``, ``metrics``) and, in plan order,
+        each opponent's name with the learner's outcomes against it (+1 / 0 / -1 per game),
+        for the arena's league table and snapshot rule.
+        """
+        league = self.cfg.league
+        learner_seat = (np.arange(n) + updates) % 2  # seats alternate game to game
         # opponent plan: controller 0 = learner, 1.. = pool snapshots, then anchors
         n_anchor = {k: int(round(v * n)) for k, v in self.train_anchors.items()}
         n_pool = max(0, int(round((1.0 - league.latest_ratio) * n)) - sum(n_anchor.values()))
         k_pool = max(1, league.pool_opponents_per_step)
-        snaps = self.pool.sample(k_pool, rng) if n_pool else []
+        snaps = pool.sample(k_pool, rng) if n_pool else []
         opp = np.zeros(n, np.int64)  # 0 = latest self
         names: list[str] = [LEARNER]
-        learner_kind = "search" if self.algo_now() == "alphazero" else "learner"
+        learner_kind = "search" if algo == "alphazero" else "learner"
         plan: list[PlanEntry] = [(learner_kind, None)]
         pos = n - n_pool - sum(n_anchor.values())
         for k, snap in enumerate(snaps):
@@ -79,7 +97,7 @@ class Collection:
         seats[rows, 1 - learner_seat] = opp  # 0 for self-play games: both seats learn
         if self.cfg.workers.count:
             winner, records, moves = self._collectors().play(
-                seats, self._wire_plan(plan), seed=[self.seed, 11, self.updates], record=0
+                seats, self._wire_plan(plan), seed=[self.seed, 11, updates], record=0
             )
         else:
             controllers = [self._controller(k, entry, rng) for k, entry in enumerate(plan)]
@@ -93,21 +111,8 @@ class Collection:
         }
         for k, name in enumerate(n_anchor, start=1 + len(snaps)):
             metrics[f"games_vs_{name}"] = float((opp == k).sum())
-        pool_scores = []
-        for c in range(1, len(plan)):
-            games = opp == c
-            if not games.any():
-                continue
-            o = won[games]
-            self.league.add(names[c], "snapshot" if names[c].startswith("snap_") else "anchor")
-            self.league.record(LEARNER, names[c], o)
-            if names[c].startswith("snap_"):
-                pool_scores.append((o > 0) + 0.5 * (o == 0))
-        if pool_scores:
-            s = np.concatenate(pool_scores)
-            self.pool_results.extend(s.tolist())
-            metrics["score_vs_pool"] = float(s.mean())
-        return {"records": records, "winner": winner, "n": n, "metrics": metrics}
+        played = [(names[c], won[opp == c]) for c in range(1, len(plan)) if (opp == c).any()]
+        return {"records": records, "winner": winner, "n": n, "metrics": metrics}, played
 
     def _controller(self, k: int, entry: PlanEntry, rng: np.random.Generator) -> Controller:
         """In-process controller ``k`` of a collection plan, sampling from ``rng``."""

@@ -22,6 +22,7 @@ from dataclasses import dataclass, field
 from typing import Any, ClassVar, Optional  # noqa: UP035 (OmegaConf needs typing forms)
 
 from paddlecraft.agents.settings import ConfigError
+from paddlecraft.compat import RENAMED
 
 from ..engine import ArenaConfig
 
@@ -257,29 +258,9 @@ class SelfPlayConfig(ArenaConfig):
     workers: WorkersConfig = field(default_factory=WorkersConfig)
     """Collection on Ray workers."""
 
-    #: the flat keys of PaddleCraft 0.2 and where they are now (``old: group.new``)
-    RENAMED: ClassVar[dict[str, str]] = {
-        **{k: f"update.{k}" for k in ("minibatch_size", "clip_ratio", "gamma", "gae_lambda",
-                                      "value_coef", "policy_coef", "entropy_coef")},
-        "update_epochs": "update.epochs",
-        **{k: f"search.{k}" for k in ("simulations", "c_puct", "dirichlet_alpha",
-                                      "noise_fraction", "temperature_moves", "policy_target")},
-        "search_updates": "search.updates",
-        "search_every": "search.every",
-        "search_games_per_step": "search.games_per_step",
-        "search_lr": "search.lr",
-        **{k: f"league.{k}" for k in ("latest_ratio", "pool_size", "pool_opponents_per_step",
-                                      "snapshot_every", "snapshot_score", "snapshot_min_games",
-                                      "train_anchors")},
-        "eval_games": "eval.games",
-        "final_eval_games": "eval.final_games",
-        "search_eval_games": "eval.search_games",
-        "eval_simulations": "eval.simulations",
-        **{k: f"eval.{k}" for k in ("solver_positions", "headline_metric", "keep_best")},
-        "collect_workers": "workers.count",
-        "threads_per_worker": "workers.threads",
-        "ray_address": "workers.ray_address",
-    }  # fmt: skip
+    #: the flat keys of PaddleCraft 0.2 and where they are now (``old: group.new``), from
+    #: the one rename table of :mod:`paddlecraft.compat`
+    RENAMED: ClassVar[dict[str, str]] = RENAMED["selfplay_setting"]
 
 
 def check_settings(cfg: SelfPlayConfig) -> None:

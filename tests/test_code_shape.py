@@ -1,0 +1,212 @@
+"""The library as a maintainer reads it: no import circle between modules, no module over
+~450 lines.
+
+The import graph counts every import a module names, wherever it stands: at the top, inside
+a function (a lazy import is still a dependency) or under ``if TYPE_CHECKING:`` (a type
+hint that names the host class is the host object passed in). A module importing its own
+parent package is not an edge: Python loads the parent first anyway.
+"""
+
+from __future__ import annotations
+
+import ast
+import re
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+LIBRARY = ("agents", "arenas", "encoders", "craftdata", "paddlecraft")
+MAX_LINES = 450
+
+
+def _modules() -> dict[str, Path]:
+    """Dotted name (``paddlecraft.agents.base``) -> file, for every library module."""
+    out = {}
+    for top in LIBRARY:
+        for path in sorted((ROOT / top).rglob("*.py")):
+            parts = list(path.relative_to(ROOT).with_suffix("").parts)
+            if parts[0] != "paddlecraft":
+                parts.insert(0, "paddlecraft")
+            if parts[-1] == "__init__":
+                parts.pop()
+            out[".".join(parts)] = path
+    return out
+
+
+def _imported(name: str, path: Path, known: dict[str, Path]) -> set[str]:
+    """The library modules ``name`` imports anywhere in its file."""
+    package = name if path.name == "__init__.py" else name.rpartition(".")[0]
+    targets: list[str] = []
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.Import):
+            targets += [a.name for a in node.names]
+        elif isinstance(node, ast.ImportFrom):
+            if node.level:
+                base = package.split(".")[: len(package.split(".")) - node.level + 1]
+                mod = ".".join(base + ([node.module] if node.module else []))
+            else:
+                mod = node.module or ""
+            # ``from pkg import sub`` imports the module pkg.sub; ``from mod import f``, mod
+            targets += [
+                f"{mod}.{a.name}" if f"{mod}.{a.name}" in known else mod for a in node.names
+            ]
+    out = set()
+    for target in targets:
+        while target and target not in known:
+            target = target.rpartition(".")[0]
+        if target and target != name and not name.startswith(target + "."):
+            out.add(target)
+    return out
+
+
+def _cycles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """Strongly connected components with more than one module (Tarjan, iterative)."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on_stack: set[str] = set()
+    found = []
+    for root in sorted(graph):
+        if root in index:
+            continue
+        work = [(root, iter(sorted(graph[root])))]
+        index[root] = low[root] = len(index)
+        stack.append(root)
+        on_stack.add(root)
+        while work:
+            node, children = work[-1]
+            child = next(children, None)
+            if child is not None:
+                if child not in index:
+                    index[child] = low[child] = len(index)
+                    stack.append(child)
+                    on_stack.add(child)
+                    work.append((child, iter(sorted(graph[child]))))
+                elif child in on_stack:
+                    low[node] = min(low[node], index[child])
+                continue
+            work.pop()
+            if work:
+                low[work[-1][0]] = min(low[work[-1][0]], low[node])
+            if low[node] == index[node]:
+                component = []
+                while True:
+                    top = stack.pop()
+                    on_stack.discard(top)
+                    component.append(top)
+                    if top == node:
+                        break
+                if len(component) > 1:
+                    found.append(sorted(component))
+    return found
+
+
+def test_the_cycle_finder_finds_a_circle_and_passes_a_chain():
+    assert _cycles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == [["a", "b", "c"]]
+    assert _cycles({"a": {"b"}, "b": {"c"}, "c": set()}) == []
+
+
+def test_the_import_graph_sees_relative_lazy_and_type_checking_imports():
+    known = _modules()
+    graph = {name: _imported(name, path, known) for name, path in known.items()}
+    # spot checks that the parser resolves what the library really does
+    assert "paddlecraft.arenas.games.baselines" in graph["paddlecraft.arenas.games.registry"]
+    assert "paddlecraft.arenas.games.solver" in graph["paddlecraft.arenas.games.registry"]
+    assert "paddlecraft.encoders.specs" in graph["paddlecraft.encoders.base"]
+    assert "paddlecraft.errors" in graph["paddlecraft.encoders.specs"]
+
+
+def test_no_import_circle_between_library_modules():
+    known = _modules()
+    graph = {name: _imported(name, path, known) for name, path in known.items()}
+    assert _cycles(graph) == []
+
+
+#: the library's layers, lowest first: a module imports only its own layer and those below
+LAYERS = (
+    ("paddlecraft.errors", "paddlecraft.compat", "paddlecraft.paddle_private"),
+    ("paddlecraft.encoders",),
+    ("paddlecraft.craftdata",),
+    ("paddlecraft.agents",),
+    ("paddlecraft.arenas",),
+    ("paddlecraft.cli", "paddlecraft.mistakes", "paddlecraft.__main__"),
+)
+
+
+def _layer(module: str) -> int | None:
+    for i, names in enumerate(LAYERS):
+        if any(module == n or module.startswith(n + ".") for n in names):
+            return i
+    return None  # the package itself and its start-up helpers
+
+
+def test_packages_import_only_their_own_layer_and_below():
+    """encoders < craftdata < agents < arenas < the command line: a lower layer never
+    reaches up (an encoder knows no agent, an agent no arena)."""
+    known = _modules()
+    upward = sorted(
+        f"{name} -> {target}"
+        for name, path in known.items()
+        for target in _imported(name, path, known)
+        if _layer(name) is not None and _layer(target) is not None and _layer(target) > _layer(name)
+    )
+    assert upward == []
+
+
+def test_no_library_module_is_over_450_lines():
+    long = {
+        str(path.relative_to(ROOT)): n
+        for path in _modules().values()
+        if (n := len(path.read_text().splitlines())) > MAX_LINES
+    }
+    assert long == {}, f"split these by concept (one idea per module): {long}"
+
+
+# a measured figure in a config comment: an accuracy-like 0.xx (not a formula's 0.95^n), a
+# table row, a duration ("~4 s", "20 minutes") or a rate (steps/s, GFLOP/s)
+FIGURE = re.compile(
+    r"\b0\.\d{2,}\b(?!\^)|\|[^|\n]*\d[^|\n]*\||~ ?\d+(\.\d+)? ?(s|min|h)\b|"
+    r"\b\d+ ?(minutes|seconds)\b|\w+/s\b"
+)
+
+
+def test_the_figure_pattern_catches_results_and_spares_settings():
+    for text in ("best move 0.82 with 200 simulations", "| 0.79 | 0.82 |", "~4 s per update",
+                 "About 20 minutes", "3.1 steps/s"):  # fmt: skip
+        assert FIGURE.search(text), text
+    for text in ("learns +-0.95^(plies to the deciding move)", "25 ms windows", "a tenth"):
+        assert not FIGURE.search(text), text
+
+
+def test_no_measured_figure_in_config_comments():
+    """Figures live in docs/results.json with their command and CPU, not in conf/ comments."""
+    found = [
+        f"{path.relative_to(ROOT)}:{i}: {line.strip()}"
+        for path in sorted((ROOT / "conf").rglob("*.yaml"))
+        for i, line in enumerate(path.read_text().splitlines(), 1)
+        if "#" in line and FIGURE.search(line.split("#", 1)[1])
+    ]
+    assert found == []
+
+
+def _library_lines() -> list[tuple[str, int, str]]:
+    return [
+        (str(path.relative_to(ROOT)), i, line)
+        for path in _modules().values()
+        for i, line in enumerate(path.read_text().splitlines(), 1)
+    ]
+
+
+def test_no_module_defends_its_size_in_a_comment():
+    """A module that needs its length explained is two ideas: split it instead."""
+    defence = re.compile(r"~\d+ lines|\d+ lines:")
+    assert [f"{p}:{i}" for p, i, line in _library_lines() if defence.search(line)] == []
+
+
+def test_random_stream_ids_are_named_constants():
+    """``default_rng([seed, 0xA7A])`` hides which stream it is: name it (``ANALYSIS_STREAM``)."""
+    inline = re.compile(
+        r"default_rng\(\[[^\]]*\b0x|\[[^\]]*seed[^\]]*\b0x[0-9A-Fa-f]+\]|held_out\(.*\b0x"
+    )
+    assert [
+        f"{p}:{i}: {line.strip()}" for p, i, line in _library_lines() if inline.search(line)
+    ] == []
