@@ -29,6 +29,8 @@ from paddlecraft.errors import ConfigError
 
 __all__ = ["KINDS", "StreamData", "load_stream"]
 
+DRAW_STREAM = 0x5EED  #: random-stream id: each step's minibatch, ``[seed, step, id]``
+
 KINDS = ("labels", "captions")  #: labelled images (arena=classify), image + caption pairs
 
 
@@ -84,7 +86,7 @@ class StreamData:
         window = self.train_window(self.needed(step))
         if len(window) == 0:
             return window
-        rng = np.random.default_rng([seed, step, 0x5EED])
+        rng = np.random.default_rng([seed, step, DRAW_STREAM])
         take = rng.choice(len(window), size=batch_size, replace=len(window) < batch_size)
         return window[np.sort(take)]
 

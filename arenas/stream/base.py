@@ -149,7 +149,7 @@ class StreamSource:
         """POST samples, end, predict; GET stream (see :mod:`.routes`)."""
         from .routes import stream_routes
 
-        return stream_routes(self, live)
+        return stream_routes(self.data, self.store, self.predict, live)
 
     def close(self) -> None:
         """Close the sample log, then what the arena itself holds."""

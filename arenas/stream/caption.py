@@ -22,6 +22,10 @@ from .base import StoppedWaiting, StreamSource
 __all__ = ["StreamCaptionArena"]
 
 
+#: random-stream id: a held-out sample's distractors, ``[seed, index, id]``
+CANDIDATES_STREAM = 0xCA
+
+
 class StreamCaptionArena(StreamSource, Arena):
     """Image -> caption -> image on a stream: step ``k`` trains the ``captioner`` (teacher
     forced) and the ``listener`` (contrastive) on one seeded minibatch of the newest
@@ -101,7 +105,7 @@ class StreamCaptionArena(StreamSource, Arena):
         n, k = len(idx), self.cfg.k
         cands, where = np.zeros((n, k), np.int64), np.zeros(n, np.int64)
         for j, i in enumerate(idx):
-            rng = np.random.default_rng([self.seed, int(i), 0xCA])
+            rng = np.random.default_rng([self.seed, int(i), CANDIDATES_STREAM])
             others = np.delete(np.arange(n), j)
             pick = rng.choice(others, size=k - 1, replace=len(others) < k - 1)
             slot = int(rng.integers(k))

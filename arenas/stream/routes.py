@@ -22,7 +22,9 @@ import numpy as np
 from .samples import SampleError, parse_body, parse_image, parse_sample
 
 if TYPE_CHECKING:
-    from .base import StreamSource
+    from paddlecraft.craftdata.stream import StreamData
+
+    from .store import SampleStore
 
 __all__ = ["MAX_PREDICT", "stream_routes"]
 
@@ -49,14 +51,18 @@ async def read_body(request: Any, limit: int) -> bytes:
     return b"".join(chunks)
 
 
-def stream_routes(arena: StreamSource, live: Any) -> list[Any]:
-    """The routes of a stream arena (``arena.store`` must be open: the engine's setup)."""
+def stream_routes(
+    spec: StreamData,
+    store: SampleStore,
+    answer_images: Callable[[np.ndarray], list[dict[str, Any]]],
+    live: Any,
+) -> list[Any]:
+    """The routes of a stream arena: samples into its open ``store`` (checked against
+    ``spec``), its count, the end of the stream, and predictions (``answer_images``, run on the training thread)."""
     from starlette.concurrency import run_in_threadpool
     from starlette.requests import Request
     from starlette.responses import JSONResponse
     from starlette.routing import Route
-
-    spec = arena.data
 
     def answer(fn: Callable[[Request], Awaitable[Any]]) -> Callable[[Request], Any]:
         async def handler(request: Request) -> JSONResponse:
@@ -68,18 +74,18 @@ def stream_routes(arena: StreamSource, live: Any) -> list[Any]:
         return handler
 
     async def info(request: Request) -> dict[str, Any]:
-        return arena.store.info()
+        return store.info()
 
     async def samples(request: Request) -> dict[str, Any]:
         obj = parse_body(await read_body(request, spec.max_request_bytes))
         arrays, index = parse_sample(obj, spec)
         # the fsync blocks: off the event loop, so status and other requests go on
-        i = await run_in_threadpool(arena.store.add, arrays, index)
+        i = await run_in_threadpool(store.add, arrays, index)
         live.wake()
         return {"index": i, "count": i + 1}
 
     async def end(request: Request) -> dict[str, Any]:
-        n = await run_in_threadpool(arena.store.end)
+        n = await run_in_threadpool(store.end)
         live.wake()
         return {"count": n, "ended": True}
 
@@ -95,7 +101,7 @@ def stream_routes(arena: StreamSource, live: Any) -> list[Any]:
                 )
         images = np.stack([parse_image(item, spec) for item in items])  # [B, C, H, W]
         try:
-            answers = await asyncio.wrap_future(live.call_soon(lambda: arena.predict(images)))
+            answers = await asyncio.wrap_future(live.call_soon(lambda: answer_images(images)))
         except Exception as e:  # noqa: BLE001 (the run ended or stopped before it ran)
             raise SampleError(f"the run cannot answer now ({type(e).__name__}: {e})", 409) from e
         return {"predictions": answers}

@@ -8,14 +8,12 @@ so two seeds that disagree are seen as two seeds.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from collections.abc import Sequence
+from typing import Any
 
 from matplotlib.figure import Figure
 
 from ..plots import new_figure
-
-if TYPE_CHECKING:
-    from .table import Summary
 
 #: the plot's file name, beside summary.csv
 PLOT = "summary.png"
@@ -25,14 +23,21 @@ def _numeric(values: list[Any]) -> bool:
     return all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in values)
 
 
-def summary_chart(summary: Summary, size: tuple[int, int] = (900, 520)) -> Figure | None:
-    """The chart of ``summary``'s groups; None when no group has a value to draw."""
-    groups = [g for g in summary.groups if g.stats.mean is not None]
+def summary_chart(
+    groups: Sequence[Any],
+    by: Sequence[str],
+    metric: str,
+    mode: str,
+    size: tuple[int, int] = (900, 520),
+) -> Figure | None:
+    """The chart of seed ``groups`` (keyed by the settings ``by``) on ``metric`` (``mode``:
+    max or min is better); None when no group has a value to draw."""
+    groups = [g for g in groups if g.stats.mean is not None]
     if not groups:
         return None
     fig = new_figure(size)
     ax = fig.add_subplot(1, 1, 1)
-    xkey = summary.by[0] if summary.by else None
+    xkey = by[0] if by else None
     xs = [g.key[0] for g in groups] if xkey else ["all runs"] * len(groups)
     numeric = xkey is not None and _numeric(xs)
     cats = list(dict.fromkeys(str(x) for x in xs))
@@ -40,7 +45,7 @@ def summary_chart(summary: Summary, size: tuple[int, int] = (900, 520)) -> Figur
         ax.set_xscale("log")
     series: dict[str, list[Any]] = {}
     for g in groups:
-        label = " ".join(f"{k}={v}" for k, v in zip(summary.by[1:], g.key[1:], strict=True))
+        label = " ".join(f"{k}={v}" for k, v in zip(by[1:], g.key[1:], strict=True))
         series.setdefault(label, []).append(g)
     width = (0.03 if numeric else 0.12) * max(len(series) - 1, 1)
     for i, (label, members) in enumerate(series.items()):
@@ -54,16 +59,16 @@ def summary_chart(summary: Summary, size: tuple[int, int] = (900, 520)) -> Figur
         line = ax.errorbar(pos, means, yerr=[low, high], marker="o", capsize=4,
                            label=label or None, linestyle="-" if numeric else "none")  # fmt: skip
         for p, g in zip(pos, members, strict=True):
-            ys = [r.value(summary.metric) for r in g.runs]
+            ys = [r.value(metric) for r in g.runs]
             ys = [y for y in ys if y is not None]
             ax.scatter([p] * len(ys), ys, s=12, alpha=0.5, color=line[0].get_color())
     if not numeric:
         ax.set_xticks(range(len(cats)), cats)
-    better = "higher" if summary.mode == "max" else "lower"
+    better = "higher" if mode == "max" else "lower"
     ax.set_xlabel(xkey or "")
-    ax.set_ylabel(f"{summary.metric} ({better} is better)")
+    ax.set_ylabel(f"{metric} ({better} is better)")
     n = max(g.stats.n for g in groups)
-    ax.set_title(f"{summary.metric}: mean of up to {n} seeds, 95% bootstrap CI; dots: runs")
+    ax.set_title(f"{metric}: mean of up to {n} seeds, 95% bootstrap CI; dots: runs")
     if any(series):
         ax.legend(fontsize=8)
     ax.grid(alpha=0.3)

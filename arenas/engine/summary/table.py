@@ -188,7 +188,7 @@ class Summary:
             from ..plots import save
             from .plot import PLOT, summary_chart
 
-            fig = summary_chart(self)
+            fig = summary_chart(self.groups, self.by, self.metric, self.mode)
             if fig is not None:
                 written.append(save(fig, folder / PLOT))
         return written
