@@ -168,6 +168,11 @@ class Arena:
         thread. Default: nothing."""
         return {}
 
+    def extra_results(self) -> dict[str, Any]:
+        """Entries the arena adds to ``results.json`` at the end of the run (JSON-able; a
+        self-play policy's record against people). Default: none."""
+        return {}
+
     def close(self) -> None:
         """Release what the arena started (worker processes...); safe to call twice.
 

@@ -413,6 +413,12 @@ class ReferentialArena(Arena):
         self.newcomer = dict(state.get("newcomer", {}))
         self.newcomer_curve = [float(v) for v in state.get("newcomer_curve", [])]
 
+    def live_view(self) -> dict[str, Any]:
+        """The live page's picture: the last evaluation's messages (a table per split)."""
+        from .report import message_panels
+
+        return {"panels": message_panels(self)}
+
     def artifacts(self, run_dir: str) -> dict[str, str]:
         """messages.jsonl, and for populations the cross-play heat map and matrix."""
         from .report import write_artifacts

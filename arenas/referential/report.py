@@ -5,18 +5,19 @@ from __future__ import annotations
 import json
 from collections.abc import Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from paddlecraft.encoders.tensorio import atomic_write_bytes, atomic_write_json
 
+from ..engine.live.panels import table_panel
 from ..engine.plots import heatmap_chart, line_chart, save
 
 if TYPE_CHECKING:
     from .arena import ReferentialArena
 
-__all__ = ["write_artifacts"]
+__all__ = ["message_panels", "write_artifacts"]
 
 
 def _smooth(v: Sequence[float], window: int = 20) -> np.ndarray:
@@ -107,3 +108,32 @@ def write_artifacts(arena: ReferentialArena, run_dir: str) -> dict[str, str]:
         save(fig, d / "newcomer.png")
         out["newcomer_curve"] = str(d / "newcomer.png")
     return out
+
+
+def message_panels(arena: ReferentialArena, rows: int = 12) -> list[dict[str, Any]]:
+    """The live page's tables: the last evaluation's greedy messages of the first speaker,
+    ``rows`` objects per split (meaning, or object index where meanings are unknown)."""
+    last = arena.last or {}
+    if not last:
+        return []
+    sp = arena.speakers[0]
+    panels = []
+    for name, split in (("train", arena.world.train), ("test", arena.world.test)):
+        idx = last["batches"][name]["target"][:rows]
+        msgs = last["messages"][sp.name][name][:rows]
+        known = split.meanings is not None
+        table = [
+            [
+                " ".join(map(str, split.meanings[k].tolist())) if known else int(k),
+                " ".join(str(int(s)) for s in msg),
+            ]
+            for k, msg in zip(idx, msgs)
+        ]
+        panels.append(
+            table_panel(
+                f"{sp.name}'s messages, {name} objects",
+                ["meaning" if known else "object", "message"],
+                table,
+            )
+        )
+    return panels

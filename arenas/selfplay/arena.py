@@ -178,6 +178,8 @@ class SelfPlayArena(Collection, Arena):
         self.best_value = -math.inf
         self.replay = ReplayBuffer(cfg.update.replay) if cfg.update.replay else None
         self._twins: list[Policy] = []
+        self._last_rollout: dict[str, Any] | None = None  # the live page's training board
+        self._human: Any = None  # a live run's human games (.humanplay.HumanPlay)
 
     # ------------------------------------------------------------------ engine API
     def steps_per_epoch(self) -> int:
@@ -215,6 +217,7 @@ class SelfPlayArena(Collection, Arena):
         if self.cfg.search.lr is not None and self.updates >= self.search_from:
             self._set_lr(self.cfg.search.lr if searching else None)
         rollout = self._collect()
+        self._last_rollout = rollout
         metrics = self._update(rollout)
         self.updates += 1
         metrics.update(rollout["metrics"])
@@ -357,6 +360,36 @@ class SelfPlayArena(Collection, Arena):
         save(rating_history_chart(self.league.history), plot)
         log.info("league table:\n%s", self.league.format())
         return {"policy": str(d / "policy"), "league": str(d / "league.json"), "ratings": str(plot)}
+
+    # ------------------------------------------------------------------ live runs
+    def live_view(self) -> dict[str, Any]:
+        """The live page's picture: the last update's first training game as a board."""
+        from .liveview import training_board
+
+        board = None
+        if self._last_rollout is not None and self.spec.rules is not None:
+            board = training_board(self.spec.rules, self._last_rollout, self.updates)
+        return {"panels": [board] if board else []}
+
+    def live_routes(self, live: Any) -> list[Any]:
+        """A person plays the policy with its search (``eval.simulations``): routes under
+        ``/api/arena/play`` (:mod:`.humanplay`); none for games without native rules."""
+        if self.spec.rules is None or self.run_dir is None:
+            return []
+        from .humanplay import HumanPlay, play_routes
+
+        self._human = HumanPlay(
+            self.policy, self.spec.rules, self.run_dir, self.cfg.eval.simulations,
+            self.cfg.search.c_puct, self.seed, lambda: self.updates,
+        )  # fmt: skip
+        return play_routes(self._human, live)
+
+    def extra_results(self) -> dict[str, Any]:
+        """``human_games``: the policy's wins, draws and losses against people (live runs)."""
+        from .humanplay import human_score
+
+        score = human_score(self.run_dir) if self.run_dir is not None else {"games": 0}
+        return {"human_games": score} if score["games"] else {}
 
     # ------------------------------------------------------------------ playing
     def play_against(
