@@ -226,3 +226,79 @@ def test_panels_encode_images_text_and_boards():
         media_panels({"x": 3})
     b = board_panel("b", np.eye(2, dtype=int) * 2, "c", (1, 1))
     assert b["cells"] == [[2, 0], [0, 2]] and b["last"] == [1, 1]
+
+
+def _png_shape(panel):
+    raw = base64.b64decode(panel["src"].split(",", 1)[1])
+    return cv2.imdecode(np.frombuffer(raw, np.uint8), cv2.IMREAD_UNCHANGED).shape
+
+
+def test_classify_view_is_the_last_evaluations_confusion_matrix(make_scope):
+    from paddlecraft.agents import Classifier
+    from paddlecraft.arenas import ClassifyArena
+
+    enc = {"_target_": "paddlecraft.encoders.ImageMLPEncoder", "input_size": 64, "hidden_size": 16}
+    agent = Classifier(make_scope("clf"), encoder=enc, seed=0)
+    arena = ClassifyArena(
+        {"classifier": agent}, data={"_target_": "paddlecraft.craftdata.load_digits"}
+    )
+    try:
+        assert arena.live_view() == {"panels": []}  # nothing before the first evaluation
+        metrics = arena.evaluate()
+        matrix, first = arena.live_view()["panels"]
+        cm = np.array([row[1:] for row in matrix["rows"]])  # [true, predicted]
+        assert cm.shape == (10, 10) and matrix["columns"][1:] == [str(k) for k in range(10)]
+        assert np.trace(cm) / cm.sum() == pytest.approx(metrics["test_accuracy"])
+        pred, y = arena._last_predictions
+        assert (
+            cm.sum() == len(y) and cm.sum(axis=1).tolist() == np.bincount(y, minlength=10).tolist()
+        )
+        assert [r[1:3] for r in first["rows"]] == [[int(y[i]), int(pred[i])] for i in range(12)]
+    finally:
+        arena.close()
+
+
+def test_referential_view_lists_the_last_evaluations_messages():
+    from test_referential import make_arena
+
+    arena = make_arena()
+    assert arena.live_view() == {"panels": []}
+    arena.evaluate()
+    train, test = arena.live_view()["panels"]
+    assert train["columns"] == ["meaning", "message"] and "test objects" in test["label"]
+    msgs = arena.last["messages"][arena.speakers[0].name]["test"]
+    idx = arena.last["batches"]["test"]["target"]
+    for row, k, msg in zip(test["rows"], idx, msgs):
+        assert row == [
+            " ".join(map(str, arena.world.test.meanings[k].tolist())),
+            " ".join(map(str, msg.tolist())),
+        ]
+
+
+def test_gan_view_is_the_sample_grid(make_scope):
+    from test_gan import _tiny
+
+    arena = _tiny()
+    try:
+        (grid,) = arena.live_view()["panels"]
+        assert grid["kind"] == "image" and grid["label"] == "samples"
+        assert _png_shape(grid) == (*arena.grid().shape[:2], 3)
+    finally:
+        arena.close()
+
+
+def test_caption_view_is_the_telephone_sheet_and_texts(make_scope):
+    from test_caption import TINY_DATA, _captioner, _listener
+
+    from paddlecraft.arenas import CaptionArena
+
+    cap, lis = _captioner(make_scope("cap")), _listener(make_scope("lis"))
+    hops = {h.name: {"steps": 1, "batch_size": 4} for h in (cap, lis)}
+    arena = CaptionArena(
+        {cap.name: cap, lis.name: lis}, chain=[cap.name, lis.name], data=TINY_DATA, hops=hops
+    )
+    assert arena.live_view() == {"panels": []}
+    arena.evaluate()
+    sheet, texts = arena.live_view()["panels"]
+    assert sheet["kind"] == "image" and _png_shape(sheet)[2] == 3
+    assert texts["kind"] == "text" and texts["text"].splitlines()[0].startswith("| truth | ")
