@@ -8,6 +8,8 @@ headline metric so sweepers can optimise it. The same entry point also takes:
   (:mod:`paddlecraft.arenas.engine.export`; no config is composed);
 - ``paddlecraft tournament --game connect_four --players ...``: rate players
   (:mod:`paddlecraft.arenas.selfplay.tournament`);
+- ``paddlecraft live RUN_DIR status|pause|resume|checkpoint|evaluate|stop|set k=v|open``:
+  watch and steer a live run (:mod:`paddlecraft.livecli`);
 - ``paddlecraft --help`` (the arenas and config groups), ``--hydra-help`` (Hydra's own
   help), ``--version``; ``--config-dir DIR`` adds a user's config folder, ``-m`` sweeps.
 
@@ -85,6 +87,7 @@ def help_text() -> str:
         "       paddlecraft export=<run dir> export.agent=<name> [export.onnx=true]",
         "       paddlecraft tournament --game connect_four --players <player> ...",
         "       paddlecraft resume=<run dir>",
+        "       paddlecraft live <run dir> status|pause|resume|checkpoint|evaluate|stop|open|set k=v",
         "       paddlecraft --version | --help | --hydra-help | --cfg job (print the config)",
         "",
         "Swap an agent's encoder: encoder@agents.<agent>.<slot>=<encoder>. Runs land in",
@@ -113,6 +116,10 @@ def main(argv: Sequence[str] | None = None) -> int | None:
     if args[:1] in (["--help"], ["-h"]):
         sys.stdout.write(help_text())
         return 0
+    if args[:1] == ["live"]:  # paddlecraft live RUN_DIR status|pause|...: a client, no Paddle
+        from paddlecraft.livecli import main as live_main
+
+        return live_main(args[1:])
     if importlib.util.find_spec("paddle") is None:  # no dependency declares it (docs/install.md)
         sys.stderr.write(f"error: {PADDLE_MISSING}\n")
         return 2
@@ -132,6 +139,9 @@ def main(argv: Sequence[str] | None = None) -> int | None:
     from paddlecraft.arenas import register_configs
 
     register_configs()
+    from paddlecraft.arenas.engine.live.config import expand_shorthand
+
+    args = expand_shorthand(args)  # trainer.live=true -> trainer.live.enabled=true
     sys.argv = [sys.argv[0], *args]  # Hydra reads its overrides from sys.argv
     return run_hydra(_hydra_main, args)
 
