@@ -161,6 +161,13 @@ def test_the_page_shows_and_steers_a_run_and_plays_connect_four(live_run, tmp_pa
             expect(page.locator("#step")).not_to_have_text(str(frozen), timeout=WAIT_MS)
             assert _step(page) > frozen
 
+            # the set form: a setting resume= may not change is refused with its reason
+            page.fill("#set-key", "arena.games_per_step")
+            page.fill("#set-value", "4")
+            page.click('#set-form button[type="submit"]')
+            expect(page.locator("#message")).to_contain_text("set: ", timeout=WAIT_MS)
+            expect(page.locator("#message")).to_contain_text("arena.games_per_step")
+
             # the arena's view: the board of a training game
             expect(page.locator(".panel-board .grid .cell")).to_have_count(42, timeout=WAIT_MS)
 
@@ -182,6 +189,7 @@ def test_the_page_shows_and_steers_a_run_and_plays_connect_four(live_run, tmp_pa
             result = board.get_attribute("data-result")
             assert result in ("human_win", "policy_win", "draw")
             expect(page.locator("#play-status")).to_contain_text("is over")
+            expect(page.locator("#message")).to_be_hidden()  # a good request clears the error
             expect(page.locator("#play-score")).to_contain_text("(1 game;")
             page.screenshot(path=str(tmp_path / "live_page.png"), full_page=True)
             (row,) = [
