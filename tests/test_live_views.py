@@ -171,6 +171,22 @@ def test_bad_moves_are_refused_with_one_clear_error(make_scope, tmp_path):
     assert client.get("/api/arena/play").json()["game"]["moves"] == []
 
 
+def test_a_reply_after_the_run_ended_is_refused(make_scope, tmp_path):
+    from paddlecraft.arenas.engine.live.control import RunEnded
+
+    class EndedLive(InlineLive):
+        def call_soon(self, fn):
+            fut: Future = Future()
+            fut.set_exception(RunEnded("the run has ended"))
+            return fut
+
+    arena = _c4_arena(make_scope("c4"), tmp_path)
+    client = _client(arena, EndedLive(tmp_path))
+    client.post("/api/arena/play/new", json={"human_first": False})
+    r = client.post("/api/arena/play/reply")
+    assert r.status_code == 409 and r.json()["error"].startswith("the run has ended")
+
+
 def test_tictactoe_is_played_by_cells(make_scope, tmp_path):
     seed_everything(0)
     mlp = {**C4_MLP, "input_size": 18}

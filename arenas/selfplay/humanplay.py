@@ -10,7 +10,7 @@ Why the reply runs on the training thread (``live.call_soon``): the search reads
 policy's weights, and a step updates them in place; running between steps reads one
 consistent set without copying the network each move, and Paddle is not driven from two
 threads at once. The reply changes nothing the run carries: ties are broken by the
-game's own generator (``(seed, 0x4855, game number)``, never a run stream), the network
+game's own generator (``(seed, 0x4855, game number, ply)``, never a run stream), the network
 is evaluated under ``no_grad`` and its train/eval mode is restored (``SearchPlayer``).
 """
 
@@ -27,11 +27,16 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+from starlette.requests import Request
+from starlette.responses import JSONResponse
+from starlette.routing import Route
 
 from paddlecraft.agents import Policy
 from paddlecraft.errors import PaddleCraftError
 
+from ..engine.live.control import RunEnded
 from ..games.core import BoardGame
+from .liveview import stone_cell
 from .player import SearchPlayer
 
 HUMAN_GAMES = "human_games.jsonl"
@@ -48,12 +53,6 @@ def first_player_cells(game: BoardGame) -> np.ndarray:
     mover, other = planes[..., 0].astype(np.int64), planes[..., 1].astype(np.int64)
     first, second = (mover, other) if game.moves[0] % 2 == 0 else (other, mover)
     return first * 1 + second * 2
-
-
-def stone_cell(rules: type[BoardGame], stone: int) -> tuple[int, int]:
-    """``(row, col)`` of the single bit ``stone``."""
-    r, c = np.argwhere(rules.POS == int(stone).bit_length() - 1)[0]
-    return int(r), int(c)
 
 
 @dataclass
@@ -249,10 +248,8 @@ class HumanPlay:
 
 def play_routes(play: HumanPlay, live: Any) -> list[Any]:
     """Starlette routes under ``/api/arena``: ``GET play``, ``POST play/new`` (``{"human_first":
-    true}``), ``POST play/move`` (``{"action": 3}``), ``POST play/reply``."""
-    from starlette.requests import Request
-    from starlette.responses import JSONResponse
-    from starlette.routing import Route
+    true}``), ``POST play/move`` (``{"action": 3}``), ``POST play/reply``. A refused move is
+    HTTP 400, a reply asked after the run ended 409, each with ``{"error": "..."}``."""
 
     async def body(request: Request) -> dict[str, Any]:
         raw = await request.body()
@@ -272,6 +269,8 @@ def play_routes(play: HumanPlay, live: Any) -> list[Any]:
                 return JSONResponse(await fn(request))
             except PlayError as e:
                 return JSONResponse({"error": str(e)}, status_code=400)
+            except RunEnded as e:
+                return JSONResponse({"error": f"{e}: the policy no longer plays"}, status_code=409)
 
         return handler
 

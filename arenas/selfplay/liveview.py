@@ -10,6 +10,12 @@ from ..engine.live.panels import board_panel
 from ..games.core import BoardGame
 
 
+def stone_cell(rules: type[BoardGame], stone: int) -> tuple[int, int]:
+    """``(row, col)`` of the single bit ``stone`` on the board of ``rules``."""
+    r, c = np.argwhere(rules.POS == int(stone).bit_length() - 1)[0]
+    return int(r), int(c)
+
+
 def training_board(
     rules: type[BoardGame], rollout: dict[str, Any], update: int, g: int = 0
 ) -> dict[str, Any] | None:
@@ -30,7 +36,7 @@ def training_board(
     planes = rules.planes(cur2, mask2)[0]  # [rows, cols, 2]
     nxt, prev = planes[..., 0].astype(np.int64), planes[..., 1].astype(np.int64)
     first, second = (nxt, prev) if (ply + 1) % 2 == 0 else (prev, nxt)
-    r, c = np.argwhere(rules.POS == int(stone[0]).bit_length() - 1)[0]
+    r, c = stone_cell(rules, int(stone[0]))
     winner = int(np.asarray(rollout["winner"])[g])
     outcome = (
         "a draw" if winner < 0 else f"won by the {'first' if winner == 0 else 'second'} player"
@@ -39,4 +45,4 @@ def training_board(
         f"update {update}: training game {g + 1} of {rollout.get('n', '?')} after move "
         f"{ply + 1}, {outcome} (X moved first)"
     )
-    return board_panel("training game", first + 2 * second, caption, (int(r), int(c)))
+    return board_panel("training game", first + 2 * second, caption, (r, c))
