@@ -273,6 +273,7 @@ class LiveServer:
                 raise RuntimeError("the live server did not start within 10 s")
             time.sleep(0.01)
         run_dir = self.control.run_dir
+        run_dir.mkdir(parents=True, exist_ok=True)
         self._file = run_dir / LIVE_FILE
         url_host = "127.0.0.1" if self.cfg.host in ("0.0.0.0", "::") else self.cfg.host
         write_live_json(
