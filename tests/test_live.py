@@ -14,6 +14,7 @@ import time
 from pathlib import Path
 
 import httpx
+import numpy as np
 import pytest
 from live_kit import AtSteps, Client, SlowArena, make_arena, same, weights
 from starlette.responses import JSONResponse
@@ -383,3 +384,48 @@ def test_trainer_live_true_is_shorthand_and_composes(compose_config):
     cfg = compose_config(*expand_shorthand(["trainer.live=true", "trainer.live.port=0"]))
     assert cfg.trainer.live.enabled is True and cfg.trainer.live.host == "127.0.0.1"
     assert compose_config().trainer.live.enabled is False
+
+
+def test_selfplay_collection_is_abandoned_mid_step_and_resume_is_exact(tmp_path):
+    """A stop during a self-play collection (between moves) discards the step; a resume
+    from the boundary checkpoint ends where an uninterrupted run ends."""
+    from test_selfplay import TTT_MLP, _arena
+
+    from paddlecraft.agents import Policy
+    from paddlecraft.arenas.engine.rng import seed_everything
+
+    def build():
+        seed_everything(0)
+        policy = Policy("policy", encoder=TTT_MLP, obs_shape=[3, 3, 2], num_actions=9, seed=0)
+        return _arena(policy, algo="a2c"), policy
+
+    def cbs():
+        return standard_callbacks(progress=False, eval_every=0)
+
+    full, p_full = build()
+    run_arena(full, tmp_path / "full", cbs())
+
+    part, _ = build()
+    moves = {"n": 0}
+    real = part.check_interrupt
+
+    def stop_on_the_fifth_move_of_step_3():
+        if part.updates == 2:
+            moves["n"] += 1
+            if moves["n"] == 5:  # what SIGTERM's handler does, mid-collection
+                loop.request_stop("test", "interrupted")
+                loop.gate.request()
+        real()
+
+    part.check_interrupt = stop_on_the_fifth_move_of_step_3
+    from paddlecraft.arenas.engine import Loop
+
+    loop = Loop(part, cbs(), tmp_path / "part")
+    out = loop.run()
+    assert out["status"] == "interrupted" and out["step"] == 2 and moves["n"] == 5
+    resumed, p_resumed = build()
+    out = run_arena(resumed, tmp_path / "part", cbs(), resume=True)
+    assert out["status"] == "finished" and out["step"] == 4
+    a, b = p_full.state_dict(), p_resumed.state_dict()
+    assert all(np.array_equal(a[k].numpy(), b[k].numpy()) for k in a)
+    assert out["metrics"] == json.loads((tmp_path / "full" / "results.json").read_text())["metrics"]

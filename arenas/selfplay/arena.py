@@ -73,6 +73,9 @@ class SelfPlayArena(Collection, Arena):
     """
 
     Config = SelfPlayConfig
+    #: a stop, pause or signal abandons an in-process collection between moves (nothing
+    #: of the step is applied before its games end); collection workers finish their slice
+    interruptible = True
 
     def __init__(
         self, agents: Mapping[str, Agent], data: Any = "tictactoe", seed: int = 0, **settings: Any

@@ -33,6 +33,7 @@ class Collection:
     """
 
     cfg: Any
+    check_interrupt: Any
     algo_now: Any
     games_now: Any
     policy: Policy
@@ -83,7 +84,9 @@ class Collection:
             )
         else:
             controllers = [self._controller(k, entry, rng) for k, entry in enumerate(plan)]
-            winner, records, moves = play_games(self.spec, n, seats, controllers, record=0)
+            winner, records, moves = play_games(
+                self.spec, n, seats, controllers, record=0, check=self.check_interrupt
+            )
         won = outcomes(winner, learner_seat)
         metrics: dict[str, float] = {
             "moves_per_game": moves / n,
