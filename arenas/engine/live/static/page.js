@@ -166,16 +166,18 @@
     });
   }
 
-  // losses first, then evaluation metrics, then the other training metrics
-  const rank = (n) => (n.startsWith("train/") && n.includes("loss") ? 0 : n.startsWith("eval/") ? 1 : 2);
+  // training curves first (losses leading), evaluation metrics in their own fold
+  const rank = (n) => (n.includes("loss") ? 0 : 1);
   const byRank = (a, b) => rank(a) - rank(b) || a.localeCompare(b);
 
   function chartFor(name) {
     const id = "chart-" + name.replace(/[^A-Za-z0-9_-]/g, "_");
     let fig = document.getElementById(id);
     if (!fig) {
-      const box = $("charts");
-      const empty = box.querySelector(".empty");
+      const evaluation = name.startsWith("eval/");
+      const box = evaluation ? $("eval-charts") : $("charts");
+      if (evaluation) $("eval-curves").hidden = false;
+      const empty = $("charts").querySelector(".empty");
       if (empty) empty.remove();
       fig = document.createElement("figure");
       fig.id = id;
@@ -295,8 +297,13 @@
     fig.append(cap);
     if (p.kind === "image") {
       const img = document.createElement("img");
-      img.src = p.src;
       img.alt = p.label || "image";
+      img.addEventListener("load", () => {
+        // small pictures (an 8x8-digit grid) are enlarged by a whole factor, kept sharp
+        const k = Math.max(1, Math.floor(420 / img.naturalWidth));
+        img.style.width = img.naturalWidth * k + "px";
+      });
+      img.src = p.src;
       fig.append(img);
     } else if (p.kind === "audio") {
       const audio = document.createElement("audio");
