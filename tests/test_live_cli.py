@@ -159,3 +159,30 @@ def test_set_lr_in_a_config_run_equals_stop_and_resume_with_that_lr(
     assert change["step"] == k and change["changes"]["agents.classifier.lr"]["to"] == 5e-4
     # the live run's own resume= from its step-k checkpoint would keep the new rate
     assert (tmp_path / "set" / "checkpoints" / f"step_{k:08d}").is_dir()
+
+
+def test_data_parallel_rank_0_serves_and_every_rank_stops_at_the_same_step(tmp_path, capsys):
+    run_dir = tmp_path / "run"
+    env = {**os.environ, "OMP_NUM_THREADS": "1"}
+    cmd = [sys.executable, "-m", "paddle.distributed.launch", "--nproc_per_node", "2",
+           "--log_dir", str(tmp_path / "logs"), str(ROOT / "run.py"), "arena=classify",
+           "trainer.live=true", "arena.epochs=400", f"hydra.run.dir={run_dir}", *QUIET]  # fmt: skip
+    proc = subprocess.Popen(cmd, cwd=ROOT, env=env, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True)  # fmt: skip
+    try:
+        _wait(lambda: (run_dir / "live.json").exists() or proc.poll() is not None, 180, "live")
+        assert proc.poll() is None
+        code, out, _ = _live(capsys, str(run_dir), "set", "agents.classifier.lr=5e-4")
+        assert code == 0, out
+        code, out, _ = _live(capsys, str(run_dir), "stop")
+        assert code == 0 and "stop: applied at step " in out
+        step = int(out.split("applied at step ")[1].split()[0])
+        proc.communicate(timeout=180)  # a rank that missed the stop would hang here
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    logs = {p.name: p.read_text() for p in (tmp_path / "logs").glob("workerlog.*")}
+    assert proc.returncode == 0, "".join(logs.values())[-3000:]
+    assert len(logs) == 2  # both ranks ended: rank 1 left its loop at rank 0's step
+    results = json.loads((run_dir / "results.json").read_text())
+    assert results["status"] == "stopped" and results["step"] == step

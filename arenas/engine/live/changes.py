@@ -91,10 +91,13 @@ def check_keys(args: dict[str, Any], loop: Loop | None = None) -> None:
             raise ConfigError(f"set: {cannot_change(key, current_value(loop, key), new)}")
 
 
-def apply_live_changes(loop: Loop, args: dict[str, Any]) -> dict[str, dict[str, Any]]:
+def apply_live_changes(
+    loop: Loop, args: dict[str, Any], write: bool = True
+) -> dict[str, dict[str, Any]]:
     """Apply ``{key: value}`` at this boundary (training thread); ``{key: {from, to}}``.
 
-    All keys are checked before any is applied; a refused one changes nothing.
+    All keys are checked before any is applied; a refused one changes nothing. With
+    ``write=False`` (data-parallel ranks other than 0) nothing is written to disk.
     """
     check_keys(args, loop)
     plan = [(key, new, current_value(loop, key)) for key, new in args.items()]
@@ -106,11 +109,12 @@ def apply_live_changes(loop: Loop, args: dict[str, Any]) -> dict[str, dict[str, 
     from .control import LiveControl
 
     control = next((cb for cb in loop.callbacks if isinstance(cb, LiveControl)), None)
-    if control is not None and control.serve:  # the step's state, before the change
+    if write and control is not None:  # the step's state, before the change
         control._checkpoint(loop)
     for key, change in changes.items():
         _apply(loop, key, change["to"])
-    _persist(loop.run_dir, changes, loop.step)
+    if write:
+        _persist(loop.run_dir, changes, loop.step)
     return changes
 
 

@@ -90,6 +90,8 @@ class LiveControl(Callback):
         self._snap: dict[str, Any] = {"step": 0, "epoch": 0, "metrics": {}, "time": time.time()}
         self._t0 = time.monotonic()
         self._step0 = 0
+        self._dp = False  # data-parallel: rank 0 hands its applied commands to the others
+        self._applied: list[tuple[str, dict[str, Any]]] = []
 
     # ------------------------------------------------------------------ LiveContext
     @property
@@ -128,8 +130,11 @@ class LiveControl(Callback):
         self._bell.set()
 
     def record(self, command: str, **fields: Any) -> None:
-        """Append ``{"command", "step", "time", **fields}`` to ``control.jsonl``."""
+        """Append ``{"command", "step", "time", **fields}`` to ``control.jsonl`` (rank 0
+        of a data-parallel run only)."""
         loop = self._need_loop()
+        if not self.serve:
+            return
         if self._log_file is None:
             self._log_file = (loop.run_dir / CONTROL_FILE).open("a")
         line = {"command": command, "step": loop.step, "time": round(time.time(), 3), **fields}
@@ -147,7 +152,9 @@ class LiveControl(Callback):
             cmd.future.set_exception(RunEnded("the run has ended"))
             return cmd
         self._commands.put(cmd)
-        if name in ("stop", "pause") and self.loop is not None:
+        # a data-parallel rank may not leave a step its peers are inside (their collective
+        # would wait for it forever): there, commands wait for the boundary
+        if name in ("stop", "pause") and self.loop is not None and not self._dp:
             self.loop.gate.request()
         self._bell.set()
         return cmd
@@ -184,6 +191,9 @@ class LiveControl(Callback):
         loop.at_boundary.append(self.at_boundary)
         loop.arena.live = self
         self.state = "running"
+        from paddlecraft.agents.distributed import world_size
+
+        self._dp = world_size() > 1
         if self.serve:
             from .server import LiveServer
 
@@ -195,8 +205,10 @@ class LiveControl(Callback):
                       "time": time.time()}  # fmt: skip
         self.events.publish({"kind": "train", "step": loop.step, "epoch": loop.epoch,
                              **_finite(metrics)})  # fmt: skip
-        if self._bell.is_set() or self.state == "paused":
+        if self.serve and (self._bell.is_set() or self.state == "paused"):
             self.at_boundary(loop)
+        if self._dp:
+            self._share(loop)
 
     def on_eval_end(self, loop: Loop, metrics: dict[str, float]) -> None:
         self.events.publish({"kind": "eval", "step": loop.step, "epoch": loop.epoch,
@@ -229,6 +241,27 @@ class LiveControl(Callback):
         loop.gate.clear()
         if not self._commands.empty():  # queued while we cleared: keep the request
             loop.gate.request()
+
+    def _share(self, loop: Loop) -> None:
+        """Data-parallel: rank 0 broadcasts the commands it applied at this boundary; the
+        other ranks apply the ones that change the run (stop, set, evaluate), so every rank
+        does so at the same step."""
+        import paddle.distributed as dist
+
+        box: list[Any] = [self._applied if self.serve else None]
+        dist.broadcast_object_list(box, src=0)
+        self._applied = []
+        if self.serve:
+            return
+        for name, args in box[0]:
+            if name == "stop":
+                loop.request_stop("stopped from the live endpoint", "stopped")
+            elif name == "evaluate":
+                loop.evaluate()
+            elif name == "set":
+                from .changes import apply_live_changes
+
+                apply_live_changes(loop, args, write=False)
 
     def _drain(self, loop: Loop) -> None:
         while True:
@@ -272,6 +305,8 @@ class LiveControl(Callback):
             from .changes import apply_live_changes
 
             fields["changes"] = apply_live_changes(loop, cmd.args)
+        if self._dp and cmd.name in ("stop", "set", "evaluate"):
+            self._applied.append((cmd.name, cmd.args))
         self.record(cmd.name, **fields)
         self.events.publish({"kind": "command", "command": cmd.name, "step": loop.step,
                              "state": self.state})  # fmt: skip
