@@ -139,7 +139,17 @@ def test_the_page_shows_and_steers_a_run_and_plays_connect_four(live_run, tmp_pa
             page = browser.new_page(viewport={"width": 1200, "height": 1400})
             errors: list[str] = []
             page.on("pageerror", lambda e: errors.append(str(e)))
+            api_calls: list[str] = []
+            page.on("request", lambda r: "/api/" in r.url and api_calls.append(r.url))
+
+            # without the token the page says how to get one and asks the run for nothing
+            page.goto(f"http://127.0.0.1:{info['port']}/")
+            expect(page.locator("#message")).to_contain_text("paddlecraft live RUN_DIR open")
+            page.wait_for_timeout(500)
+            assert api_calls == [] and page.locator("#step").inner_text() == "-"
+
             page.goto(f"http://127.0.0.1:{info['port']}/#token={info['token']}")
+            page.reload()  # a change of #hash alone does not load the page again
             expect(page.locator("#state")).to_have_text("running", timeout=WAIT_MS)
 
             # the curves move as steps arrive (the event stream, read with fetch)
@@ -205,6 +215,7 @@ def test_the_page_shows_and_steers_a_run_and_plays_connect_four(live_run, tmp_pa
             assert not thread.is_alive()
             expect(page.locator("#state")).to_have_text("stopped", timeout=WAIT_MS)
             assert errors == []
+            assert not any(info["token"] in url for url in api_calls)  # never in an address
         finally:
             browser.close()
     results = json.loads((run_dir / "results.json").read_text())
