@@ -134,6 +134,49 @@ def test_a_person_plays_connect_four_to_the_end_and_it_is_recorded(make_scope, t
     assert client.post("/api/arena/play/new", json={}).json()["game"]["number"] == 2
 
 
+def test_a_run_played_against_ends_bit_identical_to_one_not_played(make_scope, tmp_path):
+    from paddlecraft.arenas import run_arena
+    from paddlecraft.arenas.engine.callbacks import standard_callbacks
+    from paddlecraft.arenas.engine.loop import Callback
+    from paddlecraft.arenas.selfplay.humanplay import HumanPlay
+
+    class PlaysAtStep2(Callback):
+        """Plays whole games against the policy on the training thread after step 2."""
+
+        def on_step_end(self, loop, metrics):
+            if loop.step != 2:
+                return
+            arena = loop.arena
+            play = HumanPlay(arena.policy, ConnectFour, loop.run_dir, 8, 1.5, 0, lambda: 2)
+            for human_first in (True, False):
+                st = play.new(human_first)
+                while st["game"]["result"] is None:
+                    g = st["game"]
+                    st = (
+                        play.human_move(g["legal"][-1])
+                        if g["to_move"] == "human"
+                        else play.policy_move()
+                    )
+
+    finals: list[dict] = []
+    for played in (False, True):
+        arena = _c4_arena(make_scope("c4"), tmp_path / str(played))
+        if not finals:  # the scope's name seeds the weights: both runs start from these
+            start = {k: v.numpy().copy() for k, v in arena.policy.state_dict().items()}
+        arena.policy.set_state_dict({k: paddle.to_tensor(v) for k, v in start.items()})
+        cbs = standard_callbacks(progress=False) + ([PlaysAtStep2()] if played else [])
+        run_arena(arena, tmp_path / str(played), cbs)
+        finals.append({k: v.numpy().copy() for k, v in arena.policy.state_dict().items()})
+    assert human_score(tmp_path / "True")["games"] == 2
+    assert finals[0].keys() == finals[1].keys()
+    assert all(np.array_equal(finals[0][k], finals[1][k]) for k in finals[0])
+    lines = [(tmp_path / str(p) / "metrics.jsonl").read_text().splitlines() for p in (False, True)]
+    strip = [
+        [{k: v for k, v in json.loads(x).items() if "time" not in k} for x in ls] for ls in lines
+    ]
+    assert strip[0] == strip[1]
+
+
 def test_the_policy_moves_first_when_the_person_plays_second(make_scope, tmp_path):
     arena = _c4_arena(make_scope("c4"), tmp_path)
     client = _client(arena, InlineLive(tmp_path))
