@@ -106,7 +106,10 @@ class AtSteps(Callback):
             try:
                 self.fn(loop, client)
             finally:
-                client.post("/api/resume")
+                try:
+                    client.post("/api/resume")
+                except httpx.HTTPError:  # the run has ended (a stop or a signal)
+                    pass
 
         t = threading.Thread(target=run, daemon=True)
         t.start()

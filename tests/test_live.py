@@ -429,3 +429,18 @@ def test_selfplay_collection_is_abandoned_mid_step_and_resume_is_exact(tmp_path)
     a, b = p_full.state_dict(), p_resumed.state_dict()
     assert all(np.array_equal(a[k].numpy(), b[k].numpy()) for k in a)
     assert out["metrics"] == json.loads((tmp_path / "full" / "results.json").read_text())["metrics"]
+
+
+def test_a_signal_ends_a_paused_run(tmp_path):
+    took: dict = {}
+
+    def signal_while_paused(loop, c):
+        wait_for(lambda: (status_of(tmp_path) or {}).get("state") == "paused", what="pause")
+        took["t0"] = time.monotonic()
+        loop._on_signal(signal.SIGTERM, None)  # what the handler does on the main thread
+
+    probing = AtSteps([3], signal_while_paused, paused=True)
+    out = live_run(make_arena(epochs=2), tmp_path, probing)
+    assert out["status"] == "interrupted" and out["step"] == 3
+    assert time.monotonic() - took["t0"] < 3
+    assert list_checkpoints(tmp_path)[0].name == "step_00000003"

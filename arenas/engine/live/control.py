@@ -237,7 +237,7 @@ class LiveControl(Callback):
             self._drain(loop)
             if self.state != "paused" or loop.stop_reason is not None:
                 break
-            self._bell.wait()
+            self._bell.wait(0.25)  # wakes for a command; the timeout lets a signal's stop in
         loop.gate.clear()
         if not self._commands.empty():  # queued while we cleared: keep the request
             loop.gate.request()
