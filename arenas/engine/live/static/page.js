@@ -272,6 +272,7 @@
     // spec: {rows, cols, cells, last}; cells 0 empty, 1 first player (X), 2 second (O)
     const grid = document.createElement("div");
     grid.className = "grid" + (onClick ? " clickable" : "");
+    if (spec.rows === 3 && spec.cols === 3) grid.classList.add("tictactoe"); // marks, not discs
     grid.style.gridTemplateColumns = "repeat(" + spec.cols + ", 2.2em)";
     for (let r = 0; r < spec.rows; r++) {
       for (let c = 0; c < spec.cols; c++) {
