@@ -163,7 +163,8 @@ def test_the_page_shows_and_steers_a_run_and_plays_connect_four(live_run, tmp_pa
             page.click('button[data-command="pause"]')
             expect(page.locator("#state")).to_have_text("paused", timeout=WAIT_MS)
             expect(page.locator("#command-result")).to_contain_text("pause: applied at step")
-            frozen = _step(page)
+            frozen = _api(info, "/api/status")["step"]
+            expect(page.locator("#step")).to_have_text(str(frozen), timeout=WAIT_MS)
             page.wait_for_timeout(1500)
             assert _step(page) == frozen == _api(info, "/api/status")["step"]
             page.click('button[data-command="resume"]')
