@@ -5,8 +5,8 @@ the status endpoint answers while the run trains.
 
 Both runs use the engine's loop with the same callbacks; the live one adds the live control
 (server thread, event publishing, a boundary check per step) with no client connected. Runs
-alternate (plain, live, plain, live...) so a busy machine slows both alike; the figure is
-the ratio of the medians. Then one more live run is polled on ``GET /api/status`` from
+alternate in ABBA order (plain, live, live, plain...) so a busy machine slows both alike;
+the figure is the ratio of the medians. Then one more live run is polled on ``GET /api/status`` from
 another thread over a kept-alive connection: latency median and 95th percentile.
 """
 
@@ -82,9 +82,12 @@ def bench_live(steps: int = 600, pairs: int = 5, poll_s: float = 0.02) -> dict:
 
     one("warm", False)  # first-run costs (imports, allocator) out of the timed pairs
     plain, live = [], []
-    for i in range(pairs):
-        plain.append(one(f"plain{i}", False)[0])
-        live.append(one(f"live{i}", True)[0])
+    for i in range(pairs):  # ABBA: a drift in the machine's load favours neither side
+        order = (False, True) if i % 2 == 0 else (True, False)
+        for is_live in order:
+            (live if is_live else plain).append(
+                one(f"{'live' if is_live else 'plain'}{i}", is_live)[0]
+            )
     _, lat = one("watched", True, watch=True)
     lat.sort()
     ratio = statistics.median(live) / statistics.median(plain)

@@ -25,6 +25,7 @@ from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+import uvicorn
 from starlette.applications import Starlette
 from starlette.requests import Request
 from starlette.responses import FileResponse, HTMLResponse, JSONResponse, StreamingResponse
@@ -226,6 +227,15 @@ def _frame(event: dict[str, Any]) -> bytes:
     return f"data: {json.dumps(event, default=str)}\n\n".encode()
 
 
+class QuietServer(uvicorn.Server):
+    """uvicorn's server waking once a second instead of ten times: each wake-up takes the
+    GIL from the training thread, which on a busy machine can cost it a time slice."""
+
+    async def main_loop(self) -> None:
+        while not await self.on_tick(0):  # tick 0: refreshes the Date header too
+            await asyncio.sleep(1.0)
+
+
 class LiveServer:
     """uvicorn serving :func:`build_app` on a daemon thread; ``live.json`` while it runs."""
 
@@ -239,8 +249,6 @@ class LiveServer:
 
     def start(self) -> None:
         """Bind, serve, write ``live.json``; returns once the server accepts connections."""
-        import uvicorn
-
         from .control import write_live_json
 
         if self.cfg.host != LOOPBACK:
@@ -262,7 +270,7 @@ class LiveServer:
             loop="asyncio",
             timeout_graceful_shutdown=1,
         )
-        self._server = uvicorn.Server(config)
+        self._server = QuietServer(config)
         self._thread = threading.Thread(
             target=self._server.run, kwargs={"sockets": [sock]}, name="live-server", daemon=True
         )
