@@ -1,8 +1,9 @@
 """The live control: commands from HTTP applied on the training thread at step boundaries.
 
-:class:`LiveControl` is the concrete :class:`~. LiveContext` and the outermost callback of
-a live run. HTTP handlers (the server's thread) only queue: a command (pause, resume,
-checkpoint, evaluate, stop, set) or a function (:meth:`LiveControl.call_soon`). The
+:class:`LiveControl` is the concrete :class:`~paddlecraft.arenas.engine.live.LiveContext`
+and the outermost callback of a live run. HTTP handlers (the server's thread) only queue:
+a command (pause, resume, checkpoint, evaluate, stop, set) or a function
+(:meth:`LiveControl.call_soon`). The
 training thread applies them at the end of a step, after every other callback, and
 appends each applied command to ``control.jsonl`` with its step. A pause blocks the
 training thread there (still applying commands and ``call_soon`` work) until a resume or
