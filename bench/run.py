@@ -8,7 +8,8 @@
 Sections: toolkit overhead vs a hand-written loop; training FLOP/s vs numpy sgemm (with and
 without the CPU tuning); GAN steps/s vs PyTorch (when torch is installed: pip install -e
 '.[bench]'); self-play collection vs the PettingZoo way; batched beam search vs one
-sentence at a time; batched PUCT search vs one game at a time; peak RSS of each default arena run.
+sentence at a time; batched PUCT search vs one game at a time; peak RSS of each default arena run;
+a live run (trainer.live) vs the same run without it, and its status latency.
 """
 
 from __future__ import annotations
@@ -163,6 +164,7 @@ def _sections(size: str) -> dict[str, Callable[[], dict]]:
     import core_bench
     import decode_bench
     import gan_bench
+    import live_bench
     import resnet_bench
     import search_bench
     import selfplay_bench
@@ -189,6 +191,7 @@ def _sections(size: str) -> dict[str, Callable[[], dict]]:
             pick(6.0, 2.0, 0.05), games=pick(1024, 1024, 16), workers=pick((1, 2), (1, 2), (1,))
         ),
         "peak_rss": lambda: peak_rss(size),
+        "live": lambda: live_bench.bench_live(pick(600, 300, 3), pick(6, 4, 1)),
     }
 
 

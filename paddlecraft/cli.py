@@ -10,6 +10,8 @@ headline metric so sweepers can optimise it. The same entry point also takes:
   (:mod:`paddlecraft.arenas.selfplay.tournament`);
 - ``paddlecraft summary DIR ... [--by KEY] [--metric NAME]``: summarise run and sweep
   folders (:mod:`paddlecraft.arenas.engine.summary`);
+- ``paddlecraft live RUN_DIR status|pause|resume|checkpoint|evaluate|stop|set k=v|open``:
+  watch and steer a live run (:mod:`paddlecraft.livecli`);
 - ``paddlecraft --help`` (the arenas and config groups), ``--hydra-help`` (Hydra's own
   help), ``--version``; ``--config-dir DIR`` adds a user's config folder, ``-m`` sweeps.
 
@@ -90,6 +92,7 @@ def help_text() -> str:
         "       paddlecraft feed <run dir> <folder or captions file> [--end]   (data=stream)",
         "       paddlecraft resume=<run dir>",
         "       paddlecraft summary <run or sweep dir> ... [--by KEY] [--metric NAME]",
+        "       paddlecraft live <run dir> status|pause|resume|checkpoint|evaluate|stop|open|set k=v",
         "       paddlecraft --version | --help | --hydra-help | --cfg job (print the config)",
         "",
         "Swap an agent's encoder: encoder@agents.<agent>.<slot>=<encoder>. Runs land in",
@@ -134,6 +137,10 @@ def main(argv: Sequence[str] | None = None) -> int | None:
     if args[:1] in (["--help"], ["-h"]):
         sys.stdout.write(help_text())
         return 0
+    if args[:1] == ["live"]:  # paddlecraft live RUN_DIR status|pause|...: a client, no Paddle
+        from paddlecraft.livecli import main as live_main
+
+        return live_main(args[1:])
     if importlib.util.find_spec("paddle") is None:  # no dependency declares it (docs/install.md)
         sys.stderr.write(f"error: {PADDLE_MISSING}\n")
         return 2
@@ -162,6 +169,9 @@ def main(argv: Sequence[str] | None = None) -> int | None:
 
     register_configs()
     add_config_dir_parent(args)
+    from paddlecraft.arenas.engine.live.config import expand_shorthand
+
+    args = expand_shorthand(args)  # trainer.live=true -> trainer.live.enabled=true
     sys.argv = [sys.argv[0], *args]  # Hydra reads its overrides from sys.argv
     return run_hydra(_hydra_main, args)
 

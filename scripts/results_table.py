@@ -61,6 +61,11 @@ SECTIONS: dict[str, tuple[str, str]] = {
     "gan_probe": ("Why the GAN arena trails PyTorch", "`python bench/gan_probe.py` (~30 s)."),
     "export": ("Export", "Exported models checked against the eager forward."),
     "names": ("Names API", "The seed's five cases as assertions."),
+    "live": (
+        "Live runs",
+        "`trainer.live=true` against the same run without it, and the status endpoint while "
+        "the run trains (`python bench/run.py --only live`; docs/live.md).",
+    ),
 }
 
 

@@ -18,6 +18,16 @@ fi
 # the Ray launcher plugin alone (15 kB), so a fast test composes conf/hydra/launcher/ray.yaml
 # against its real schema; --no-deps: ray itself is only imported when jobs launch
 .venv/bin/python -m pip install --quiet --no-deps "hydra-ray-launcher==1.2.2"
+# a Chromium for the live page's browser test (tests/test_live_page.py): Debian's package
+# where none is present and we may install one (root with apt-get); elsewhere the test says
+# how to get one (or point PADDLECRAFT_CHROMIUM at a Chromium/Chrome binary)
+if [ -z "${PADDLECRAFT_CHROMIUM:-}" ] && ! command -v chromium >/dev/null 2>&1 \
+  && [ "$(id -u)" -eq 0 ] && command -v apt-get >/dev/null 2>&1; then
+  echo "installing Debian's chromium for the live page test (apt-get)" >&2
+  { DEBIAN_FRONTEND=noninteractive apt-get update -qq \
+    && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null; } \
+    || echo "warning: apt-get could not install chromium; tests/test_live_page.py will fail" >&2
+fi
 .venv/bin/python -m ruff check .
 if [ "$#" -eq 0 ]; then set -- -m "not slow"; fi
 exec .venv/bin/python -m pytest -q "$@"

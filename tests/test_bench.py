@@ -27,6 +27,7 @@ SECTIONS = (
     "selfplay_policy",
     "selfplay_workers",
     "peak_rss",
+    "live",
 )
 
 
@@ -91,3 +92,6 @@ def test_section_runs_at_tiny_size(bench_run: ModuleType, name: str, tmp_path, m
         runs = {k: v for k, v in r.items() if isinstance(v, dict)}
         assert len(runs) == 1
         assert all(v["ok"] and _positive(v["peak_rss_mib"]) for v in runs.values())
+    elif name == "live":
+        assert r["steps"] == 3 and r["pairs"] == 1 and _positive(r["ratio"])
+        assert r["ratio"] == pytest.approx(r["live_s_per_step"] / r["plain_s_per_step"])

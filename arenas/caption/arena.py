@@ -392,6 +392,13 @@ class CaptionArena(Arena):
             out["chain/spoken_hop"] = Audio(np.asarray(wave), int(rate))
         return out
 
+    def live_view(self) -> dict[str, Any]:
+        """The live page's picture: the last evaluation's telephone sheet (captions next to
+        the images) and the chain's texts; nothing before the first evaluation."""
+        from ..engine.live.panels import media_panels
+
+        return {"panels": media_panels(self.media())}
+
     def artifacts(self, run_dir: str) -> dict[str, str]:
         """``telephone.png`` (text at every hop for some test images) and ``hops.json``."""
         import cv2

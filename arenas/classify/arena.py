@@ -53,6 +53,8 @@ class ClassifyArena(Arena):
         self.require_agents("classifier")
         self.classifier = self.agents["classifier"]
         self.data = built(data)
+        #: the last evaluation's (predicted [N], true [N]) test labels, for the live page
+        self._last_predictions: tuple[np.ndarray, np.ndarray] | None = None
         k = getattr(self.data, "num_classes", None)
         if isinstance(k, int) and k < 2:
             raise ConfigError(
@@ -127,7 +129,16 @@ class ClassifyArena(Arena):
         bad = getattr(self.data, "bad_files", None)
         if bad is not None:  # files read from disk: how many were skipped (on_bad_file=skip)
             metrics["bad_files_skipped"] = float(len(bad))
+        self._last_predictions = (logits.argmax(-1), y)  # the live page's confusion matrix
         return metrics
+
+    def live_view(self) -> dict[str, Any]:
+        """The live page's picture: the last evaluation's confusion matrix on the test split
+        (rows: true class, columns: predicted) and a few of its predictions."""
+        from .plot import live_panels
+
+        last = self._last_predictions
+        return {"panels": [] if last is None else live_panels(*last)}
 
     def chance_level(self) -> float | None:
         """The best accuracy of a classifier that learned nothing: the larger of ``1 /

@@ -12,6 +12,8 @@ from paddlecraft.agents import Agent
 from paddlecraft.agents.settings import ConfigError, make_settings
 from paddlecraft.compat import upgrade_settings
 
+from .interrupt import StepGate
+
 
 class StepAborted(RuntimeError):
     """``train_step`` failed before it changed any state (e.g. a collection worker raised).
@@ -58,6 +60,10 @@ class Arena:
     headline: str = "score"
     #: whether a larger headline is better ("max") or smaller ("min")
     headline_mode: str = "max"
+    #: True when ``train_step`` changes no state before its end and calls
+    #: :meth:`check_interrupt` in its long loops: a stop, pause or signal then abandons the
+    #: step mid-way and a resume re-runs it (:mod:`~.interrupt`)
+    interruptible: bool = False
 
     def __init__(self, agents: Mapping[str, Agent], seed: int = 0, **settings: Any) -> None:
         self.cfg = make_settings(self.Config, settings, who="arena")
@@ -71,6 +77,8 @@ class Arena:
         #: the live run's hooks (:class:`~paddlecraft.arenas.engine.live.LiveContext`) while
         #: ``trainer.live=true``, set by the engine before the first step; None otherwise
         self.live: Any = None
+        #: set by the engine's loop; :meth:`check_interrupt` polls it
+        self.step_gate: StepGate | None = None
 
     @classmethod
     def upgrade_saved(cls, config: dict[str, Any]) -> dict[str, str]:
@@ -128,6 +136,13 @@ class Arena:
         """Evaluation metrics, including :attr:`headline`."""
         raise NotImplementedError
 
+    def check_interrupt(self) -> None:
+        """In a long ``train_step`` of an :attr:`interruptible` arena: raise
+        :class:`~.interrupt.StepInterrupted` when the engine abandons the step (a stop,
+        pause, SIGTERM or Ctrl-C). Cheap (one flag read); a no-op outside a loop."""
+        if self.step_gate is not None:
+            self.step_gate.check()
+
     def on_epoch_end(self, epoch: int) -> None:
         """Called after each full epoch (default: step the agents' LR schedulers)."""
         for agent in self.agents.values():
@@ -167,6 +182,11 @@ class Arena:
         """The arena's own picture of the run for the live page (JSON-able: a sample grid as
         a PNG data URL, the latest messages, the current board...); called on the training
         thread. Default: nothing."""
+        return {}
+
+    def extra_results(self) -> dict[str, Any]:
+        """Entries the arena adds to ``results.json`` at the end of the run (JSON-able; a
+        self-play policy's record against people). Default: none."""
         return {}
 
     def close(self) -> None:

@@ -8,7 +8,7 @@ import logging
 import math
 import sys
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import (
     Any,
     Optional,  # noqa: UP035 (OmegaConf needs typing forms)
@@ -18,6 +18,7 @@ from paddlecraft.agents.settings import make_settings
 from paddlecraft.errors import command
 
 from .checkpoint import list_checkpoints, save_checkpoint
+from .live.config import LiveConfig
 from .loop import Callback, Loop
 from .mlflow_logger import MLflowLogger
 from .plots import curves_chart, save
@@ -336,6 +337,8 @@ class TrainerConfig:
     mlflow_experiment: str = "paddlecraft"  #: MLflow experiment the run is logged under
     nan_guard: bool = True  #: stop on NaN/inf metrics, keep the last good checkpoint
     max_steps: Optional[int] = None  #: stop after N steps (smoke runs)  # noqa: UP045
+    #: watch and steer the run over HTTP (trainer.live=true; docs/live.md)
+    live: LiveConfig = field(default_factory=LiveConfig)
 
 
 def standard_callbacks(
@@ -353,8 +356,14 @@ def standard_callbacks(
     ``writer=False`` (data-parallel ranks other than 0) nothing is written to disk, but
     evaluation, early stopping and the NaN guard still run so every rank stops together.
     """
+    if isinstance(settings.get("live"), bool):  # standard_callbacks(live=True)
+        settings["live"] = {"enabled": settings["live"]}
     t = trainer if trainer is not None else make_settings(TrainerConfig, settings, "trainer")
     cbs: list[Callback] = []
+    if t.live.enabled:  # outermost: its step end runs after every other callback's
+        from .live.control import live_callback
+
+        cbs.append(live_callback(t.live, serve=writer))
     if writer and t.mlflow:  # outermost: at run end it logs what ResultsWriter just wrote
         cbs.append(MLflowLogger(t.log_every, t.mlflow_uri, t.mlflow_experiment, overrides))
     if writer:

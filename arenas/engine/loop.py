@@ -10,20 +10,24 @@ plain inference.
 from __future__ import annotations
 
 import inspect
+import logging
 import math
 import os
 import signal
 import time
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from itertools import islice
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from .base import StepAborted
+from .interrupt import StepGate, StepInterrupted
 from .rng import capture_rng, restore_rng
 
 if TYPE_CHECKING:
     from .base import Arena
+
+log = logging.getLogger("paddlecraft")
 
 START_PHASES = ("run_start", "epoch_start", "step_start", "eval_start")
 END_PHASES = ("run_end", "epoch_end", "step_end", "eval_end")
@@ -111,6 +115,12 @@ class Loop:
         self.last_metrics: dict[str, float] = {}
         self.started = time.time()
         self._signals = 0
+        #: set (from any thread) to abandon an interruptible arena's running step
+        self.gate = StepGate()
+        arena.step_gate = self.gate
+        #: called at a boundary no step ended at (an abandoned step), before it is re-run or
+        #: the run stops: the live control applies its commands there (a pause waits)
+        self.at_boundary: list[Callable[[Loop], None]] = []
         arena.setup(str(self.run_dir))  # a loop is one run: bind the arena to its folder
 
     @property
@@ -142,7 +152,9 @@ class Loop:
                 self.runner.fire("epoch_start", self)
                 for i, batch in enumerate(self._remaining_batches(), start=self.batch_in_epoch):
                     self.runner.fire("step_start", self)
-                    metrics = self.arena.train_step(batch)
+                    metrics = self._take_step(batch)
+                    if metrics is None:  # abandoned mid-step and the run stops here
+                        break
                     if not isinstance(metrics, dict):
                         raise TypeError(
                             f"{type(self.arena).__name__}.train_step must return a dict of "
@@ -175,6 +187,26 @@ class Loop:
             finally:
                 self._restore_signals(old_handlers)
         return self.summary()
+
+    def _take_step(self, batch: Any) -> dict[str, float] | None:
+        """``arena.train_step(batch)``; for an interruptible arena, a step abandoned mid-way
+        (:mod:`.interrupt`) is discarded: the RNG streams go back to where the step began,
+        the boundary hooks run (a live pause waits there), then the step is re-run, or None
+        is returned when the run is to stop."""
+        if not self.arena.interruptible:
+            return self.arena.train_step(batch)
+        while True:
+            rng = capture_rng()
+            try:
+                return self.arena.train_step(batch)
+            except StepInterrupted:
+                restore_rng(rng)
+                log.info("step %d abandoned mid-way; it is re-run on resume", self.step + 1)
+            for hook in self.at_boundary:
+                hook(self)
+            self.gate.clear()
+            if self.stop_reason is not None:
+                return None
 
     def _remaining_batches(self) -> Iterable[Any]:
         """This epoch's batches from ``batch_in_epoch`` on (the rest were consumed before the
@@ -248,3 +280,4 @@ class Loop:
             os._exit(130)  # second Ctrl-C: leave now (checkpoints on disk are atomic)
         name = signal.Signals(signum).name
         self.request_stop(f"{name} received", "interrupted")
+        self.gate.request()  # an interruptible arena abandons its step at once

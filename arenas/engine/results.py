@@ -55,6 +55,7 @@ class ResultsWriter(Callback):
         results["overrides"] = self.overrides
         if loop.status in ("finished", "interrupted", "stopped"):
             results["artifacts"] = loop.arena.artifacts(str(loop.run_dir))
+        results.update(loop.arena.extra_results())
         warning = _chance_warning(loop, results)
         if warning:
             results["warning"] = warning

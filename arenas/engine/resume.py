@@ -85,6 +85,15 @@ def may_change(key: str) -> bool:
     return any(fnmatch.fnmatchcase(key, p) for p in MAY_CHANGE)
 
 
+def cannot_change(key: str, old: Any, new: Any) -> str:
+    """Why ``key`` may not change in a resume (or a live run's ``set``): one line."""
+    return (
+        f"{key} cannot change ({old!r} -> {new!r}): the checkpoint was trained with {old!r}. "
+        "A resume may change learning rates, schedules, grad_clip, arena.epochs, evaluation "
+        "and trainer.* settings; start a new run for this one"
+    )
+
+
 def _value(cfg: DictConfig, key: str) -> Any:
     node = OmegaConf.select(cfg, key, default=None, throw_on_missing=False)
     if isinstance(node, DictConfig) or OmegaConf.is_list(node):
@@ -140,11 +149,7 @@ def resume_changes(
         if new == old:
             continue
         if not may_change(key):
-            raise ConfigError(
-                f"resume: {key} cannot change ({old!r} -> {new!r}): the checkpoint was trained "
-                f"with {old!r}. A resume may change learning rates, schedules, grad_clip, "
-                "arena.epochs, evaluation and trainer.* settings; start a new run for this one"
-            )
+            raise ConfigError(f"resume: {cannot_change(key, old, new)}")
         changes[key] = {"from": old, "to": new}
     return changes
 

@@ -363,6 +363,12 @@ class GanArena(Arena):
         grid = self.last_grid if self.last_grid is not None else self.grid()
         return {"samples": grid if grid.ndim == 3 else np.repeat(grid[:, :, None], 3, axis=2)}
 
+    def live_view(self) -> dict[str, Any]:
+        """The live page's picture: the fixed-noise sample grid (as VisualDL gets it)."""
+        from ..engine.live.panels import media_panels
+
+        return {"panels": media_panels(self.media())}
+
     def _grid_name(self) -> str:
         at_epoch_end = self.steps_done == self.epochs_done * self.steps_per_epoch()
         if at_epoch_end:

@@ -392,6 +392,13 @@ class ReferentialArena(Arena):
         self.newcomer = dict(state.get("newcomer", {}))
         self.newcomer_curve = [float(v) for v in state.get("newcomer_curve", [])]
 
+    def live_view(self) -> dict[str, Any]:
+        """The live page's picture: the last evaluation's messages (a table per split)."""
+        from .report import message_panels
+
+        splits = {"train": self.world.train, "test": self.world.test}
+        return {"panels": message_panels(self.last or {}, splits, self.speakers[0].name)}
+
     def artifacts(self, run_dir: str) -> dict[str, str]:
         """messages.jsonl, and for populations the cross-play heat map and matrix."""
         from .report import write_artifacts

@@ -11,9 +11,10 @@ import numpy as np
 
 from paddlecraft.encoders.tensorio import atomic_write_bytes, atomic_write_json
 
+from ..engine.live.panels import table_panel
 from ..engine.plots import heatmap_chart, line_chart, save
 
-__all__ = ["write_artifacts"]
+__all__ = ["message_panels", "write_artifacts"]
 
 
 def _smooth(v: Sequence[float], window: int = 20) -> np.ndarray:
@@ -112,3 +113,33 @@ def write_artifacts(
         save(fig, d / "newcomer.png")
         out["newcomer_curve"] = str(d / "newcomer.png")
     return out
+
+
+def message_panels(
+    last: dict[str, Any], splits: dict[str, Any], speaker: str, rows: int = 12
+) -> list[dict[str, Any]]:
+    """The live page's tables: the last evaluation's (``last``) greedy messages of
+    ``speaker``, ``rows`` objects of each of ``splits`` (meaning, or object index where
+    meanings are unknown)."""
+    if not last:
+        return []
+    panels = []
+    for name, split in splits.items():
+        idx = last["batches"][name]["target"][:rows]
+        msgs = last["messages"][speaker][name][:rows]
+        known = split.meanings is not None
+        table = [
+            [
+                " ".join(map(str, split.meanings[k].tolist())) if known else int(k),
+                " ".join(str(int(s)) for s in msg),
+            ]
+            for k, msg in zip(idx, msgs)
+        ]
+        panels.append(
+            table_panel(
+                f"{speaker}'s messages, {name} objects",
+                ["meaning" if known else "object", "message"],
+                table,
+            )
+        )
+    return panels

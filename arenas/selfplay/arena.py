@@ -34,7 +34,7 @@ from paddlecraft.agents.settings import ConfigError
 from paddlecraft.encoders.tensorio import atomic_write_json
 
 from ..engine import Arena
-from ..games import ConnectFour, Player, TicTacToe, make_baseline
+from ..games import Player, TicTacToe
 from .analysis import game_spec, outcomes, result_rates, tictactoe_losing_lines
 from .collect import LEARNER, Collector
 from .config import SelfPlayConfig, check_settings
@@ -46,6 +46,7 @@ from .league import (
     snapshot_state,
     weights_of,
 )
+from .plan import evaluation_plan
 from .player import PolicyPlayer, SearchPlayer
 from .plots import rating_history_chart, save
 from .replay import ReplayBuffer
@@ -73,6 +74,9 @@ class SelfPlayArena(Arena):
     """
 
     Config = SelfPlayConfig
+    #: a stop, pause or signal abandons an in-process collection between moves (nothing
+    #: of the step is applied before its games end); collection workers finish their slice
+    interruptible = True
 
     def __init__(
         self, agents: Mapping[str, Agent], data: Any = "tictactoe", seed: int = 0, **settings: Any
@@ -120,49 +124,12 @@ class SelfPlayArena(Arena):
                 )
             self.policy.load_state(folder, optimizer=False)
         self.train_anchors = {str(k): float(v) for k, v in (cfg.league.train_anchors or {}).items()}
-        default_eval = {"random": 100, **({"minimax": 100} if rules is TicTacToe else {})}
-        self.eval_games = {str(k): int(v) for k, v in (cfg.eval.games or default_eval).items()}
-        self.final_eval_games = {
-            str(k): int(v) for k, v in (cfg.eval.final_games or self.eval_games).items()
-        }
-        self.search_eval_games = {str(k): int(v) for k, v in cfg.eval.search_games.items()}
-        self.baselines: dict[str, Player] = {}
-        named = {*self.eval_games, *self.final_eval_games, *self.train_anchors}
-        for name in sorted(named | set(self.search_eval_games)):
-            if rules is None and name != "random":
-                raise ConfigError(
-                    f"baseline {name!r} needs the native rules of the game; {self.spec.name} "
-                    "only supports the random baseline"
-                )
-            self.baselines[name] = make_baseline(name, rules or TicTacToe)
+        plan = evaluation_plan(cfg, self.spec, self.train_anchors)
+        self.eval_games, self.final_eval_games = plan.games, plan.final_games
+        self.search_eval_games, self.baselines = plan.search_games, plan.baselines
+        self.headline = plan.headline
         if cfg.workers.count:  # the extra is missing: one error line now, not at step 1
             require_ray()
-        if cfg.eval.solver_positions:
-            if rules is not ConnectFour:
-                raise ConfigError(
-                    f"arena.eval.solver_positions needs game=connect_four (the solved game), "
-                    f"got {self.spec.name}; set arena.eval.solver_positions=0"
-                )
-            from ..games.solver import SolverPlayer
-
-            SolverPlayer()  # the extra is missing: one error line now, not after training
-        if cfg.eval.keep_best:  # checked now, not at the first evaluation an epoch later
-            rates = result_rates(np.zeros(1))
-            known = {f"{k}_vs_{b}" for k in rates for b, n in self.eval_games.items() if n > 0}
-            if cfg.eval.keep_best not in known:
-                raise ConfigError(
-                    f"arena.eval.keep_best={cfg.eval.keep_best!r} is not a per-epoch evaluation "
-                    f"metric; choose one of {sorted(known)} (from arena.eval.games)"
-                )
-        if cfg.eval.headline_metric is None:
-            if "minimax" in self.final_eval_games:
-                self.headline = "no_loss_rate_vs_minimax"
-            elif "mcts100" in self.final_eval_games:
-                self.headline = "win_rate_vs_mcts100"
-            else:
-                self.headline = "win_rate_vs_random"
-        else:
-            self.headline = cfg.eval.headline_metric
         self.steps_per_epoch_ = cfg.steps_per_epoch
 
         # state that checkpoints carry (arena_state)
@@ -177,8 +144,16 @@ class SelfPlayArena(Arena):
         self.best_value = -math.inf
         self.replay = ReplayBuffer(cfg.update.replay) if cfg.update.replay else None
         self.collector = Collector(
-            self.policy, self.spec, self.baselines, self.train_anchors, cfg, self.seed
+            self.policy,
+            self.spec,
+            self.baselines,
+            self.train_anchors,
+            cfg,
+            self.seed,
+            self.check_interrupt,
         )
+        self._last_rollout: dict[str, Any] | None = None  # the live page's training board
+        self._human: Any = None  # a live run's human games (.humanplay.HumanPlay)
 
     # ------------------------------------------------------------------ engine API
     def steps_per_epoch(self) -> int:
@@ -238,6 +213,7 @@ class SelfPlayArena(Arena):
         if self.cfg.search.lr is not None and self.updates >= self.search_from:
             self._set_lr(self.cfg.search.lr if searching else None)
         rollout = self._collect()
+        self._last_rollout = rollout
         metrics = self._update(rollout)
         self.updates += 1
         metrics.update(rollout["metrics"])
@@ -380,6 +356,36 @@ class SelfPlayArena(Arena):
         save(rating_history_chart(self.league.history), plot)
         log.info("league table:\n%s", self.league.format())
         return {"policy": str(d / "policy"), "league": str(d / "league.json"), "ratings": str(plot)}
+
+    # ------------------------------------------------------------------ live runs
+    def live_view(self) -> dict[str, Any]:
+        """The live page's picture: the last update's first training game as a board."""
+        from .liveview import training_board
+
+        board = None
+        if self._last_rollout is not None and self.spec.rules is not None:
+            board = training_board(self.spec.rules, self._last_rollout, self.updates)
+        return {"panels": [board] if board else []}
+
+    def live_routes(self, live: Any) -> list[Any]:
+        """A person plays the policy with its search (``eval.simulations``): routes under
+        ``/api/arena/play`` (:mod:`.humanplay`); none for games without native rules."""
+        if self.spec.rules is None or self.run_dir is None:
+            return []
+        from .humanplay import HumanPlay, play_routes
+
+        self._human = HumanPlay(
+            self.policy, self.spec.rules, self.run_dir, self.cfg.eval.simulations,
+            self.cfg.search.c_puct, self.seed, lambda: self.updates,
+        )  # fmt: skip
+        return play_routes(self._human, live)
+
+    def extra_results(self) -> dict[str, Any]:
+        """``human_games``: the policy's wins, draws and losses against people (live runs)."""
+        from .humanplay import human_score
+
+        score = human_score(self.run_dir) if self.run_dir is not None else {"games": 0}
+        return {"human_games": score} if score["games"] else {}
 
     # ------------------------------------------------------------------ playing
     def play_against(

@@ -5,7 +5,7 @@ moves in them, in this process or in collection workers. The arena owns a
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
 import numpy as np
@@ -44,9 +44,13 @@ class Collector:
         train_anchors: Mapping[str, float],
         cfg: Any,
         seed: int,
+        check_interrupt: Callable[[], None] = lambda: None,
     ) -> None:
         self.policy, self.spec, self.baselines = policy, spec, baselines
         self.train_anchors, self.cfg, self.seed = train_anchors, cfg, seed
+        #: called before each move of an in-process collection (the arena's
+        #: ``check_interrupt``: a stop or pause abandons the step there)
+        self.check_interrupt = check_interrupt
         self._twins: list[Policy] = []
         self._pool_workers: RayCollectors | None = None
 
@@ -101,7 +105,9 @@ class Collector:
             )
         else:
             controllers = [self._controller(k, entry, rng) for k, entry in enumerate(plan)]
-            winner, records, moves = play_games(self.spec, n, seats, controllers, record=0)
+            winner, records, moves = play_games(
+                self.spec, n, seats, controllers, record=0, check=self.check_interrupt
+            )
         won = outcomes(winner, learner_seat)
         metrics: dict[str, float] = {
             "moves_per_game": moves / n,

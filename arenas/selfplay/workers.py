@@ -64,6 +64,7 @@ def play_games(
     seat_controllers: np.ndarray,
     controllers: Sequence[Controller],
     record: int | None = None,
+    check: Callable[[], None] | None = None,
 ) -> tuple[np.ndarray, list[dict[str, np.ndarray]], int]:
     """Play ``n`` games of ``spec`` to the end, all at once.
 
@@ -71,12 +72,16 @@ def play_games(
     game ``g``; each move, every controller gets one batched call with the boards it has
     to move on. Returns ``(winner [n], records, total moves)``, where ``records`` holds,
     per move, the boards, masks, actions and recorded arrays of controller ``record``.
+    ``check`` is called before each move (the arena's ``check_interrupt``: a stop or a
+    pause abandons the collection there).
     """
     game = spec.make(n)
     records: list[dict[str, np.ndarray]] = []
     moves = 0
     ply = 0
     while not game.done.all():
+        if check is not None:
+            check()
         idx = np.flatnonzero(~game.done)
         planes, masks = game.observe(idx)
         who = seat_controllers[idx, game.to_move[idx]]
