@@ -43,6 +43,10 @@ HUMAN_GAMES = "human_games.jsonl"
 RESULTS = ("human_win", "policy_win", "draw")
 
 
+#: random-stream id: the policy's replies to a person, ``[seed, id, game, ply]``
+REPLY_STREAM = 0x4855
+
+
 class PlayError(PaddleCraftError, ValueError):
     """A move or request the current human game cannot take (answered with HTTP 400)."""
 
@@ -164,7 +168,7 @@ class HumanPlay:
             game = self._running("policy")
             planes, legal = game.board.observe()  # [1, rows, cols, 2], [1, A]
             number, ply = game.number, len(game.moves)
-        rng = np.random.default_rng([self.seed, 0x4855, number, ply])
+        rng = np.random.default_rng([self.seed, REPLY_STREAM, number, ply])
         if self.simulations > 0:
             action = int(self._search().act(planes, legal, rng)[0])
         else:

@@ -18,6 +18,7 @@ import json
 import logging
 import tempfile
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -92,7 +93,10 @@ def check_keys(args: dict[str, Any], loop: Loop | None = None) -> None:
 
 
 def apply_live_changes(
-    loop: Loop, args: dict[str, Any], write: bool = True
+    loop: Loop,
+    args: dict[str, Any],
+    write: bool = True,
+    checkpoint: Callable[[], Any] | None = None,
 ) -> dict[str, dict[str, Any]]:
     """Apply ``{key: value}`` at this boundary (training thread); ``{key: {from, to}}``.
 
@@ -106,11 +110,8 @@ def apply_live_changes(
     changes = {key: {"from": old, "to": new} for key, new, old in plan if old != new}
     if not changes:
         return {}
-    from .control import LiveControl
-
-    control = next((cb for cb in loop.callbacks if isinstance(cb, LiveControl)), None)
-    if write and control is not None:  # the step's state, before the change
-        control._checkpoint(loop)
+    if write and checkpoint is not None:  # the step's state, before the change
+        checkpoint()
     for key, change in changes.items():
         _apply(loop, key, change["to"])
     if write:

@@ -7,8 +7,12 @@ explicit ``trainer.live.host=...`` (logged as a warning).
 
 from __future__ import annotations
 
+import json
+import os
 from collections.abc import Sequence
 from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
 
 #: the only address served without a warning
 LOOPBACK = "127.0.0.1"
@@ -36,3 +40,20 @@ def expand_shorthand(args: Sequence[str]) -> list[str]:
             a = f"{key}.enabled={flag}"
         out.append(a)
     return out
+
+
+#: commands the endpoint takes (``set`` carries ``{key: value}``)
+COMMANDS = ("pause", "resume", "checkpoint", "evaluate", "stop", "set")
+
+
+class RunEnded(RuntimeError):
+    """The run has ended: a queued command or ``call_soon`` work will never be applied."""
+
+
+def write_live_json(path: Path, record: dict[str, Any]) -> None:
+    """Write ``live.json`` readable by its owner only (0600), atomically."""
+    tmp = path.with_name(f".{path.name}.{os.getpid()}")
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    with os.fdopen(fd, "w") as f:
+        json.dump(record, f)
+    os.replace(tmp, path)

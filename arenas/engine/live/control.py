@@ -20,7 +20,6 @@ import itertools
 import json
 import logging
 import math
-import os
 import queue
 import secrets
 import threading
@@ -33,7 +32,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 from ..interrupt import StepInterrupted
 from ..loop import Callback, Loop
-from .config import LiveConfig
+from .config import COMMANDS, LiveConfig, RunEnded, write_live_json  # noqa: F401 (re-exported)
 from .events import EventHub
 
 if TYPE_CHECKING:
@@ -44,12 +43,6 @@ T = TypeVar("T")
 
 #: the run folder's control log: one JSON line per applied command
 CONTROL_FILE = "control.jsonl"
-#: commands the endpoint takes (``set`` carries ``{key: value}``)
-COMMANDS = ("pause", "resume", "checkpoint", "evaluate", "stop", "set")
-
-
-class RunEnded(RuntimeError):
-    """The run has ended: a queued command or ``call_soon`` work will never be applied."""
 
 
 @dataclass
@@ -71,9 +64,10 @@ class LiveControl(Callback):
 
     key = "LiveControl"
 
-    def __init__(self, cfg: LiveConfig, serve: bool = True) -> None:
+    def __init__(self, cfg: LiveConfig, serve: bool = True, keep: int = 3) -> None:
         self.cfg = cfg
         self.serve = serve
+        self.keep = keep  #: checkpoints kept when a command saves one (trainer.keep_checkpoints)
         #: the bearer token every /api/* request carries (live.json, mode 0600)
         self.token = secrets.token_urlsafe(32)
         #: running | paused | stopping, then the run's end status (finished, stopped...)
@@ -305,7 +299,9 @@ class LiveControl(Callback):
         elif cmd.name == "set":
             from .changes import apply_live_changes
 
-            fields["changes"] = apply_live_changes(loop, cmd.args)
+            fields["changes"] = apply_live_changes(
+                loop, cmd.args, checkpoint=lambda: self._checkpoint(loop)
+            )
         if self._dp and cmd.name in ("stop", "set", "evaluate"):
             self._applied.append((cmd.name, cmd.args))
         self.record(cmd.name, **fields)
@@ -314,11 +310,9 @@ class LiveControl(Callback):
         return {"command": cmd.name, "step": loop.step, "state": self.state, **fields}
 
     def _checkpoint(self, loop: Loop) -> Path:
-        from ..callbacks import Checkpointer
         from ..checkpoint import save_checkpoint
 
-        keep = next((cb.keep for cb in loop.callbacks if isinstance(cb, Checkpointer)), 3)
-        return save_checkpoint(loop, keep=keep)
+        return save_checkpoint(loop, keep=self.keep)
 
     def _fail_pending(self) -> None:
         for q in (self._commands, self._calls):
@@ -345,15 +339,7 @@ def _finite(metrics: dict[str, Any]) -> dict[str, Any]:
     }
 
 
-def live_callback(cfg: LiveConfig, serve: bool = True) -> LiveControl:
-    """The live control for ``trainer.live`` (``serve=False``: a data-parallel follower)."""
-    return LiveControl(cfg, serve=serve)
-
-
-def write_live_json(path: Path, record: dict[str, Any]) -> None:
-    """Write ``live.json`` readable by its owner only (0600), atomically."""
-    tmp = path.with_name(f".{path.name}.{os.getpid()}")
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-    with os.fdopen(fd, "w") as f:
-        json.dump(record, f)
-    os.replace(tmp, path)
+def live_callback(cfg: LiveConfig, serve: bool = True, keep: int = 3) -> LiveControl:
+    """The live control for ``trainer.live`` (``serve=False``: a data-parallel follower;
+    ``keep``: checkpoints kept when a command saves one)."""
+    return LiveControl(cfg, serve=serve, keep=keep)

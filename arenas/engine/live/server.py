@@ -21,9 +21,10 @@ import secrets
 import socket
 import threading
 import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
+from concurrent.futures import Future
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 import uvicorn
 from starlette.applications import Starlette
@@ -34,10 +35,23 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 
 from paddlecraft.agents.settings import ConfigError
 
-from .config import LOOPBACK, LiveConfig
+from .config import COMMANDS, LOOPBACK, LiveConfig, RunEnded, write_live_json
 
-if TYPE_CHECKING:
-    from .control import LiveControl
+
+class ServedRun(Protocol):
+    """What the server reads of a live run (the training thread's `LiveControl`)."""
+
+    token: str  #: the bearer token every /api/* request carries
+    state: str  #: running | paused | stopping, then the run's end status
+    events: Any  #: the event hub the SSE stream subscribes to
+    loop: Any  #: the engine's loop (None before the run starts)
+
+    @property
+    def run_dir(self) -> Path: ...
+    def status(self) -> dict[str, Any]: ...
+    def submit(self, name: str, args: dict[str, Any] | None = None) -> Any: ...
+    def call_soon(self, fn: Callable[[], Any]) -> Future[Any]: ...
+
 
 log = logging.getLogger("paddlecraft")
 
@@ -80,7 +94,7 @@ class ViewCache:
     """The arena's :meth:`~..base.Arena.live_view`, drawn on the training thread at most
     once per :data:`VIEW_TTL` seconds however many clients ask."""
 
-    def __init__(self, control: LiveControl) -> None:
+    def __init__(self, control: ServedRun) -> None:
         self.control = control
         self._at = -1e9
         self._value: dict[str, Any] | None = None
@@ -105,9 +119,8 @@ class ViewCache:
         return value
 
 
-def build_app(control: LiveControl) -> Starlette:
+def build_app(control: ServedRun) -> Starlette:
     """The live app: the page, the control API, the event stream and the arena's routes."""
-    from .control import COMMANDS, RunEnded
 
     views = ViewCache(control)
 
@@ -201,7 +214,7 @@ def _set_body(body: bytes) -> dict[str, Any]:
     return args
 
 
-async def _sse(control: LiveControl, request: Request) -> AsyncIterator[bytes]:
+async def _sse(control: ServedRun, request: Request) -> AsyncIterator[bytes]:
     """History first, then each event as ``data: {json}``; ends with the run."""
     q = control.events.subscribe()
     try:
@@ -239,7 +252,7 @@ class QuietServer(uvicorn.Server):
 class LiveServer:
     """uvicorn serving :func:`build_app` on a daemon thread; ``live.json`` while it runs."""
 
-    def __init__(self, control: LiveControl, cfg: LiveConfig) -> None:
+    def __init__(self, control: ServedRun, cfg: LiveConfig) -> None:
         self.control = control
         self.cfg = cfg
         self.port = 0
@@ -249,7 +262,6 @@ class LiveServer:
 
     def start(self) -> None:
         """Bind, serve, write ``live.json``; returns once the server accepts connections."""
-        from .control import write_live_json
 
         if self.cfg.host != LOOPBACK:
             log.warning(
