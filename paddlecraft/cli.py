@@ -130,8 +130,10 @@ def main(argv: Sequence[str] | None = None) -> int | None:
     if args[:1] == ["--hydra-help"]:
         args[0] = "--help"
     from paddlecraft.arenas import register_configs
+    from paddlecraft.own_arena import register_own_arena_schemas
 
     register_configs()
+    register_own_arena_schemas(args)  # your arena's Config is its schema (--config-dir)
     sys.argv = [sys.argv[0], *args]  # Hydra reads its overrides from sys.argv
     return run_hydra(_hydra_main, args)
 

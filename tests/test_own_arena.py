@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -79,6 +80,25 @@ def test_user_arena_settings_are_checked_before_work(user_dir):
     assert "Traceback" not in r.stderr
     assert "arena: unknown setting(s) ['temprature']" in r.stderr and "temperature" in r.stderr
     assert not (user_dir / "runs" / "bad" / "config.yaml").exists()
+
+
+def test_user_arena_dataclass_is_its_schema_from_config_dir(user_dir):
+    """Settings the arena file does not declare are settings (typed, with the dataclass's
+    defaults): no leading ``+``; a misspelled one fails while composing, nothing written."""
+    yaml_text = (user_dir / "my_conf" / "arena" / "distill.yaml").read_text()
+    assert "alpha:" not in yaml_text and "temperature:" not in yaml_text
+    r = _run(user_dir, "arena=distill", "arena.alpha=0.3", "--cfg", "job")
+    assert r.returncode == 0, r.stderr[-3000:]
+    arena = re.split(r"\n\S", r.stdout.split("\narena:\n", 1)[1], maxsplit=1)[0]
+    assert "  alpha: 0.3" in arena and "  temperature: 2.0" in arena
+    assert "  batch_size: 64" in arena and "  epochs: 5" in arena
+    r = _run(user_dir, "arena=distill", "arena.alpa=0.3", "hydra.run.dir=runs/typo")
+    assert r.returncode == 2
+    assert r.stderr.strip().splitlines()[-1].startswith("error: arena.alpa=0.3: no setting")
+    assert "Traceback" not in r.stderr and not (user_dir / "runs").exists()
+    r = _run(user_dir, "arena=distill", "arena.alpha=high", "hydra.run.dir=runs/type")
+    assert r.returncode == 2 and "arena.alpha=high" in r.stderr and "Float" in r.stderr
+    assert not (user_dir / "runs").exists()
 
 
 def test_user_arena_target_must_be_allowed(user_dir):
