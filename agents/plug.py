@@ -1,8 +1,8 @@
 """The agent's side of the encoder feature contract: sizes filled in from what the agent
 knows (its data, game or chain), contradictions refused, the contract checked.
 
-:meth:`~paddlecraft.agents.Agent.make_encoder` calls these; an agent of your own passes its
-input sizes with :func:`image_inputs` (images, board planes) or plain keywords
+`make_encoder` calls these; an agent of your own passes its
+input sizes with `image_inputs` (images, board planes) or plain keywords
 (``vocab_size``...). See docs/write-encoder.md for the contract itself.
 """
 
@@ -35,7 +35,7 @@ def image_inputs(shape: Any, channels_last: bool = False) -> dict[str, Any]:
 
     ``shape`` is [C, H, W] ([H, W, C] with ``channels_last``, as board planes are): gives
     ``in_channels``, ``image_size`` (an int when square, else [H, W]) and ``input_size``
-    (the flat length), the keywords :meth:`Agent.make_encoder` fills in.
+    (the flat length), the keywords `Agent.make_encoder` fills in.
     """
     if shape is None:
         return {}
@@ -63,7 +63,7 @@ def sized_config(
 ) -> dict[str, Any]:
     """``cfg`` with every size in ``inputs`` its constructor takes filled in where unset.
 
-    A value the config gives that contradicts ``inputs`` raises :class:`ConfigError` naming
+    A value the config gives that contradicts ``inputs`` raises `ConfigError` naming
     ``<setting>.<key>``; ``forced`` keywords are set whatever the config says; ``headless``
     sets ``num_classes=None``. Keywords the constructor does not take are left out.
     """
@@ -87,7 +87,7 @@ def sized_config(
 
 
 def check_contract(enc: Any, setting: str) -> None:
-    """Raise :class:`ConfigError` unless ``enc`` gives ``pooled`` [B, feature_dim] and an int
+    """Raise `ConfigError` unless ``enc`` gives ``pooled`` [B, feature_dim] and an int
     ``feature_dim`` (what agents read of any encoder)."""
     if "pooled" not in getattr(enc, "output_names", ()) or not isinstance(
         getattr(enc, "feature_dim", None), int

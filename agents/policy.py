@@ -52,7 +52,7 @@ class Policy(Agent):
     has any, always use their running statistics so that the policy that collected a
     batch and the one that is updated compute the same function (PPO's ratio needs that).
 
-    Settings: :class:`PolicyConfig` (plus the :class:`~agents.base.AgentConfig` ones:
+    Settings: `PolicyConfig` (plus the `AgentConfig` ones:
     device, seed, lr, optimizer...). ``policy.act(observations, action_masks,
     greedy=True)`` works on batches (or one board) and always returns legal actions;
     ``policy.priors_and_values`` is a search's evaluator; ``Agent.load(dir)`` restores a
@@ -179,7 +179,7 @@ class Policy(Agent):
         return logp, entropy, value
 
     def export_signature(self) -> tuple[dict[str, tuple[tuple[int, ...], str]], list[str]]:
-        """``({input: (shape without batch, dtype)}, [output names])`` for :mod:`paddlecraft.agents.export`."""
+        """``({input: (shape without batch, dtype)}, [output names])`` for `paddlecraft.agents.export`."""
         return {"obs": (self.obs_shape, "float32")}, ["logits", "value"]
 
     # ------------------------------------------------------------------ acting

@@ -1,4 +1,4 @@
-"""Waveform -> text: the :class:`Recognizer` agent (SpeechEncoder + CTC or seq2seq).
+"""Waveform -> text: the `Recognizer` agent (SpeechEncoder + CTC or seq2seq).
 
 ```python
 rec.transcribe(waveforms, sample_rate)   # list of 1-D arrays -> ["a red circle ...", ...]
@@ -67,7 +67,7 @@ class Recognizer(TextAgent):
 
     Args:
         name: the agent's scope.
-        **settings: :class:`RecognizerConfig` fields.
+        **settings: `RecognizerConfig` fields.
     """
 
     Config = RecognizerConfig
@@ -176,7 +176,7 @@ class Recognizer(TextAgent):
         return self.ctc(frames), lengths  # [B, T, V], [B]
 
     def loss(self, waveforms: np.ndarray, texts: Sequence[str]) -> paddle.Tensor:
-        """Training loss for a padded batch (:meth:`prepare`) and its transcripts."""
+        """Training loss for a padded batch (`prepare`) and its transcripts."""
         x = self.to_tensor(waveforms)
         if self.head == "seq2seq":
             cond = self.encoder.forward_all(x)["pooled"]

@@ -1,8 +1,8 @@
 """Loading what an older PaddleCraft saved: weight renames and saved shapes.
 
 An agent class whose saved layout changed overrides
-:meth:`~paddlecraft.agents.base.Agent.upgrade_saved` (it edits the saved config and returns
-renames); :meth:`~paddlecraft.agents.base.Agent.load` applies them here to the weights and
+`upgrade_saved` (it edits the saved config and returns
+renames); `load` applies them here to the weights and
 the optimizer's accumulators before assigning by physical name.
 """
 

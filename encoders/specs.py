@@ -35,7 +35,7 @@ class LayerSpec:
 
 @dataclass(frozen=True, eq=False)
 class SharedSpec:
-    """A logical slot filled by another encoder's built layer (see :meth:`Encoder.share`)."""
+    """A logical slot filled by another encoder's built layer (see `Encoder.share`)."""
 
     encoder: Encoder
     logical: str
@@ -65,9 +65,9 @@ def check_inputs(
     inputs: tuple,
     fix: Callable[[str, InputSpec], str],
 ) -> list[Any]:
-    """Check (and convert numpy / flatten) an encoder's inputs against its :class:`InputSpec` s.
+    """Check (and convert numpy / flatten) an encoder's inputs against its `InputSpec` s.
 
-    Raises :class:`EncoderInputError` naming the encoder, the logical input, what was
+    Raises `EncoderInputError` naming the encoder, the logical input, what was
     expected, what came, and ``fix(name, spec)``'s hint. Static Values pass through.
     """
     items = list(specs.items())

@@ -1,13 +1,13 @@
 """The ``paddlecraft`` command (``python run.py`` in a checkout is the same command).
 
 ``paddlecraft arena=<name> [key=value ...]`` composes the built-in configs (shipped inside
-the package as :mod:`paddlecraft.conf`) with Hydra, validates, runs and returns the
+the package as `paddlecraft.conf`) with Hydra, validates, runs and returns the
 headline metric so sweepers can optimise it. The same entry point also takes:
 
 - ``paddlecraft export=<run dir> export.agent=<name>``: export a trained agent
-  (:mod:`paddlecraft.arenas.engine.export`; no config is composed);
+  (`paddlecraft.arenas.engine.export`; no config is composed);
 - ``paddlecraft tournament --game connect_four --players ...``: rate players
-  (:mod:`paddlecraft.arenas.selfplay.tournament`);
+  (`paddlecraft.arenas.selfplay.tournament`);
 - ``paddlecraft --help`` (the arenas and config groups), ``--hydra-help`` (Hydra's own
   help), ``--version``; ``--config-dir DIR`` adds a user's config folder, ``-m`` sweeps.
 
@@ -139,5 +139,5 @@ def main(argv: Sequence[str] | None = None) -> int | None:
 
 
 def run() -> None:
-    """``[project.scripts] paddlecraft``: :func:`main`, its return value as the exit code."""
+    """``[project.scripts] paddlecraft``: `main`, its return value as the exit code."""
     sys.exit(main())

@@ -1,12 +1,12 @@
 """The command line's side of "every mistake, one line": Hydra's errors and Hydra's files.
 
 Hydra reports its own mistakes (a misspelled arena, group option or key, a value of the
-wrong type) in several lines and exits 1. :func:`run_hydra` runs Hydra with
-``HYDRA_FULL_ERROR=1`` so those exceptions reach us, and :func:`hydra_error_line` turns
+wrong type) in several lines and exits 1. `run_hydra` runs Hydra with
+``HYDRA_FULL_ERROR=1`` so those exceptions reach us, and `hydra_error_line` turns
 each into the toolkit's one ``error:`` line (exit code 2), naming the closest valid
-names. :class:`RunDirGuard` (a Hydra callback, registered in ``conf/config.yaml``)
+names. `RunDirGuard` (a Hydra callback, registered in ``conf/config.yaml``)
 refuses an unwritable, live or finished run folder before Hydra writes into it, and
-:func:`remove_hydra_traces` takes back the folder Hydra made for a run refused later.
+`remove_hydra_traces` takes back the folder Hydra made for a run refused later.
 """
 
 from __future__ import annotations

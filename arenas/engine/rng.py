@@ -23,7 +23,7 @@ def capture_rng() -> dict[str, Any]:
 
 
 def restore_rng(state: dict[str, Any]) -> None:
-    """Restore what :func:`capture_rng` returned."""
+    """Restore what `capture_rng` returned."""
     dev, seed, offset, engine = state["paddle_cpu"]
     gs = paddle.base.core.GeneratorState.__new__(paddle.base.core.GeneratorState)
     gs.__setstate__((dev, seed, offset, list(engine.encode())))

@@ -1,14 +1,14 @@
-"""GAN quality metrics on feature-net outputs (numpy in, floats out; see :mod:`.featnet`).
+"""GAN quality metrics on feature-net outputs (numpy in, floats out; see `.featnet`).
 
 Metrics (all functions take numpy arrays):
 
-- :func:`fid`: Fréchet distance between Gaussians fitted to two feature sets
+- `fid`: Fréchet distance between Gaussians fitted to two feature sets
   (classifier-FID: the feature net's ``embedding`` output instead of Inception pool3).
-- :func:`inception_score`: ``exp(E_x KL(p(y|x) || p(y)))`` with the feature net's
+- `inception_score`: ``exp(E_x KL(p(y|x) || p(y)))`` with the feature net's
   softmax (classifier Inception Score; at most the number of classes).
-- :func:`prdc`: precision, recall, density and coverage of Naeem et al. 2020
+- `prdc`: precision, recall, density and coverage of Naeem et al. 2020
   ("Reliable Fidelity and Diversity Metrics for Generative Models"), k-NN balls, k = 5.
-- :func:`class_histogram`, :func:`normalized_entropy`: how the feature net labels the
+- `class_histogram`, `normalized_entropy`: how the feature net labels the
   generated samples, and the entropy of that histogram divided by ``log(num_classes)``
   (1 = all classes equally often, 0 = one class: mode collapse).
 """

@@ -1,4 +1,4 @@
-"""The collection half of :class:`~arenas.selfplay.SelfPlayArena`: which games a step plays
+"""The collection half of `SelfPlayArena`: which games a step plays
 (the learner against its latest self, pool snapshots and anchors, seats alternating) and
 who moves in them, in this process or in collection workers."""
 
