@@ -201,3 +201,38 @@ def all_run_commands() -> list[RunCommand]:
     for p in pages():
         out += inline_commands(p)
     return out
+
+
+#: names a run folder holds in every arena: a paragraph naming three of them next to a run
+#: folder's path (``runs/<arena>/<time>``) says what a run leaves
+RUN_FILES = ("results.json", "metrics.jsonl", "config.yaml", "cli.log", "checkpoints/")
+#: the marker before such a paragraph: the run (its overrides) whose folder it describes
+RUN_FOLDER = re.compile(r"<!--\s*run folder:\s*(?P<args>[^>]*?)\s*-->")
+
+
+@dataclass
+class FolderPromise:
+    """A paragraph that lists what a run leaves in its folder."""
+
+    where: str  #: page:line
+    args: list[str] | None  #: the marker's overrides (None: the paragraph is not marked)
+    names: list[str]  #: the file and folder names it promises (``checkpoints/``, ``hops.json``)
+
+
+def folder_promises(page: Path) -> list[FolderPromise]:
+    """Every paragraph of a page that names what a run folder holds, with its marker."""
+    text = FENCE.sub(lambda m: "\n" * m.group(0).count("\n"), page.read_text())
+    rel = page.relative_to(ROOT).as_posix()
+    out = []
+    pos = 0
+    for para in re.split(r"(\n\s*\n)", text):
+        start, pos = pos, pos + len(para)
+        names = [n for n in re.findall(r"`([^`\s]+)`", para)
+                 if re.fullmatch(r"[\w-]+(\.\w+|/)", n)]  # fmt: skip
+        if len(set(names) & set(RUN_FILES)) < 3 or not re.search(r"runs/\S*<time>", para):
+            continue
+        marker = RUN_FOLDER.search(para)
+        line = text.count("\n", 0, start) + para[: len(para) - len(para.lstrip())].count("\n") + 1
+        args = marker.group("args").split() if marker else None
+        out.append(FolderPromise(f"{rel}:{line}", args, names))
+    return out

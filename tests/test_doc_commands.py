@@ -14,8 +14,10 @@ from __future__ import annotations
 import contextlib
 import functools
 import io
+import json
 import os
 import re
+import subprocess
 import sys
 import types
 from pathlib import Path
@@ -245,3 +247,139 @@ def test_every_unmarked_python_block_runs(page, tmp_path, monkeypatch):
         del sys.modules[module.__name__]
         module.__dict__.clear()
     assert os.getcwd() == str(tmp_path)
+
+
+# ----------------------------------------------------------------------------- tiny runs
+#: small settings per kind of arena, applied where the composed config has the key (an
+#: encoder swapped by the command has other keys); the engine's own stop after 2 steps
+TINY_ALWAYS = ["trainer.max_steps=2", "trainer.progress=false"]
+TINY_WHERE_PRESENT = [
+    "arena.epochs=1",
+    "arena.steps_per_epoch=2",
+    "arena.games_per_step=16",
+    "arena.eval_samples=300",
+    "arena.final_samples=1000",
+    "arena.featnet.channels=[16,32]",
+    "arena.featnet.embedding_dim=32",
+    "arena.featnet.epochs=4",
+    "arena.data.n_train=64",
+    "arena.data.n_test=12",
+    "arena.data.n_compositional=8",
+    "arena.hops.captioner.steps=2",
+    "arena.hops.listener.steps=2",
+    "arena.hops.recognizer.steps=2",
+    "arena.speech.n_train=16",
+    "arena.speech.n_test=6",
+    "arena.speech.n_compositional=4",
+    "arena.eval_size=20",
+    "arena.newcomer_steps=2",
+    "arena.eval.solver_positions=8",
+]
+
+
+def _has(cfg, key: str) -> bool:
+    node = cfg
+    for part in key.split("."):
+        if not hasattr(node, "keys") or part not in node:
+            return False
+        node = node[part]
+    return True
+
+
+def tiny_overrides(cfg) -> list[str]:
+    """Overrides that make the composed run tiny: 2 steps, small data and evaluation."""
+    out = list(TINY_ALWAYS)
+    out += [o for o in TINY_WHERE_PRESENT if _has(cfg, o.split("=", 1)[0])]
+    evals = cfg.arena.get("eval") if hasattr(cfg.arena, "get") else None
+    for group, games in (evals or {}).items():  # self-play: evaluation games per opponent
+        if hasattr(games, "items"):
+            for opponent, n in games.items():
+                if isinstance(n, int) and "1000" in opponent:
+                    out.append(f"~arena.eval.{group}.{opponent}")
+                elif isinstance(n, int):
+                    out.append(f"arena.eval.{group}.{opponent}=2")
+    return out
+
+
+def run_tiny(cmd: db.RunCommand, run_dir: Path) -> subprocess.CompletedProcess:
+    """The command at its first point, tiny, in a subprocess (the command line is the point)."""
+    cfg = compose_command(cmd, dry_run=False)
+    cdir = user_config_dir(cmd)
+    args = [*one_point(cmd), *tiny_overrides(cfg), f"hydra.run.dir={run_dir}"]
+    env = {**os.environ, "OMP_NUM_THREADS": "1"}
+    if cdir is not None:
+        args = ["--config-dir", str(cdir), *args]
+        env["PYTHONPATH"] = str(cdir.parent)
+    return subprocess.run(
+        [sys.executable, str(ROOT / "run.py"), *args],
+        cwd=run_dir.parent,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=900,
+    )
+
+
+@pytest.fixture(scope="session")
+def tiny_run(tmp_path_factory):
+    """``tiny_run(args)``: the folder of a finished tiny run of ``python run.py <args>``,
+    made once per session."""
+    made: dict[tuple[str, ...], Path] = {}
+
+    def _make(args: list[str]) -> Path:
+        key = tuple(args)
+        if key not in made:
+            d = tmp_path_factory.mktemp("docrun") / "run"
+            cmd = db.RunCommand("marker", " ".join(args), list(args))
+            r = run_tiny(cmd, d)
+            assert r.returncode == 0, r.stderr[-3000:]
+            made[key] = d
+        return made[key]
+
+    return _make
+
+
+PROMISES = [f for p in db.pages() for f in db.folder_promises(p)]
+#: run folders cheap enough for the fast tier
+FAST_RUNS = {("arena=classify",)}
+
+
+def test_every_list_of_run_files_names_its_run():
+    """A paragraph that says what a run leaves (three run files next to ``runs/.../<time>``)
+    carries ``<!-- run folder: <overrides> -->``, so the next test can check it."""
+    assert len(PROMISES) >= 4
+    unmarked = [f.where for f in PROMISES if f.args is None]
+    assert unmarked == [], "add <!-- run folder: arena=<name> ... --> to each"
+
+
+@pytest.mark.parametrize(
+    "promise",
+    [
+        f if tuple(f.args or ()) in FAST_RUNS else pytest.param(f, marks=pytest.mark.slow)
+        for f in PROMISES
+    ],
+    ids=[f.where for f in PROMISES],
+)
+def test_every_file_a_page_promises_is_in_a_real_run_folder(promise, tiny_run):
+    run_dir = tiny_run(promise.args)
+    missing = [
+        n for n in promise.names if not (run_dir / n.rstrip("/")).exists() or
+        (n.endswith("/") and not (run_dir / n).is_dir())
+    ]  # fmt: skip
+    assert missing == [], (
+        f"{promise.where} promises {missing}; the run left {sorted(os.listdir(run_dir))}"
+    )
+
+
+BLOCK_RUNS = distinct([c for c in COMMANDS if not c.inline and not c.not_run and not c.expect])
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("cmd", BLOCK_RUNS, ids=[_id(c) for c in BLOCK_RUNS])
+def test_every_unmarked_block_command_runs_at_a_tiny_size(cmd, tmp_path):
+    """Each distinct command a reader copies runs to the end (2 steps, small settings), with
+    its checkpoint and results: a sweep (``-m``) at its first point."""
+    r = run_tiny(cmd, tmp_path / "run")
+    assert r.returncode == 0, f"{cmd.where}: {cmd.text}\n{r.stderr[-3000:]}"
+    results = json.loads((tmp_path / "run" / "results.json").read_text())
+    assert results["status"] == "finished" and results["step"] == 2
