@@ -250,8 +250,9 @@ def test_every_unmarked_python_block_runs(page, tmp_path, monkeypatch):
 
 
 # ----------------------------------------------------------------------------- tiny runs
-#: small settings per kind of arena, applied where the composed config has the key (an
-#: encoder swapped by the command has other keys); the engine's own stop after 2 steps
+#: small settings per kind of arena, applied where the composed config has the key and it is
+#: on (an encoder swapped by the command has other keys; what is off stays off); the
+#: engine's own stop after 2 steps
 TINY_ALWAYS = ["trainer.max_steps=2", "trainer.progress=false"]
 TINY_WHERE_PRESENT = [
     "arena.epochs=1",
@@ -277,19 +278,20 @@ TINY_WHERE_PRESENT = [
 ]
 
 
-def _has(cfg, key: str) -> bool:
+def _set(cfg, key: str) -> bool:
+    """Whether ``key`` is in the config and on (not 0, None or off: that stays off)."""
     node = cfg
     for part in key.split("."):
         if not hasattr(node, "keys") or part not in node:
             return False
         node = node[part]
-    return True
+    return bool(node)
 
 
 def tiny_overrides(cfg) -> list[str]:
     """Overrides that make the composed run tiny: 2 steps, small data and evaluation."""
     out = list(TINY_ALWAYS)
-    out += [o for o in TINY_WHERE_PRESENT if _has(cfg, o.split("=", 1)[0])]
+    out += [o for o in TINY_WHERE_PRESENT if _set(cfg, o.split("=", 1)[0])]
     evals = cfg.arena.get("eval") if hasattr(cfg.arena, "get") else None
     for group, games in (evals or {}).items():  # self-play: evaluation games per opponent
         if hasattr(games, "items"):
