@@ -68,7 +68,7 @@ def _import_target(target: str) -> Any | None:
     module, _, name = target.rpartition(".")
     try:
         return getattr(importlib.import_module(module), name)
-    except (ImportError, AttributeError, ValueError):
+    except Exception:  # noqa: BLE001 (a package that fails to import: the run's error reports it)
         return None
 
 

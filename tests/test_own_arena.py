@@ -129,3 +129,40 @@ def test_user_arena_multirun(user_dir):
     )
     assert alphas == [0.2, 0.8]
     assert all(json.loads(j.read_text())["status"] == "finished" for j in jobs)
+
+
+def test_the_command_line_names_the_config_folder_and_arenas():
+    from paddlecraft.own_arena import chosen_arenas, config_dir
+
+    assert config_dir(["--config-dir", "my_conf", "arena=distill"]) == "my_conf"
+    assert config_dir(["--config-dir=c", "-m"]) == "c" and config_dir(["-cd", "d"]) == "d"
+    assert config_dir(["arena=distill"]) is None
+    assert chosen_arenas(["-m", "arena=distill,classify", "arena.alpha=0.2"]) == [
+        "distill",
+        "classify",
+    ]
+
+
+def test_only_a_target_the_arena_file_allows_is_imported(tmp_path, monkeypatch):
+    """A config folder cannot make the command import code its file does not allow."""
+    from hydra.core.config_store import ConfigStore
+
+    from paddlecraft.own_arena import register_own_arena_schemas
+
+    (tmp_path / "arena").mkdir()
+    (tmp_path / "trap.py").write_text("raise SystemExit('imported')\n")
+    (tmp_path / "arena" / "a.yaml").write_text("arena:\n  _target_: trap.Arena\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    assert register_own_arena_schemas(["--config-dir", str(tmp_path), "arena=a"]) == []
+    (tmp_path / "broken.py").write_text("raise RuntimeError('a bug in your package')\n")
+    (tmp_path / "arena" / "b.yaml").write_text(
+        "allow_targets: [broken.Arena]\narena:\n  _target_: broken.Arena\n"
+    )  # allowed, but it fails to import: left to the run's own error line
+    assert register_own_arena_schemas(["--config-dir", str(tmp_path), "arena=b"]) == []
+    monkeypatch.syspath_prepend(str(EXAMPLE))
+    (tmp_path / "arena" / "c.yaml").write_text(
+        "allow_targets: [mypkg.DistillArena]\narena:\n  _target_: mypkg.DistillArena\n"
+    )
+    assert register_own_arena_schemas(["--config-dir", str(tmp_path), "arena=c"]) == ["c"]
+    node = ConfigStore.instance().repo["schema"]["arena"]["c.yaml"].node
+    assert node.alpha == 0.5 and node._target_ == "mypkg.DistillArena"
