@@ -59,8 +59,11 @@ def problems(cmd: db.RunCommand) -> list[str]:
         out.append("a placeholder (<...>, ..., /your/...) in the command")
     if cmd.flag("--config-dir", "-cd") is not None and user_config_dir(cmd) is None:
         out.append("--config-dir names a folder no example holds")
-    if cmd.args[:1] == ["tournament"] or any(a.startswith("export=") for a in cmd.args):
-        out.append("not a training run (tournament / export)")
+    first = cmd.args[0] if cmd.args else ""
+    if (first and "=" not in first and not first.startswith("-")) or any(
+        a.startswith("export=") for a in cmd.args
+    ):
+        out.append(f"not a Hydra run ({first!r} subcommand or export=): mark the block")
     return out
 
 
@@ -151,6 +154,8 @@ def test_the_reader_finds_blocks_markers_and_commands_of_every_page():
     cmds = db.block_commands(block)
     assert [c.args for c in cmds] == [["-m", "a=1,2", "b=3"], ["c=4"]]
     assert cmds[0].multirun and one_point(cmds[0]) == ["a=1", "b=3"]
+    sub = db.block_commands(db.Block("z.md", 1, "bash", "paddlecraft tournament --game x\n", None))
+    assert problems(sub[0]) and not problems(cmds[1])  # a subcommand must be marked
     transcript = db.Block("y.md", 1, "text", "$ paddlecraft x=1\nerror: no\nplain text\n", None)
     assert [(c.args, c.expect) for c in db.block_commands(transcript)] == [(["x=1"], "error: no")]
     assert where  # blocks were found
