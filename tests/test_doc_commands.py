@@ -280,6 +280,8 @@ TINY_WHERE_PRESENT = [
     "arena.eval_size=20",
     "arena.newcomer_steps=2",
     "arena.eval.solver_positions=8",
+    "data.loader.n_train=128",
+    "data.loader.n_test=64",
 ]
 
 
