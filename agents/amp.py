@@ -1,6 +1,6 @@
 """Per-agent mixed precision (``agents.<name>.amp: off | bf16 | fp16``) with Paddle AMP.
 
-An agent's :class:`Amp` runs its forward under ``paddle.amp.auto_cast`` (O1: per-op
+An agent's `Amp` runs its forward under ``paddle.amp.auto_cast`` (O1: per-op
 white/black lists; O2: parameters cast by ``paddle.amp.decorate``, float32 master
 weights kept by the optimizer), returns float32 outputs so losses stay in float32, and
 for fp16 scales the loss with a ``GradScaler`` (skipping steps whose gradients
@@ -39,7 +39,7 @@ def autocast_casts_on_cpu(dtype: str) -> bool:
 
 
 def check_amp(mode: str, level: str, device: str, setting: str) -> None:
-    """Raise :class:`AmpError` unless ``mode``/``level`` are valid and ``device`` can run them."""
+    """Raise `AmpError` unless ``mode``/``level`` are valid and ``device`` can run them."""
     if mode not in AMP_DTYPES:
         raise AmpError(f"{setting}={mode!r}: expected one of {list(AMP_DTYPES)}")
     if level not in AMP_LEVELS:
@@ -95,7 +95,7 @@ class Amp:
 
     @contextmanager
     def forward(self) -> Iterator[None]:
-        """Autocast for a forward pass (outputs are cast back by :meth:`to_float32`)."""
+        """Autocast for a forward pass (outputs are cast back by `to_float32`)."""
         with self.autocast():
             yield
 
@@ -133,7 +133,7 @@ class Amp:
         return {k: _plain(v) for k, v in self.scaler.state_dict().items()}
 
     def load_state_dict(self, state: dict) -> None:
-        """Restore :meth:`state_dict`."""
+        """Restore `state_dict`."""
         if self.scaler and state:
             self.scaler.load_state_dict(state)
 

@@ -1,11 +1,11 @@
-"""The :class:`Agent` base: a named scope owning encoders/heads, its optimizer, device and seed.
+"""The `Agent` base: a named scope owning encoders/heads, its optimizer, device and seed.
 
 One idea, an agent's life cycle (settings, build under its seed, own parameters, update,
 save/load/pretrained). Beside it: the settings every agent takes (``settings``), optimizer
 state (``optim``), devices, data-parallel plumbing, mixed precision (``device``,
 ``distributed``, ``amp``), building an encoder (``plug``), which parameters it owns
 (``ownership``), its saved folder (``saved``), joint updates (``joint``) and older saves
-(:mod:`paddlecraft.compat`).
+(`paddlecraft.compat`).
 """
 
 from __future__ import annotations
@@ -44,12 +44,12 @@ class Agent(nn.Layer):
     """A learner (or fixed actor) with its own name scope, optimizer, device and seed.
 
     Every parameter the agent creates is physically named ``<name>.<...>``; the agent's
-    optimizer takes exactly those (:meth:`own_parameters`), so a parameter borrowed from
+    optimizer takes exactly those (`own_parameters`), so a parameter borrowed from
     another agent is updated once, by its owner. Subclasses declare their settings once,
-    as a dataclass extending :class:`AgentConfig` assigned to ``Config`` (see
-    :mod:`paddlecraft.agents.settings`), build their modules in ``__init__`` inside
-    ``with self.seeded():`` using :meth:`make_encoder` / :meth:`make_head`, then call
-    :meth:`finish`.
+    as a dataclass extending `AgentConfig` assigned to ``Config`` (see
+    `paddlecraft.agents.settings`), build their modules in ``__init__`` inside
+    ``with self.seeded():`` using `make_encoder` / `make_head`, then call
+    `finish`.
 
     Args:
         name: the agent's scope (``generator``, ``policy``...).
@@ -127,13 +127,13 @@ class Agent(nn.Layer):
         """Build an encoder from a config (``_target_`` + kwargs) in scope ``<name>[.<role>]``.
 
         ``inputs`` are the sizes this agent knows from its data, game or chain (keywords of
-        :data:`paddlecraft.encoders.base.INPUT_KEYS`, plus ``num_classes`` for a
+        `paddlecraft.encoders.base.INPUT_KEYS`, plus ``num_classes`` for a
         classifier): each one the encoder's constructor takes is filled in when the config
         leaves it unset, and a config value that contradicts it fails naming the setting.
         ``headless`` builds it without a class head (``num_classes=None``); ``features``
         checks that it gives the feature contract (a ``pooled`` output and ``feature_dim``);
         ``forced`` keywords are set whatever the config says (when the constructor takes them).
-        Errors the encoder raises while being built come back as one :class:`ConfigError`
+        Errors the encoder raises while being built come back as one `ConfigError`
         naming ``agents.<name>.<slot>``.
         """
         return build_encoder(
@@ -176,13 +176,13 @@ class Agent(nn.Layer):
         """Freeze logical layers by name in whichever of the agent's encoders has them.
 
         ``agents.<name>.freeze=[stem,layer1]`` calls this at start; call
-        :meth:`unfreeze` mid-training (the optimizer skips frozen parameters, no rebuild).
+        `unfreeze` mid-training (the optimizer skips frozen parameters, no rebuild).
         """
         for name, enc in self._layers_named(logical):
             enc.freeze(name)
 
     def unfreeze(self, *logical: str) -> None:
-        """Train logical layers frozen by :meth:`freeze` again."""
+        """Train logical layers frozen by `freeze` again."""
         for name, enc in self._layers_named(logical):
             enc.unfreeze(name)
 
@@ -201,7 +201,7 @@ class Agent(nn.Layer):
         return out
 
     def build_optimizer(self) -> None:
-        """(Re)create the optimizer over :meth:`own_parameters` (None if there are none)."""
+        """(Re)create the optimizer over `own_parameters` (None if there are none)."""
         # frozen weights stay in the optimizer (it skips stop_gradient parameters), so
         # unfreezing mid-training needs no rebuild
         params = self.own_parameters()
@@ -227,14 +227,14 @@ class Agent(nn.Layer):
 
     def release_scopes(self) -> None:
         """Deprecated, does nothing: agents hold no process-wide scopes any more (physical
-        names are checked per optimizer, in :meth:`build_optimizer`). Kept so 0.1 code runs."""
+        names are checked per optimizer, in `build_optimizer`). Kept so 0.1 code runs."""
         warn_noop("Agent.release_scopes")
 
     # ------------------------------------------------------------------ parameters
     def own_parameters(self) -> list:
         """Parameters this agent owns (physical name starts with ``<name>.``), deduplicated.
 
-        A layer borrowed from another agent's encoder (:meth:`Encoder.share`) is never
+        A layer borrowed from another agent's encoder (`Encoder.share`) is never
         owned, even when that agent's name starts with ``<name>.`` (``team`` vs ``team.gen``).
         """
         return owned(self.name, self.parameters(), borrowed_params(self.sublayers()))
@@ -276,7 +276,7 @@ class Agent(nn.Layer):
         the parameters the optimizer steps, taken before the step (one host sync; with
         ``as_tensor`` a 0-d tensor instead, no sync, for callers that read several
         metrics at once); else None. A loss shared by several agents goes to
-        :func:`~paddlecraft.agents.update_together` instead (one backward, each agent steps once).
+        `update_together` instead (one backward, each agent steps once).
         """
         self._require_optimizer()
         self.amp.backward(loss)  # fp16: scaled
@@ -289,7 +289,7 @@ class Agent(nn.Layer):
     def step_gradients(
         self, batch_share: float | None = None, grad_norm: bool = False, as_tensor: bool = False
     ) -> float | paddle.Tensor | None:
-        """One optimizer step on the gradients a backward already left (see :meth:`update`).
+        """One optimizer step on the gradients a backward already left (see `update`).
 
         All-reduces under data-parallel launch, applies the agent's grad clip and AMP
         step, then clears the gradients of the parameters it stepped.
@@ -351,9 +351,9 @@ class Agent(nn.Layer):
         optimizer: bool = True,
         renames: Mapping[str, str | None] | None = None,
     ) -> None:
-        """Load weights (and optimizer state) written by :meth:`save` into this agent.
+        """Load weights (and optimizer state) written by `save` into this agent.
 
-        ``renames`` (from :meth:`upgrade_saved`) maps saved logical prefixes under the
+        ``renames`` (from `upgrade_saved`) maps saved logical prefixes under the
         agent's scope to today's (``{"prediction": "hidden_layer_3"}``); ``None`` drops them.
         """
         arrays, meta = read_weights(directory, old_name, self.name, renames)
@@ -374,7 +374,7 @@ class Agent(nn.Layer):
         """Bring an ``agent.json`` config saved by an older PaddleCraft up to date, in place.
 
         ``shapes`` are the saved weights' shapes by physical name, ``name`` the saved
-        scope. Returns the weight renames :meth:`load_state` applies (saved logical prefix
+        scope. Returns the weight renames `load_state` applies (saved logical prefix
         under the scope -> today's, or ``None`` to drop it). An agent class whose saved
         layout changed overrides this; the base has nothing to upgrade.
         """
@@ -389,7 +389,7 @@ class Agent(nn.Layer):
         device: str | None = None,
         allow: Iterable[str] = (),
     ) -> A:
-        """Rebuild an agent saved by :meth:`save`, ready for inference or more training.
+        """Rebuild an agent saved by `save`, ready for inference or more training.
 
         ``name`` loads it under another scope (e.g. a frozen opponent beside the live
         policy); ``device`` overrides the saved device. The class and every ``_target_``
@@ -417,5 +417,5 @@ class Agent(nn.Layer):
 
 
 def load_agent(directory: str | os.PathLike, **kwargs: Any) -> Agent:
-    """Shortcut for :meth:`Agent.load`."""
+    """Shortcut for `Agent.load`."""
     return Agent.load(directory, **kwargs)

@@ -1,4 +1,4 @@
-"""Image -> caption: the :class:`Captioner` agent.
+"""Image -> caption: the `Captioner` agent.
 
 ```python
 cap = Agent.load("runs/caption/<time>/checkpoints/step_00001000/agents/captioner")
@@ -45,13 +45,13 @@ class CaptionerConfig(AgentConfig):
 class Captioner(TextAgent):
     """Image -> caption: an image encoder (``<name>.image``) + a text decoder (``<name>.text``).
 
-    Teacher-forced training (:meth:`loss`); batched greedy or beam decoding (:meth:`caption`).
+    Teacher-forced training (`loss`); batched greedy or beam decoding (`caption`).
     The decoder is conditioned on the image embedding; its ``vocab_size`` and
     ``cond_dim`` are filled in from ``words`` and the image encoder.
 
     Args:
         name: the agent's scope.
-        **settings: :class:`CaptionerConfig` fields.
+        **settings: `CaptionerConfig` fields.
     """
 
     Config = CaptionerConfig

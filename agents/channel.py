@@ -38,7 +38,7 @@ def gumbel_softmax_st(
 def gumbel_symbols(
     logits: paddle.Tensor, temperature: float, noise: bool = True
 ) -> tuple[paddle.Tensor, paddle.Tensor]:
-    """The straight-through sample of :func:`gumbel_softmax_st` [..., V] and its symbols,
+    """The straight-through sample of `gumbel_softmax_st` [..., V] and its symbols,
     int64 [...] (the argmax it already took: no second pass over the sample)."""
     y_soft = F.softmax(_relaxed_logits(logits, temperature, noise), axis=-1)  # [..., V]
     symbols = y_soft.argmax(-1)  # [...]
@@ -99,7 +99,7 @@ def temperature_at(step: int, start: float, end: float, decay_steps: int) -> flo
 class RunningBaseline:
     """The mean reward seen so far (REINFORCE's variance-reducing baseline), checkpointable.
 
-    ``advantage = reward - baseline.value``; then :meth:`update` with the batch mean.
+    ``advantage = reward - baseline.value``; then `update` with the batch mean.
     """
 
     value: float = 0.0
@@ -115,5 +115,5 @@ class RunningBaseline:
         return {"value": self.value, "count": self.count}
 
     def load(self, state: dict) -> None:
-        """Restore :meth:`state`."""
+        """Restore `state`."""
         self.value, self.count = float(state["value"]), int(state["count"])

@@ -30,7 +30,7 @@ class Classifier(Agent):
     """An agent that labels inputs: any encoder, with a class head of ``num_classes``.
 
     The encoder's parameters are named ``<name>.<logical>.w_0`` ... Settings: see
-    :class:`ClassifierConfig`, e.g. ``Classifier("clf", encoder={"_target_":
+    `ClassifierConfig`, e.g. ``Classifier("clf", encoder={"_target_":
     "paddlecraft.encoders.ImageMLPEncoder", "input_size": 64}, lr=3e-4)``.
     """
 

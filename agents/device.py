@@ -43,7 +43,7 @@ def resolve_device(spec: str, setting: str = "device") -> str:
 
 
 def place_of(device: str) -> paddle.CPUPlace | paddle.CUDAPlace:
-    """The Paddle place for a device string from :func:`resolve_device`."""
+    """The Paddle place for a device string from `resolve_device`."""
     if device == "cpu":
         return paddle.CPUPlace()
     return paddle.CUDAPlace(int(device.split(":")[1]))

@@ -2,7 +2,7 @@
 
 Launch with ``python -m paddle.distributed.launch --nproc_per_node 2 run.py arena=classify``.
 Every process builds identical agents (same seeds), takes its shard of each global batch
-(rows ``rank::world``, cut by the loader: ``BatchLoader(shard=(rank(), world_size()))``), and :func:`allreduce_gradients` sums the gradients weighted by each
+(rows ``rank::world``, cut by the loader: ``BatchLoader(shard=(rank(), world_size()))``), and `allreduce_gradients` sums the gradients weighted by each
 shard's share of the batch, so every process takes the same optimizer step as one process
 on the combined batch. Only rank 0 writes checkpoints, logs and results.
 """

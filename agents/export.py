@@ -7,10 +7,10 @@ forward on a probe batch. ``onnx=True`` also converts with paddle2onnx (in a chi
 process: paddle2onnx aborts the whole process on an unsupported operator) and checks
 ``model.onnx`` with onnxruntime. ``export.json`` records inputs, outputs and the checks.
 
-What gets exported: a layer with ``export_signature()`` (e.g. :class:`paddlecraft.agents.Policy`)
-declares its inputs and outputs; otherwise an :class:`~encoders.Encoder` exports all
+What gets exported: a layer with ``export_signature()`` (e.g. `paddlecraft.agents.Policy`)
+declares its inputs and outputs; otherwise an `Encoder` exports all
 its logical outputs, and an agent with an ``encoder`` exports ``forward`` with that
-encoder's inputs (a :class:`paddlecraft.agents.Classifier` gives the ``prediction`` logits).
+encoder's inputs (a `paddlecraft.agents.Classifier` gives the ``prediction`` logits).
 """
 
 from __future__ import annotations
@@ -122,9 +122,9 @@ def export_layer(
 ) -> dict[str, Any]:
     """Write ``layer`` for deployment into ``out_dir``; return the ``export.json`` record.
 
-    Raises :class:`ExportError` when tracing fails, when ONNX conversion meets an
+    Raises `ExportError` when tracing fails, when ONNX conversion meets an
     operator paddle2onnx cannot convert (named in the message), or when an exported
-    model's outputs differ from the eager ones by more than :data:`TOLERANCE`.
+    model's outputs differ from the eager ones by more than `TOLERANCE`.
     """
     label = getattr(layer, "scope", None) or getattr(layer, "name", "")
     what = what or f"{type(layer).__name__}({label!r})"
@@ -319,5 +319,5 @@ def program_ops(model_dir: str | os.PathLike) -> set[str]:
 
 
 def read_record(model_dir: str | os.PathLike) -> dict[str, Any]:
-    """The ``export.json`` written by :func:`export_layer`."""
+    """The ``export.json`` written by `export_layer`."""
     return json.loads((Path(model_dir) / "export.json").read_text())

@@ -1,6 +1,6 @@
-"""GAN agents: a :class:`Generator` (an ImageDecoder) and a :class:`Discriminator` (an image encoder).
+"""GAN agents: a `Generator` (an ImageDecoder) and a `Discriminator` (an image encoder).
 
-Each is an ordinary :class:`~agents.Agent`: its own scope, optimizer, device and seed. The
+Each is an ordinary `Agent`: its own scope, optimizer, device and seed. The
 GAN arena (``paddlecraft.arenas.gan``) pits them against each other.
 
 Decisions:
@@ -13,10 +13,10 @@ Decisions:
 - Conditional discriminator: a projection discriminator (Miyato & Koyama 2018),
   ``logit = critic(h) + <label_projection(y), h>`` with ``h`` the encoder's embedding.
   Conditional generator: the ImageDecoder's own label embedding concatenated to ``z``.
-- :func:`no_param_grads` marks an agent's parameters ``stop_gradient`` for the duration
+- `no_param_grads` marks an agent's parameters ``stop_gradient`` for the duration
   of the other agent's step (the arena uses it on the discriminator during the
   generator's step), so that backward computes, and leaves, no gradient on them;
-  :func:`keep_running_stats` restores batch-norm statistics moved by a train-mode
+  `keep_running_stats` restores batch-norm statistics moved by a train-mode
   forward in the other agent's step (a no-op for a layer without batch norm).
 """
 
@@ -78,7 +78,7 @@ def running_stats(layer: nn.Layer) -> list[Tensor]:
 
 @contextmanager
 def keep_running_stats(stats: nn.Layer | Sequence[Tensor]) -> Iterator[None]:
-    """Restore batch-norm running statistics (of a layer, or from :func:`running_stats`) after the block.
+    """Restore batch-norm running statistics (of a layer, or from `running_stats`) after the block.
 
     Copies stay on the tensors' device (no host round trip); nothing is copied when
     there is no batch norm.
@@ -117,11 +117,11 @@ class DiscriminatorConfig(AgentConfig):
 
 # ----------------------------------------------------------------------------- agents
 class Generator(Agent):
-    """Draws images from latent vectors (and class labels): an :class:`~encoders.ImageDecoder`.
+    """Draws images from latent vectors (and class labels): an `ImageDecoder`.
 
     Args:
         name: scope; parameters are ``<name>.<logical>.w_0`` ...
-        **settings: :class:`GeneratorConfig` fields; ``encoder`` is a decoder config
+        **settings: `GeneratorConfig` fields; ``encoder`` is a decoder config
             (``_target_`` + kwargs, no scope), e.g. ``{"_target_": "paddlecraft.encoders.ImageDecoder",
             "latent_dim": 32, "image_size": 8}``; give it ``num_classes`` for a
             conditional generator.
@@ -209,7 +209,7 @@ class Discriminator(Agent):
 
     Args:
         name: scope.
-        **settings: :class:`DiscriminatorConfig` fields: ``encoder``, an image encoder
+        **settings: `DiscriminatorConfig` fields: ``encoder``, an image encoder
             config, built headless, whose ``pooled`` output gives features ``h`` [B, F] (e.g.
             ``paddlecraft.encoders.ImageCNNEncoder`` with ``arch: dcgan``), and ``num_classes`` for a
             conditional (projection) discriminator: ``logit = critic(h) + <label_projection(y), h>``.

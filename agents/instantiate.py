@@ -47,7 +47,7 @@ def _allowed(target: str, allow: Iterable[str]) -> bool:
 
 
 def check_targets(cfg: Any, allow: Iterable[str] = ()) -> None:
-    """Raise :class:`UnsafeConfigError` unless every ``_target_`` is allowed.
+    """Raise `UnsafeConfigError` unless every ``_target_`` is allowed.
 
     A target must be named exactly in the allow-list, or match an allowed prefix AND
     resolve to an object defined in an allowed module, so ``paddlecraft.encoders.base.os.system`` is
@@ -77,7 +77,7 @@ def check_targets(cfg: Any, allow: Iterable[str] = ()) -> None:
 
 
 def _find(key: str, target: str) -> Any:
-    """The object ``target`` names; :class:`UnsafeConfigError` naming the fix when it
+    """The object ``target`` names; `UnsafeConfigError` naming the fix when it
     cannot be imported (a misspelled name, or a user's package not on the path)."""
     try:
         return get_object(target)
@@ -101,7 +101,7 @@ def _find(key: str, target: str) -> Any:
 
 
 def safe_instantiate(cfg: Any, *args: Any, allow: Iterable[str] = (), **kwargs: Any) -> Any:
-    """``hydra.utils.instantiate`` after :func:`check_targets` (plain dicts accepted). An
+    """``hydra.utils.instantiate`` after `check_targets` (plain dicts accepted). An
     object that is not a config (a dataset already built, say) is returned as it is, never
     converted into a config."""
     if not isinstance(cfg, (Mapping, DictConfig, ListConfig, list)):

@@ -27,7 +27,7 @@ def update_together(
     gradients accumulate until their own next update). Returns ``{name: grad norm or None}``.
 
     fp16 loss scaling is per agent, so agents with ``amp=fp16`` cannot share one backward:
-    that is refused (use bf16, or separate losses with :meth:`Agent.update`).
+    that is refused (use bf16, or separate losses with `Agent.update`).
     """
     agents = list(agents)
     names = [a.name for a in agents]

@@ -1,4 +1,4 @@
-"""Text + K candidate images -> the described image: the :class:`Listener` agent.
+"""Text + K candidate images -> the described image: the `Listener` agent.
 
 ```python
 lis.choose(captions, candidates)   # [N] texts, uint8 [N, K, 64, 64, 3] -> int64 [N]
@@ -57,7 +57,7 @@ class Listener(TextAgent):
 
     Args:
         name: the agent's scope.
-        **settings: :class:`ListenerConfig` fields.
+        **settings: `ListenerConfig` fields.
     """
 
     Config = ListenerConfig

@@ -1,6 +1,6 @@
 """Optimizer state as flat tensors + JSON, keyed by (accumulator, physical parameter name);
-:func:`adam_step` (Paddle's own Adam update without its per-step Python bookkeeping) lives
-with Paddle's other private calls in :mod:`paddlecraft.paddle_private`.
+`adam_step` (Paddle's own Adam update without its per-step Python bookkeeping) lives
+with Paddle's other private calls in `paddlecraft.paddle_private`.
 
 Paddle names accumulators ``<param>_moment1_<n>`` with a process-wide counter ``n``, so
 its own ``state_dict`` keys change between processes that build optimizers in another
@@ -43,7 +43,7 @@ def load_optimizer_state(
     meta: Mapping[str, Any],
     params: Sequence[paddle.Tensor],
 ) -> None:
-    """Restore what :func:`optimizer_state` saved into a freshly built optimizer."""
+    """Restore what `optimizer_state` saved into a freshly built optimizer."""
     saved_cls = meta.get("class")
     if saved_cls and saved_cls != type(opt).__name__:
         raise CheckpointError(

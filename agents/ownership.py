@@ -1,7 +1,7 @@
 """Which parameters an agent owns: its own scope's, never a layer borrowed from another
 agent's encoder (so each parameter is updated once, by its owner's optimizer).
 
-Functions of data (the agent's name, its parameters and sublayers); :class:`Agent` calls them.
+Functions of data (the agent's name, its parameters and sublayers); `Agent` calls them.
 """
 
 from __future__ import annotations

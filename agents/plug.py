@@ -1,9 +1,9 @@
 """The agent's side of the encoder feature contract, and an encoder config's one way to a
-built encoder (:func:`build_encoder`): sizes filled in from what the agent knows (its data,
+built encoder (`build_encoder`): sizes filled in from what the agent knows (its data,
 game or chain), contradictions refused, the encoder built, the contract checked.
 
-:meth:`~paddlecraft.agents.Agent.make_encoder` calls :func:`build_encoder`; an agent of your
-own passes its input sizes with :func:`image_inputs` (images, board planes) or plain
+`make_encoder` calls `build_encoder`; an agent of your
+own passes its input sizes with `image_inputs` (images, board planes) or plain
 keywords (``vocab_size``...). See docs/write-encoder.md for the contract itself.
 """
 
@@ -41,7 +41,7 @@ def image_inputs(shape: Any, channels_last: bool = False) -> dict[str, Any]:
 
     ``shape`` is [C, H, W] ([H, W, C] with ``channels_last``, as board planes are): gives
     ``in_channels``, ``image_size`` (an int when square, else [H, W]) and ``input_size``
-    (the flat length), the keywords :meth:`Agent.make_encoder` fills in.
+    (the flat length), the keywords `Agent.make_encoder` fills in.
     """
     if shape is None:
         return {}
@@ -69,7 +69,7 @@ def sized_config(
 ) -> dict[str, Any]:
     """``cfg`` with every size in ``inputs`` its constructor takes filled in where unset.
 
-    A value the config gives that contradicts ``inputs`` raises :class:`ConfigError` naming
+    A value the config gives that contradicts ``inputs`` raises `ConfigError` naming
     ``<setting>.<key>``; ``forced`` keywords are set whatever the config says; ``headless``
     sets ``num_classes=None``. Keywords the constructor does not take are left out.
     """
@@ -93,7 +93,7 @@ def sized_config(
 
 
 def check_contract(enc: Any, setting: str) -> None:
-    """Raise :class:`ConfigError` unless ``enc`` gives ``pooled`` [B, feature_dim] and an int
+    """Raise `ConfigError` unless ``enc`` gives ``pooled`` [B, feature_dim] and an int
     ``feature_dim`` (what agents read of any encoder)."""
     if "pooled" not in getattr(enc, "output_names", ()) or not isinstance(
         getattr(enc, "feature_dim", None), int
@@ -118,7 +118,7 @@ def _is_size(key: str) -> bool:
 
 
 def check_sizes(cfg: Mapping[str, Any], setting: str) -> None:
-    """Raise :class:`ConfigError` for a size below 1 (``hidden_size=0``, ``latent_dim=0``,
+    """Raise `ConfigError` for a size below 1 (``hidden_size=0``, ``latent_dim=0``,
     a channel list with a 0): no encoder can be built, or trained, with it."""
     for key, value in cfg.items():
         if not isinstance(key, str) or not _is_size(key):
@@ -151,7 +151,7 @@ _OTHER_INPUTS = {"vocab_size": "text (token ids)", "n_mels": "speech (log-mel fe
 def check_takes_images(cfg: Mapping[str, Any], inputs: Mapping[str, Any], setting: str) -> None:
     """Before building: refuse an encoder of text or speech where the agent feeds images.
 
-    ``inputs`` are the sizes the agent fills in (:func:`image_inputs`); an encoder whose
+    ``inputs`` are the sizes the agent fills in (`image_inputs`); an encoder whose
     constructor takes none of the image sizes but a text or speech one cannot read them.
     """
     image = {k: inputs.get(k) for k in ("in_channels", "image_size", "input_size")}
@@ -169,7 +169,7 @@ def check_takes_images(cfg: Mapping[str, Any], inputs: Mapping[str, Any], settin
 
 def check_image_input(enc: Any, inputs: Mapping[str, Any], setting: str) -> None:
     """After building: one batch of the agent's image shape must pass the encoder's
-    declared input spec (what its first forward would check), else :class:`ConfigError`."""
+    declared input spec (what its first forward would check), else `ConfigError`."""
     c, size = inputs.get("in_channels"), inputs.get("image_size")
     specs = list(getattr(enc, "input_specs", {}).values())
     if c is None or size is None or len(specs) != 1:
@@ -211,13 +211,13 @@ def build_encoder(
 
     1. a plain copy of the config, every ``_target_`` checked against the allow-list (the
        defaults plus ``allow``) once;
-    2. sized: :func:`sized_config` fills in ``inputs`` (refusing contradictions), ``forced``
-       and ``headless``; :func:`check_sizes` refuses a size below 1 and
-       :func:`check_takes_images` a text or speech encoder fed images;
+    2. sized: `sized_config` fills in ``inputs`` (refusing contradictions), ``forced``
+       and ``headless``; `check_sizes` refuses a size below 1 and
+       `check_takes_images` a text or speech encoder fed images;
     3. built: constructed under ``scope`` and ``build()`` called; an encoder's own
        ValueError or TypeError while being constructed comes back as one
-       :class:`ConfigError` naming ``setting``;
-    4. with ``features``, :func:`check_contract`; then :func:`check_image_input` (the
+       `ConfigError` naming ``setting``;
+    4. with ``features``, `check_contract`; then `check_image_input` (the
        agent's image shape against the encoder's declared input).
     """
     cfg = dict(to_plain(cfg))

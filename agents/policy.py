@@ -52,7 +52,7 @@ class Policy(Agent):
     has any, always use their running statistics so that the policy that collected a
     batch and the one that is updated compute the same function (PPO's ratio needs that).
 
-    Settings: :class:`PolicyConfig` (plus the :class:`~agents.base.AgentConfig` ones:
+    Settings: `PolicyConfig` (plus the `AgentConfig` ones:
     device, seed, lr, optimizer...). ``policy.act(observations, action_masks,
     greedy=True)`` works on batches (or one board) and always returns legal actions;
     ``policy.priors_and_values`` is a search's evaluator; ``Agent.load(dir)`` restores a
@@ -66,7 +66,7 @@ class Policy(Agent):
         cls, config: dict[str, Any], shapes: Mapping[str, tuple[int, ...]], name: str
     ) -> dict[str, str | None]:
         """Policies saved before the feature contract (PaddleCraft 0.1) load unchanged
-        (:func:`paddlecraft.compat.policy_layers_0_1`)."""
+        (`paddlecraft.compat.policy_layers_0_1`)."""
         return policy_layers_0_1(config, shapes, name)
 
     def __init__(self, name: str, **settings: Any) -> None:
@@ -152,7 +152,7 @@ class Policy(Agent):
         return logp, entropy, value
 
     def export_signature(self) -> tuple[dict[str, tuple[tuple[int, ...], str]], list[str]]:
-        """``({input: (shape without batch, dtype)}, [output names])`` for :mod:`paddlecraft.agents.export`."""
+        """``({input: (shape without batch, dtype)}, [output names])`` for `paddlecraft.agents.export`."""
         return {"obs": (self.obs_shape, "float32")}, ["logits", "value"]
 
     # ------------------------------------------------------------------ acting

@@ -1,4 +1,4 @@
-"""Waveform -> text: the :class:`Recognizer` agent (SpeechEncoder + CTC or seq2seq).
+"""Waveform -> text: the `Recognizer` agent (SpeechEncoder + CTC or seq2seq).
 
 ```python
 rec.transcribe(waveforms, sample_rate)   # list of 1-D arrays -> ["a red circle ...", ...]
@@ -68,7 +68,7 @@ class Recognizer(TextAgent):
 
     Args:
         name: the agent's scope.
-        **settings: :class:`RecognizerConfig` fields.
+        **settings: `RecognizerConfig` fields.
     """
 
     Config = RecognizerConfig
@@ -78,7 +78,7 @@ class Recognizer(TextAgent):
         cls, config: dict[str, Any], shapes: Mapping[str, tuple[int, ...]], name: str
     ) -> dict[str, str | None]:
         """CTC recognizers saved before the feature contract (PaddleCraft 0.1) load
-        unchanged (:func:`paddlecraft.compat.recognizer_ctc_0_1`)."""
+        unchanged (`paddlecraft.compat.recognizer_ctc_0_1`)."""
         return recognizer_ctc_0_1(config, shapes, name)
 
     def __init__(self, name: str, **settings: Any) -> None:
@@ -160,7 +160,7 @@ class Recognizer(TextAgent):
         return self.ctc(frames), lengths  # [B, T, V], [B]
 
     def loss(self, waveforms: np.ndarray, texts: Sequence[str]) -> paddle.Tensor:
-        """Training loss for a padded batch (:meth:`prepare`) and its transcripts."""
+        """Training loss for a padded batch (`prepare`) and its transcripts."""
         x = self.to_tensor(waveforms)
         if self.head == "seq2seq":
             cond = self.encoder.forward_all(x)["pooled"]

@@ -1,5 +1,5 @@
-"""The two sides of a referential game: a :class:`Sender` that turns what it sees into a
-discrete message, and a :class:`Receiver` that reads the message and points at the target
+"""The two sides of a referential game: a `Sender` that turns what it sees into a
+discrete message, and a `Receiver` that reads the message and points at the target
 among candidates (discrimination) or rebuilds its attributes (reconstruction).
 
 ```python
@@ -10,7 +10,7 @@ receiver.score(h, candidates)                     # [B, L, K] one score per cand
 ```
 
 Objects are seen either as vectors (``input_size``: one-hot attributes) or through any
-PaddleCraft encoder (``encoder``: images, speech); :func:`pooled_features` is the one place
+PaddleCraft encoder (``encoder``: images, speech); `pooled_features` is the one place
 an encoder's output is read. Symbol 0 is the end-of-message symbol when messages have a
 variable length.
 """
@@ -224,7 +224,7 @@ class ReceiverConfig(MessageAgentConfig):
 
 class Receiver(Agent):
     """Reads a message symbol by symbol; after each symbol it can rebuild the attributes
-    (:meth:`reconstruct`) or score candidates (:meth:`score`)."""
+    (`reconstruct`) or score candidates (`score`)."""
 
     Config = ReceiverConfig
 

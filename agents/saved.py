@@ -2,8 +2,8 @@
 ``optimizer.safetensors``, written and read as data (tensors by physical name, the JSON
 record, the saved and the new scope, the renames of an older save).
 
-:meth:`~paddlecraft.agents.Agent.save`, :meth:`~paddlecraft.agents.Agent.load_state` and
-:meth:`~paddlecraft.agents.Agent.load` call these; what an agent holds stays with it.
+`save`, `load_state` and
+`load` call these; what an agent holds stays with it.
 """
 
 from __future__ import annotations

@@ -1,7 +1,7 @@
 """One declaration per setting: a dataclass is a component's signature, schema and record.
 
 An agent or arena declares its settings once, as a dataclass whose fields carry ``#:``
-doc comments::
+doc comments:
 
     @dataclass
     class ClassifierConfig(AgentConfig):
@@ -14,13 +14,13 @@ doc comments::
 That dataclass is
 
 - the constructor's signature: ``Classifier("clf", encoder=..., lr=3e-4)`` checks the keywords
-  with :func:`make_settings` (an unknown or mistyped key fails naming the known ones);
-- the Hydra schema: :func:`schema_node` adds ``_target_`` and the family stores it in Hydra's
+  with `make_settings` (an unknown or mistyped key fails naming the known ones);
+- the Hydra schema: `schema_node` adds ``_target_`` and the family stores it in Hydra's
   ConfigStore, so ``python run.py agents.classifier.lrr=1`` fails at compose time;
 - the saved record: ``agent.json`` holds ``asdict(agent.cfg)``, from which
-  :meth:`paddlecraft.agents.Agent.load` rebuilds the agent.
+  `paddlecraft.agents.Agent.load` rebuilds the agent.
 
-Encoders keep plain constructor signatures; :func:`signature_schema` derives their schema.
+Encoders keep plain constructor signatures; `signature_schema` derives their schema.
 """
 
 from __future__ import annotations
@@ -52,7 +52,7 @@ def make_settings(config_cls: type[T], given: Mapping[str, Any], who: str) -> T:
 
     Values are converted the way Hydra would (``"3"`` for an ``int`` field becomes 3); a
     required field (``MISSING``) left unset, an unknown key or a wrong type raises
-    :class:`ConfigError` naming the setting and the fix.
+    `ConfigError` naming the setting and the fix.
     """
     fields = {f.name: f for f in dataclasses.fields(config_cls)}  # type: ignore[arg-type]
     unknown = sorted(k for k in given if k not in fields)
@@ -134,7 +134,7 @@ def signature_schema(cls: type, skip: tuple[str, ...] = ("self", "scope")) -> ty
     """A Hydra schema dataclass from a class's constructor signature (encoders use this).
 
     Parameters without a default become required (``MISSING``); annotations OmegaConf
-    cannot check become ``Any``; the sizes an agent fills in (:data:`FILLED_BY_AGENT`)
+    cannot check become ``Any``; the sizes an agent fills in (`FILLED_BY_AGENT`)
     default to None (unset), so a config names the architecture only.
     """
     sig = inspect.signature(cls.__init__)

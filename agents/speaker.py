@@ -1,4 +1,4 @@
-"""Text -> speech with eSpeak NG: the :class:`Speaker` agent (fixed, no parameters).
+"""Text -> speech with eSpeak NG: the `Speaker` agent (fixed, no parameters).
 
 ```python
 spk.speak(["a red circle above a blue square"])   # -> [int16 waveform at spk.sample_rate]
@@ -38,13 +38,13 @@ class Speaker(Agent):
     """Text -> speech with eSpeak NG: a fixed (non-learned) agent with no parameters.
 
     Each text is spoken with a voice drawn from ``voices`` (``"train"``/``"test"``: the
-    seeded split of :func:`paddlecraft.craftdata.speech.split_voices`, ``"all"``, or a list of
+    seeded split of `paddlecraft.craftdata.speech.split_voices`, ``"all"``, or a list of
     variant names), plus a random accent, rate, pitch and range; the draw depends only
     on ``seed`` and the call's ``seed``, and synthesis is bit-identical per list.
 
     Args:
         name: the agent's scope.
-        **settings: :class:`SpeakerConfig` fields.
+        **settings: `SpeakerConfig` fields.
     """
 
     Config = SpeakerConfig
@@ -81,13 +81,13 @@ class Speaker(Agent):
         return [str(x) for x in v]
 
     def speak(self, texts: Sequence[str], seed: int = 0, cache: bool = False) -> list[np.ndarray]:
-        """int16 waveforms at :attr:`sample_rate`, one per text."""
+        """int16 waveforms at `sample_rate`, one per text."""
         return self.speak_split(texts, seed, cache).waveforms
 
     def speak_split(
         self, texts: Sequence[str], seed: int = 0, cache: bool = False, voices: Any = None
     ) -> Any:
-        """Like :meth:`speak`, as a :class:`paddlecraft.craftdata.speech.SpokenSplit` (with each voice).
+        """Like `speak`, as a `paddlecraft.craftdata.speech.SpokenSplit` (with each voice).
 
         ``voices`` overrides the configured ones for this call (e.g. ``"train"``).
         """

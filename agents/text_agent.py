@@ -1,8 +1,8 @@
 """What the text agents share: a word vocabulary, image arrays, batch slices.
 
-Each text agent (:class:`~agents.Captioner`, :class:`~agents.Listener`,
-:class:`~agents.Recognizer`) holds a word :class:`~encoders.Vocab` built from ``words``: a
-list, or a preset of :mod:`paddlecraft.craftdata.words` (``"shapes"``, ``"digits"``). The resolved list
+Each text agent (`Captioner`, `Listener`,
+`Recognizer`) holds a word `Vocab` built from ``words``: a
+list, or a preset of `paddlecraft.craftdata.words` (``"shapes"``, ``"digits"``). The resolved list
 is saved with the agent, so a loaded agent never depends on a preset changing.
 """
 
@@ -34,7 +34,7 @@ __all__ = [
 def images_to_array(images: Any, channels: int) -> np.ndarray:
     """Images as float32 [N, C, H, W] in [0, 1].
 
-    Accepts uint8 [N, H, W, C] (RGB, as :func:`paddlecraft.craftdata.shapes.load_shapes` gives) or
+    Accepts uint8 [N, H, W, C] (RGB, as `paddlecraft.craftdata.shapes.load_shapes` gives) or
     uint8 [N, H, W] (grey), or float [N, C, H, W] already scaled.
     """
     x = np.asarray(images)
@@ -78,9 +78,9 @@ def batch_slices(n: int, size: int) -> Iterator[slice]:
 
 
 class TextAgent(Agent):
-    """An agent that reads or writes words of its :attr:`vocab` (built from ``cfg.words``).
+    """An agent that reads or writes words of its `vocab` (built from ``cfg.words``).
 
-    Subclasses call :meth:`use_words` right after ``super().__init__``: the preset name in
+    Subclasses call `use_words` right after ``super().__init__``: the preset name in
     ``cfg.words`` becomes the word list it stands for, in the settings and in the record
     ``agent.json`` keeps.
     """
@@ -88,10 +88,10 @@ class TextAgent(Agent):
     vocab: Vocab
 
     def use_words(self) -> None:
-        """Resolve ``cfg.words`` to a list (saved as such) and build :attr:`vocab` from it.
+        """Resolve ``cfg.words`` to a list (saved as such) and build `vocab` from it.
 
         ``words`` may also name a local ``tokenizer.json`` / ``vocab.txt`` (or a folder with
-        one): :attr:`vocab` is then that :class:`SubwordTokenizer`, saved whole in the record.
+        one): `vocab` is then that `SubwordTokenizer`, saved whole in the record.
         """
         setting = f"agents.{self.name}.words"
         tok = tokenizer_of(self.cfg.words, setting)
@@ -112,7 +112,7 @@ class TextAgent(Agent):
         decoder.eos_id = self.vocab.eos_id
 
     def encode_texts(self, texts: Sequence[str], add_eos: bool = True) -> np.ndarray:
-        """int64 token ids [N, T] of ``texts``, right-padded (see :meth:`Vocab.encode_batch`)."""
+        """int64 token ids [N, T] of ``texts``, right-padded (see `Vocab.encode_batch`)."""
         if isinstance(self.vocab, SubwordTokenizer):
             if add_eos:
                 return self.vocab.encode_targets(list(texts))

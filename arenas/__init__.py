@@ -2,7 +2,7 @@
 
 ``paddlecraft.arenas.engine`` is the engine (it knows no arena); each family is a package of its own
 (``classify``, ``gan``, ``caption``, ``selfplay``, ``referential``) that registers its Hydra schemas the
-same way a user's arena package does. :func:`register_configs` registers the built-in ones.
+same way a user's arena package does. `register_configs` registers the built-in ones.
 """
 
 from types import ModuleType
@@ -42,7 +42,7 @@ def register_configs() -> None:
     """Register the run schema, the toolkit's encoders and every built-in family with Hydra.
 
     ``run.py`` calls it before composing; a user's arena package calls
-    :func:`paddlecraft.arenas.engine.register_schemas` with its own ``SCHEMAS`` instead (or as well).
+    `paddlecraft.arenas.engine.register_schemas` with its own ``SCHEMAS`` instead (or as well).
     """
     register_data_resolvers()  # ${craft.mul:...}
     register_from_data()  # ${craft.from_data:num_classes}: filled from the built dataset

@@ -1,7 +1,7 @@
 """Measures a zoo entry's quality the way its ``quality.json`` records it.
 
-``scripts/build_zoo.py`` writes the figure with :func:`measure`; ``tests/test_zoo.py`` checks
-it again. How each entry is trained is :data:`paddlecraft.agents.zoo.quality.ENTRIES`; the
+``scripts/build_zoo.py`` writes the figure with `measure`; ``tests/test_zoo.py`` checks
+it again. How each entry is trained is `paddlecraft.agents.zoo.quality.ENTRIES`; the
 measurement lives here because it uses the arenas' data, metrics and games.
 """
 

@@ -57,7 +57,7 @@ class BadFiles:
             )
 
     def found(self, path: str | os.PathLike, problem: str) -> None:
-        """Raise :class:`BadDataError` (``stop``), or log the file and count it (``skip``)."""
+        """Raise `BadDataError` (``stop``), or log the file and count it (``skip``)."""
         if self.policy == "stop":
             raise BadDataError(bad_file_message(path, problem))
         key = str(path)
@@ -151,7 +151,7 @@ def _check_wav_chunks(path: Path, size: int) -> str | None:
 
 
 def need_path(path: str | os.PathLike | None, data: str) -> str | os.PathLike:
-    """``path``, or :class:`BadDataError` saying ``data.path`` is not set (``data``: the
+    """``path``, or `BadDataError` saying ``data.path`` is not set (``data``: the
     data config that needs it, for the fix)."""
     if not path:
         raise BadDataError(f"data.path is not set: {command()} ... data={data} data.path=...")

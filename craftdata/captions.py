@@ -7,9 +7,9 @@ Image paths are relative to ``image_root`` (default: the annotation file's folde
 
 Every example is one (image, caption) pair; train/test are split by image (a seeded
 fraction unless ``test_path`` names a second annotation file), so no image is in both.
-The vocabulary is built from the training captions (:class:`paddlecraft.encoders.vocab.Vocab`), or is
+The vocabulary is built from the training captions (`paddlecraft.encoders.vocab.Vocab`), or is
 a pretrained tokenizer's (``tokenizer=`` a local ``tokenizer.json`` / ``vocab.txt``, read by
-:class:`paddlecraft.encoders.tokenizer.SubwordTokenizer`).
+`paddlecraft.encoders.tokenizer.SubwordTokenizer`).
 """
 
 from __future__ import annotations
@@ -186,7 +186,7 @@ def load_captions(
     """Image + caption pairs from JSONL or COCO JSON as lazy train/test splits (split by image).
 
     Every referenced image is checked first: a missing or damaged one raises
-    :class:`BadDataError` naming it (``on_bad_file="skip"``: its captions are dropped).
+    `BadDataError` naming it (``on_bad_file="skip"``: its captions are dropped).
     """
     need_path(path, "captions")
     bad = BadFiles(on_bad_file)

@@ -1,12 +1,12 @@
 """Your own images: one sub-folder per class (torchvision's ImageFolder layout), read lazily.
 
 ``root/<class>/<image>.png|jpg|jpeg``, any size; classes are the sorted sub-folder names.
-:func:`load_image_folder` scans the folders (every file checked cheaply, see
-:mod:`paddlecraft.craftdata.badfiles`) and returns an :class:`ImageFolderData` whose splits decode
-images only when a batch asks for them (:class:`paddlecraft.craftdata.BatchLoader`).
+`load_image_folder` scans the folders (every file checked cheaply, see
+`paddlecraft.craftdata.badfiles`) and returns an `ImageFolderData` whose splits decode
+images only when a batch asks for them (`paddlecraft.craftdata.BatchLoader`).
 
 Splits: ``test_path`` / ``val_path`` folders with the same class sub-folders, or a seeded,
-stratified fraction of the training folder. :meth:`ImageFolderData.use_run_dir` writes
+stratified fraction of the training folder. `ImageFolderData.use_run_dir` writes
 the split to ``<run>/data_split.tsv`` (or, when that file exists, adopts it), so a resumed
 run and a re-evaluation use the same files even if the folder changed since.
 """
@@ -37,7 +37,7 @@ SPLIT_FILE = "data_split.tsv"  #: the recorded split in a run folder: split, lab
 def class_names(path: str | os.PathLike, setting: str = "data.path") -> list[str]:
     """The sorted class sub-folders of an image folder (hidden ones left out).
 
-    Raises :class:`BadDataError` naming ``setting`` when the folder is missing or has none.
+    Raises `BadDataError` naming ``setting`` when the folder is missing or has none.
     """
     root = Path(path).expanduser()
     if not root.is_dir():
@@ -56,7 +56,7 @@ def class_names(path: str | os.PathLike, setting: str = "data.path") -> list[str
 
 @dataclass
 class ImageFolderSplit(LazySplit):
-    """Image files (relative to ``root``) and their labels; decoded by :meth:`load`."""
+    """Image files (relative to ``root``) and their labels; decoded by `load`."""
 
     root: str
     files: np.ndarray  #: relative paths, bytes [N]
@@ -213,13 +213,13 @@ def load_image_folder(
 ) -> ImageFolderData | Dataset:
     """An image folder (one sub-folder per class) as lazy train/val/test splits.
 
-    Every split's files are checked before training (see :func:`check_image_file`); a bad
-    file raises :class:`BadDataError` naming it, or with ``on_bad_file="skip"`` is logged,
+    Every split's files are checked before training (see `check_image_file`); a bad
+    file raises `BadDataError` naming it, or with ``on_bad_file="skip"`` is logged,
     left out and counted. Without ``test_path`` (``val_path``), a seeded stratified
     ``test_fraction`` (``val_fraction``) of the training files is held out.
 
     ``in_memory=True`` decodes every split once (by the workers) into an in-memory
-    :class:`~craftdata.Dataset` (float32 [N, C, H, W]) for arenas that index arrays, such
+    `Dataset` (float32 [N, C, H, W]) for arenas that index arrays, such
     as the GAN's metrics: only for folders that fit in memory; no split is recorded.
     """
     need_path(path, "image_folder")

@@ -1,8 +1,8 @@
 """Minibatches in a (seed, epoch) order, from memory or decoded lazily in worker processes.
 
-:class:`BatchLoader` serves both kinds of split. An in-memory :class:`~craftdata.Split`
-is indexed directly (the same batches :func:`~craftdata.iterate_minibatches` gives). A
-:class:`LazySplit` (files on disk) is decoded by ``paddle.io.DataLoader`` workers, which
+`BatchLoader` serves both kinds of split. An in-memory `Split`
+is indexed directly (the same batches `iterate_minibatches` gives). A
+`LazySplit` (files on disk) is decoded by ``paddle.io.DataLoader`` workers, which
 start with each pass (forked: cheap) and prefetch ``prefetch`` batches each; only the file list and
 the labels live in memory, so memory does not grow with the number of files.
 
@@ -30,13 +30,13 @@ log = logging.getLogger("paddlecraft.data")
 
 
 class LazySplit:
-    """A split read from files on demand: subclasses implement :meth:`path` and :meth:`load`.
+    """A split read from files on demand: subclasses implement `path` and `load`.
 
     ``y`` holds one label (or target index) per example, in memory.
     """
 
     y: np.ndarray
-    #: whether :meth:`load` draws from its ``rng`` (random augmentation)
+    #: whether `load` draws from its ``rng`` (random augmentation)
     augments: bool = False
 
     def __len__(self) -> int:
@@ -120,7 +120,7 @@ class BatchLoader:
     """Batches of a split in a (seed, epoch) order; lazily decoded by workers for files.
 
     Args:
-        split: an in-memory ``Split`` (``.x``, ``.y``) or a :class:`LazySplit`.
+        split: an in-memory ``Split`` (``.x``, ``.y``) or a `LazySplit`.
         batch_size: examples per batch (the last one may be smaller unless ``drop_last``).
         seed: the run seed; the order of epoch ``e`` is a function of ``(seed, e)`` only.
         shuffle: permute each epoch (training); False keeps the split's order (evaluation).
@@ -129,7 +129,7 @@ class BatchLoader:
         bad_files: the ``on_bad_file`` policy and skip log shared with the dataset's scan.
         drop_last: leave out the last, smaller batch.
         shard: ``(rank, world)`` for data-parallel training: each batch is this process's
-            rows ``rank::world`` of the global batch, a :class:`Shard` with its ``share``,
+            rows ``rank::world`` of the global batch, a `Shard` with its ``share``,
             and only those rows are read and decoded. (A bad file left out of a batch lowers
             the share of the process that met it: the step then weights the surviving rows
             as if the batch had its full size.)

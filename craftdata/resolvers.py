@@ -2,7 +2,7 @@
 
 Composing a config reads no data: what only the files can tell (class counts, the caption
 words, the speech alphabet) comes from the dataset the run builds, through
-``${craft.from_data:...}`` (:mod:`paddlecraft.arenas.engine.from_data`).
+``${craft.from_data:...}`` (`paddlecraft.arenas.engine.from_data`).
 """
 
 from __future__ import annotations

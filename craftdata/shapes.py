@@ -254,7 +254,7 @@ def load_shapes(
     )
 
 
-#: what :func:`load_shapes_classes` can use as the class of an image
+#: what `load_shapes_classes` can use as the class of an image
 SHAPES_LABELS = ("subject", "relation", "caption")
 
 
@@ -265,7 +265,7 @@ def load_shapes_classes(
     image_size: int = 32,
     label: str = "subject",
 ) -> Dataset:
-    """The captioned shapes as a labelled image :class:`~craftdata.Dataset` (e.g. for a GAN).
+    """The captioned shapes as a labelled image `Dataset` (e.g. for a GAN).
 
     Images become float32 [N, 3, image_size, image_size] in [0, 1] (drawn at 64 x 64, then
     ``cv2.INTER_AREA``); the class is read from the caption: ``subject`` (colour and shape

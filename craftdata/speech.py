@@ -15,7 +15,7 @@ chunk of the list in a fixed order: the same list gives bit-identical audio on e
 
 A *voice* is one of eSpeak's voice variants (``f3``, ``m1``, ``klatt4``, ``whisper``...:
 104 of them); each utterance also draws an English accent, a rate (words per minute), a
-pitch and a pitch range. Train/test splits are by voice (:func:`split_voices`), so a test
+pitch and a pitch range. Train/test splits are by voice (`split_voices`), so a test
 hears voices never trained on.
 
 Cache: ``$PADDLECRAFT_CACHE/speech/<sha256>/`` (default ``~/.cache/paddlecraft``), keyed by
@@ -308,9 +308,9 @@ def synthesize(
 ) -> list[np.ndarray]:
     """int16 waveforms (silence trimmed) at ``sample_rate``, one per utterance, bit-identical per list.
 
-    Strings are spoken with the default voice. Each chunk of :data:`CHUNK` utterances is
+    Strings are spoken with the default voice. Each chunk of `CHUNK` utterances is
     spoken by a fresh process; with ``cache`` the result is stored under
-    :func:`cache_root` and read back next time (much faster than synthesising again).
+    `cache_root` and read back next time (much faster than synthesising again).
     """
     utts = [u if isinstance(u, Utterance) else Utterance(str(u)) for u in utterances]
     if not utts:
@@ -365,7 +365,7 @@ def _write_cache(folder: Path, clips: list[np.ndarray], utts: list[Utterance], r
 
 # ----------------------------------------------------------------------------- datasets
 def split_voices(seed: int = 0, test_fraction: float = 0.2) -> tuple[list[str], list[str]]:
-    """(train voices, test voices): a seeded split of :func:`espeak_voices`."""
+    """(train voices, test voices): a seeded split of `espeak_voices`."""
     voices = espeak_voices()
     rng = np.random.default_rng([seed, VOICE_SPLIT_STREAM])
     order = rng.permutation(len(voices))

@@ -1,7 +1,7 @@
 """``data=stream``: samples POSTed to a live run while it trains (online learning).
 
-:func:`load_stream` (the ``data.loader`` of ``conf/data/stream.yaml``) reads no data: it
-returns a :class:`StreamData`, what the arena needs to know before the first sample
+`load_stream` (the ``data.loader`` of ``conf/data/stream.yaml``) reads no data: it
+returns a `StreamData`, what the arena needs to know before the first sample
 arrives (the image shape, the classes or the caption words) and the rules that say which
 samples each training step consumes. The samples themselves arrive over the live server
 (``paddlecraft.arenas.stream``) and are logged in the run folder.
@@ -11,7 +11,7 @@ of when samples arrived, of pauses, or of a kill and ``resume=``):
 
 - sample ``i`` (0-based arrival index) is held out for evaluation when ``holdout_every``
   > 0 and ``i % holdout_every == holdout_every - 1``; the others are training samples;
-- step ``k`` starts once :meth:`StreamData.needed` ``(k) = warmup + (k // repeat) * every``
+- step ``k`` starts once `StreamData.needed` ``(k) = warmup + (k // repeat) * every``
   samples have arrived, and trains on a minibatch drawn, by a generator seeded with
   ``(seed, k)``, from the newest ``window`` training samples among those first
   ``needed(k)``; a run with fewer arrivals waits (it does not spin);
@@ -81,7 +81,7 @@ class StreamData:
 
     def draw(self, seed: int, step: int, batch_size: int) -> np.ndarray:
         """The minibatch of step ``step``: arrival indices (int64 [B]), drawn by a generator
-        seeded with ``(seed, step)`` from :meth:`train_window` of ``needed(step)``, without
+        seeded with ``(seed, step)`` from `train_window` of ``needed(step)``, without
         replacement while the window holds a batch (with replacement before)."""
         window = self.train_window(self.needed(step))
         if len(window) == 0:

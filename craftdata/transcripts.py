@@ -5,7 +5,7 @@
   are relative to the table's folder;
 - a folder in the LibriSpeech layout: ``*.trans.txt`` files of ``<id> <TRANSCRIPT>`` lines,
   each ``<id>.flac`` (or ``.wav``) beside it;
-- a folder of ``<digit>_<speaker>_<n>.wav`` files (FSDD) stays :func:`paddlecraft.craftdata.load_wav_folder`.
+- a folder of ``<digit>_<speaker>_<n>.wav`` files (FSDD) stays `paddlecraft.craftdata.load_wav_folder`.
 
 WAV and FLAC are decoded with ``soundfile`` (channels averaged) and resampled to
 ``sample_rate`` (the speech encoder's rate). Transcripts are lower-cased; the character
@@ -124,7 +124,7 @@ def read_source(path: str, setting: str) -> list[tuple[str, str, str]]:
 
 @dataclass
 class TranscriptSplit(LazySplit):
-    """Audio files and transcripts; :meth:`load` gives (waveform, character ids)."""
+    """Audio files and transcripts; `load` gives (waveform, character ids)."""
 
     files: np.ndarray  #: bytes [N]
     texts: np.ndarray  #: utf-8 bytes [N], lower-cased
@@ -216,7 +216,7 @@ def load_transcripts(
     """Speech files with transcripts as lazy train/test splits (checked before training).
 
     Each audio file is checked (exists, WAV/FLAC, not cut short) and each transcript's
-    characters against the alphabet; a bad one raises :class:`BadDataError` naming the file
+    characters against the alphabet; a bad one raises `BadDataError` naming the file
     or line (``on_bad_file="skip"``: logged, left out, counted).
     """
     need_path(path, "speech")

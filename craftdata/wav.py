@@ -1,6 +1,6 @@
 """Real recordings: WAV files in the Free Spoken Digit Dataset layout (``<digit>_<speaker>_<n>.wav``).
 
-Point :func:`load_wav_folder` at a folder of such files (e.g. FSDD's ``recordings/``) to
+Point `load_wav_folder` at a folder of such files (e.g. FSDD's ``recordings/``) to
 train or test on real speech; nothing is downloaded. Files are read with the standard
 library's ``wave`` module (8/16/24/32-bit PCM, any channel count: channels are averaged)
 and resampled to one rate.
@@ -62,7 +62,7 @@ def write_wav(path: str | os.PathLike, samples: np.ndarray, sample_rate: int) ->
 def load_wav_folder(path: str | os.PathLike, sample_rate: int = 16000) -> SpokenSplit:
     """Every ``<digit>_<speaker>_<n>.wav`` under ``path``, resampled to ``sample_rate``.
 
-    Returns a :class:`~craftdata.speech.SpokenSplit` whose texts are the digit words
+    Returns a `SpokenSplit` whose texts are the digit words
     ("seven") and whose voices are the speakers, sorted by (speaker, digit, n) so the
     order never depends on the file system. Other files are ignored; a folder with no
     matching file is an error naming the expected layout.

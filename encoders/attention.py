@@ -1,13 +1,13 @@
 """Transformer building blocks shared by the BERT-, Whisper- and GPT-style models.
 
 Sublayer names follow the reference implementations so pretrained key maps stay short:
-:class:`MultiHeadAttention` has ``q_proj`` / ``k_proj`` / ``v_proj`` / ``out_proj``;
-:class:`PostNormBlock` (BERT) ``attention``, ``attention_norm``, ``intermediate``,
-``output``, ``output_norm``; :class:`PreNormBlock` (Whisper, GPT) ``self_attn``,
+`MultiHeadAttention` has ``q_proj`` / ``k_proj`` / ``v_proj`` / ``out_proj``;
+`PostNormBlock` (BERT) ``attention``, ``attention_norm``, ``intermediate``,
+``output``, ``output_norm``; `PreNormBlock` (Whisper, GPT) ``self_attn``,
 ``self_attn_layer_norm``, ``fc1``, ``fc2``, ``final_layer_norm``.
 
 Attention masks are additive biases broadcast to [B, heads, T_query, T_key]: 0 where a
-query may look, :data:`MASKED` where it may not (see :func:`padding_bias`, :func:`causal_bias`).
+query may look, `MASKED` where it may not (see `padding_bias`, `causal_bias`).
 """
 
 from __future__ import annotations

@@ -1,21 +1,21 @@
-"""The :class:`Encoder` base: a ``paddle.nn.Layer`` operated by logical names.
+"""The `Encoder` base: a ``paddle.nn.Layer`` operated by logical names.
 
-An encoder declares its logical layers in ``self.model`` (logical name -> :class:`LayerSpec`)
+An encoder declares its logical layers in ``self.model`` (logical name -> `LayerSpec`)
 and its logical inputs/outputs. ``build()`` turns the specs into layers whose parameters
 are physically named ``<scope>.<logical name>.<w_0|b_0|...>``. Before ``build()`` the
-seed's sharing idiom works::
+seed's sharing idiom works:
 
     enc = ImageMLPEncoder("model1")
     enc.model["hidden_layer_2"] = enc.model["hidden_layer_1"]   # one parameter set
     enc.build()
 
-After ``build()``, everything is addressed by logical name: :meth:`Encoder.get_param`,
-:meth:`Encoder.get_gradient`, :meth:`Encoder.freeze`, :meth:`Encoder.share`,
-:meth:`Encoder.summary`, :meth:`Encoder.save` / :meth:`Encoder.load`.
+After ``build()``, everything is addressed by logical name: `Encoder.get_param`,
+`Encoder.get_gradient`, `Encoder.freeze`, `Encoder.share`,
+`Encoder.summary`, `Encoder.save` / `Encoder.load`.
 
 In static mode (``paddle.enable_static()`` + ``program_guard``) ``build()`` also creates
 the program's feed variables and outputs as attributes, seed style: ``enc.input``,
-``enc.label`` (classifiers), ``enc.prediction`` (see :mod:`paddlecraft.encoders.static`).
+``enc.label`` (classifiers), ``enc.prediction`` (see `paddlecraft.encoders.static`).
 
 One idea, the names API over one Layer (declare, build, address by logical name, gradients,
 freeze, share, save) and the feature contract every encoder keeps; beside it: the contract's
@@ -74,16 +74,16 @@ Tensor = paddle.Tensor
 class Encoder(nn.Layer):
     """Base of every PaddleCraft encoder: logical layers, physical names, build, introspection.
 
-    Subclasses call ``super().__init__(scope)``, then :meth:`declare` each logical layer
-    and :meth:`declare_input` each input, and implement :meth:`_forward`, which returns
+    Subclasses call ``super().__init__(scope)``, then `declare` each logical layer
+    and `declare_input` each input, and implement `_forward`, which returns
     a dict of named outputs (``{"prediction": logits}``). ``forward`` returns the
-    :attr:`primary_output`; :meth:`forward_all` returns the dict.
+    `primary_output`; `forward_all` returns the dict.
 
     **The feature contract** (what every agent relies on, and all it relies on; timm's
     ``forward_features`` / ``num_classes=0`` idea in this API's names):
 
     - ``pooled`` [B, feature_dim]: one feature vector per item, always an output
-      (:meth:`forward_features` returns it).
+      (`forward_features` returns it).
     - ``hidden`` [B, T, feature_dim]: per-position features where the encoder has
       positions (tokens, audio frames, spatial cells), so a decoder can attend and a CTC
       head can align; ``lengths`` int64 [B] says how many are valid when padding varies.
@@ -92,7 +92,7 @@ class Encoder(nn.Layer):
     - ``num_classes`` None (unset in a config) means headless; with ``num_classes`` a
       linear head adds ``prediction`` [B, num_classes] (then the primary output).
     - Sizes that depend on the input are constructor keywords named as in
-      :data:`INPUT_KEYS` (``in_channels``, ``image_size``, ``input_size``,
+      `INPUT_KEYS` (``in_channels``, ``image_size``, ``input_size``,
       ``vocab_size``); an agent fills in those its encoder takes from the data, game or
       chain, so configs never restate them. Speech encoders read waveforms [B, S] at their
       ``sample_rate`` and say the shortest clip they take (``min_samples``).
@@ -104,7 +104,7 @@ class Encoder(nn.Layer):
     #: width of ``pooled`` and ``hidden`` (subclasses set it in ``__init__``)
     feature_dim: int
 
-    #: outputs whose activation gradient is recorded by default (see :meth:`watch`)
+    #: outputs whose activation gradient is recorded by default (see `watch`)
     default_watch: tuple[str, ...] = ("prediction",)
     #: static mode: add an int64 ``label`` feed when ``num_classes`` is set (classifiers)
     label_feed: bool = True
@@ -173,7 +173,7 @@ class Encoder(nn.Layer):
 
     @property
     def built(self) -> bool:
-        """Whether :meth:`build` has run."""
+        """Whether `build` has run."""
         return self._built
 
     # ----------------------------------------------------------------- build
@@ -383,7 +383,7 @@ class Encoder(nn.Layer):
         other._lent.append((weakref.ref(self), logical, other_logical))
 
     def own_parameters(self) -> list:
-        """Parameters this encoder owns (not borrowed through :meth:`share`), deduplicated."""
+        """Parameters this encoder owns (not borrowed through `share`), deduplicated."""
         self._require_built()
         borrowed = {id(p) for lg in self._borrowed for p in self._layer_params(lg)}
         return [p for p in self.parameters() if id(p) not in borrowed]
@@ -417,7 +417,7 @@ class Encoder(nn.Layer):
         )
 
     def load(self, path: str | os.PathLike, strict: bool = True) -> Encoder:
-        """Load parameters saved by :meth:`save` (matched by physical name); builds first if needed."""
+        """Load parameters saved by `save` (matched by physical name); builds first if needed."""
         if not self._built:
             self.build()
         arrays, _ = load_tensors(path)
@@ -440,7 +440,7 @@ class Encoder(nn.Layer):
     ) -> LoadReport:
         """Load weights from an external file (torchvision, timm, Hugging Face, paddle.vision).
 
-        See :mod:`paddlecraft.encoders.pretrained` for the formats, the key mapping an encoder family
+        See `paddlecraft.encoders.pretrained` for the formats, the key mapping an encoder family
         implements and the returned report (``print(report)`` lists every mismatch);
         ``source`` skips detecting the file's naming.
         """

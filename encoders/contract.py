@@ -1,6 +1,6 @@
 """The names of the encoder feature contract: the outputs every agent reads and the input
 sizes an agent fills in. What they mean is written down in the docstring of
-:class:`paddlecraft.encoders.base.Encoder` (and docs/write-encoder.md).
+`paddlecraft.encoders.base.Encoder` (and docs/write-encoder.md).
 """
 
 from __future__ import annotations

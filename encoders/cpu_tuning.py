@@ -1,7 +1,7 @@
 """CPU tuning: one explicit call, made before Paddle is imported, for settings left unset.
 
-``run.py``, the bench scripts and the test suite call :func:`apply_cpu_tuning` before they
-import Paddle; importing the toolkit changes nothing. In your own scripts::
+``run.py``, the bench scripts and the test suite call `apply_cpu_tuning` before they
+import Paddle; importing the toolkit changes nothing. In your own scripts:
 
     from paddlecraft.encoders.cpu_tuning import apply_cpu_tuning
     apply_cpu_tuning()          # before anything imports paddle

@@ -1,7 +1,7 @@
 """ConditionedDecoder: what every vector-conditioned text decoder shares.
 
-Teacher forcing (:meth:`~ConditionedDecoder.teacher_forcing_inputs`,
-:meth:`~ConditionedDecoder.sequence_loss`, :meth:`~ConditionedDecoder.loss`), sequence
+Teacher forcing (`teacher_forcing_inputs`,
+`sequence_loss`, `loss`), sequence
 log-probabilities, and batched greedy and beam-search decoding. A decoder family (the GRU
 ``TextDecoder``, the GPT-style ``TransformerTextDecoder``) only says how to start a
 decoding state from the condition, how to take one step and how to reorder its states.
@@ -27,8 +27,8 @@ class ConditionedDecoder(Encoder):
 
     Subclasses set ``vocab_size``, ``cond_dim``, ``max_len`` (and may change ``pad_id``,
     ``bos_id``, ``eos_id``), declare inputs ``cond`` and ``tokens`` and the output
-    ``prediction``, and implement :meth:`_init_state`, :meth:`_next_logits` and
-    :meth:`_select_state`. Decoding never emits ``pad_id`` or ``bos_id`` before ``eos_id``.
+    ``prediction``, and implement `_init_state`, `_next_logits` and
+    `_select_state`. Decoding never emits ``pad_id`` or ``bos_id`` before ``eos_id``.
     """
 
     pad_id, bos_id, eos_id = PAD, BOS, EOS
@@ -155,12 +155,12 @@ class ConditionedDecoder(Encoder):
         max_len: int | None = None,
         length_penalty: float = 0.0,
     ) -> np.ndarray:
-        """The best of ``beam_size`` hypotheses per row: int64 ids [B, L], like :meth:`greedy`.
+        """The best of ``beam_size`` hypotheses per row: int64 ids [B, L], like `greedy`.
 
         All B * beam_size hypotheses step together. A finished hypothesis only extends with
         ``<pad>`` at zero cost. The final choice ranks ``log p / length ** length_penalty``
         (length counts ``<eos>``); ``length_penalty=0`` ranks by log-probability.
-        ``beam_size=1`` gives exactly :meth:`greedy`'s result.
+        ``beam_size=1`` gives exactly `greedy`'s result.
         """
         if beam_size < 1:
             raise ValueError(f"{self._who()}.beam_search: beam_size must be >= 1, got {beam_size}")

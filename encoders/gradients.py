@@ -1,5 +1,5 @@
 """Gradients read by name in dynamic mode: a parameter's, and a logical output's (recorded
-on backward for the outputs an encoder watches). Static mode's are in :mod:`.static`."""
+on backward for the outputs an encoder watches). Static mode's are in `.static`."""
 
 from __future__ import annotations
 

@@ -60,7 +60,7 @@ def start_size(image_size: int) -> tuple[int, int]:
 
 
 class ImageDecoder(Encoder):
-    """Images [B, C, H, W] in [0, 1] from latent vectors (and class labels); :meth:`sample` draws.
+    """Images [B, C, H, W] in [0, 1] from latent vectors (and class labels); `sample` draws.
 
     Logical layers: ``label_embedding`` (only with ``num_classes``: ``nn.Embedding``
     concatenated to ``z``), ``project`` (linear to ``C0 x s0 x s0`` + BN + ReLU),
@@ -68,7 +68,7 @@ class ImageDecoder(Encoder):
     H and W and halving the channels down to ``base_channels``; ``norm="none"`` leaves the
     BNs out, e.g. for data-parallel runs, where each process's BN sees only its own rows) and ``to_image``
     (conv3x3 to ``out_channels``, then a sigmoid). ``s0`` and ``n`` come from
-    :func:`start_size` (28 -> 7 x 7 and two upsamples; 64 -> 4 x 4 and four);
+    `start_size` (28 -> 7 x 7 and two upsamples; 64 -> 4 x 4 and four);
     ``C0 = base_channels * 2**(n - 1)``.
 
     Inputs: ``z`` [B, latent_dim] float and, when ``num_classes`` is set, ``labels`` [B]

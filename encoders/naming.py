@@ -4,7 +4,7 @@ Paddle names a parameter when it is created, from a process-wide name generator
 (``linear_0.w_0``). Renaming afterwards works in dynamic mode but not in a static
 program (the startup program keeps the old name), so PaddleCraft names parameters
 at creation time instead: every logical layer is constructed under
-:func:`physical_names`, whose generator gives the layer itself the logical path and
+`physical_names`, whose generator gives the layer itself the logical path and
 its parameters ``<path>.w_0``, ``<path>.b_0``, ... The same code therefore yields the
 same physical names in dynamic and static mode.
 """
@@ -55,8 +55,8 @@ def physical_names(path: str) -> Iterator[None]:
     """Within this block, layers built get parameters named ``<path>.w_0``, ``<path>.b_0``...
 
     ``path`` is ``<scope>.<logical path>``. Use it for heads and other layers that live
-    outside an :class:`~encoders.Encoder` so that every parameter an agent owns carries
-    the agent's scope::
+    outside an `Encoder` so that every parameter an agent owns carries
+    the agent's scope:
 
         with physical_names("policy.value_head"):
             head = paddle.nn.Linear(128, 1)   # policy.value_head.w_0, policy.value_head.b_0
@@ -67,13 +67,13 @@ def physical_names(path: str) -> Iterator[None]:
 
 
 def build_named(path: str, factory: Callable[[], T]) -> T:
-    """Call ``factory()`` under :func:`physical_names` and return what it built."""
+    """Call ``factory()`` under `physical_names` and return what it built."""
     with physical_names(path):
         return factory()
 
 
 def check_scope_syntax(scope: str) -> None:
-    """Raise :class:`ScopeError` unless ``scope`` is dotted names (``gen``, ``a.b_1``, ``a.layers.0``)."""
+    """Raise `ScopeError` unless ``scope`` is dotted names (``gen``, ``a.b_1``, ``a.layers.0``)."""
     if not isinstance(scope, str) or not _SCOPE_RE.match(scope):
         raise ScopeError(
             f"scope {scope!r} is not a valid name scope: expected dot-separated identifiers "
@@ -83,7 +83,7 @@ def check_scope_syntax(scope: str) -> None:
 
 
 def check_unique_names(params: Iterable[Any], where: str, fix: str) -> None:
-    """Raise :class:`ScopeError` when two different parameters in ``params`` share a name.
+    """Raise `ScopeError` when two different parameters in ``params`` share a name.
 
     Physical names must be unique per optimizer (Adam keys its moments by ``param.name``:
     two parameters with one name share one set of moments, see PADDLE_NOTES) and per

@@ -1,9 +1,9 @@
 """Pretrained weights from files researchers already have: read, translate keys, copy, report.
 
-:func:`read_weights` reads ``.safetensors`` files and Paddle ``.pdparams`` pickles (through a
+`read_weights` reads ``.safetensors`` files and Paddle ``.pdparams`` pickles (through a
 restricted unpickler that only rebuilds numpy arrays and dicts: a crafted pickle cannot run
-code). :func:`load_pretrained` copies the arrays into an encoder and returns a
-:class:`LoadReport` (matched / missing / unexpected / shape-mismatched keys).
+code). `load_pretrained` copies the arrays into an encoder and returns a
+`LoadReport` (matched / missing / unexpected / shape-mismatched keys).
 
 The contract an encoder family implements to accept external weights:
 
@@ -12,7 +12,7 @@ The contract an encoder family implements to accept external weights:
   ``"timm"``, ``"hf_bert"``, ``"hf_whisper"``. Pass ``source=`` to skip detection.
 - ``pretrained_key(key: str, source: str) -> str | None``: the key of ``self.state_dict()``
   (e.g. ``layers.layer1.0.conv1.weight``) that external ``key`` fills; None = unexpected.
-  :func:`rename_prefix` does the usual prefix renames.
+  `rename_prefix` does the usual prefix renames.
 - optional ``convert_pretrained(arrays: dict, source: str) -> dict``: split or fuse arrays
   first (e.g. timm's fused ``qkv`` into three Linears), still in the source's layout.
 
@@ -26,12 +26,12 @@ What the loader does generically, so an encoder never has to:
   sublayers) is transposed from torch's [out, in] to Paddle's [in, out];
 - values are cast to the target's dtype; shapes are compared after the transpose.
 
-PaddleCraft's own weights need no mapping: :func:`save_state` writes an encoder's
+PaddleCraft's own weights need no mapping: `save_state` writes an encoder's
 ``state_dict()`` keys (``layers.layer1.0.conv1.weight``), which any encoder of the same
 family reads back as source ``"paddlecraft"`` whatever its scope (the fine-tuning case:
 train, ``save_state``, build a new encoder with another head, ``load_pretrained(strict=False)``).
 
-``strict=True`` raises :class:`PretrainedLoadError` (carrying the report) when anything is
+``strict=True`` raises `PretrainedLoadError` (carrying the report) when anything is
 missing, unexpected or of the wrong shape, and loads nothing; ``strict=False`` loads what
 matches (fine-tuning: the backbone loads, a new head stays initialised).
 """
@@ -205,7 +205,7 @@ def _paddle_key(key: str) -> str:
     return key
 
 
-#: the source name of files written by :func:`save_state`
+#: the source name of files written by `save_state`
 PADDLECRAFT = "paddlecraft"
 
 

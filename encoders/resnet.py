@@ -120,7 +120,7 @@ class ResNetEncoder(Encoder):
     first 1x1 conv, as ResNet v1 and Hugging Face configs with ``downsample_in_bottleneck``
     do: their files load either way (same shapes), so set it from the model's config.
     ``pretrained`` loads a torchvision / paddle.vision / Hugging Face file right after
-    ``build()`` (see :mod:`paddlecraft.encoders.pretrained`), with ``pretrained_strict``.
+    ``build()`` (see `paddlecraft.encoders.pretrained`), with ``pretrained_strict``.
     """
 
     default_watch = ("prediction", "pooled")

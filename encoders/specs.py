@@ -34,9 +34,9 @@ class LayerSpec:
 
 @dataclass(frozen=True, eq=False)
 class SharedSpec:
-    """A logical slot filled by another encoder's built layer (see :meth:`Encoder.share`).
+    """A logical slot filled by another encoder's built layer (see `Encoder.share`).
 
-    ``encoder`` is that other :class:`~paddlecraft.encoders.base.Encoder` (typed as the
+    ``encoder`` is that other `Encoder` (typed as the
     layer it is, so that this module does not import the one that uses it)."""
 
     encoder: nn.Layer
@@ -67,9 +67,9 @@ def check_inputs(
     inputs: tuple,
     fix: Callable[[str, InputSpec], str],
 ) -> list[Any]:
-    """Check (and convert numpy / flatten) an encoder's inputs against its :class:`InputSpec` s.
+    """Check (and convert numpy / flatten) an encoder's inputs against its `InputSpec` s.
 
-    Raises :class:`EncoderInputError` naming the encoder, the logical input, what was
+    Raises `EncoderInputError` naming the encoder, the logical input, what was
     expected, what came, and ``fix(name, spec)``'s hint. Static Values pass through.
     """
     items = list(specs.items())

@@ -144,7 +144,7 @@ def _gru(input_size: int, hidden_size: int, bidirectional: bool) -> LayerSpec:
 
 
 class SpeechEncoder(Encoder):
-    """Utterance embeddings (and class logits) from raw waveforms; per-frame features via :meth:`frames`.
+    """Utterance embeddings (and class logits) from raw waveforms; per-frame features via `frames`.
 
     Logical layers: ``frontend`` (log-mel spectrogram, no parameters), ``conv_1`` ..
     ``conv_n`` (Conv1D over the mel frames + BN + ReLU, stride 2 in time, one per entry of
@@ -272,7 +272,7 @@ class SpeechEncoder(Encoder):
         """Per-frame GRU features [B, T', H] (H = hidden_size x directions), e.g. for CTC.
 
         T' is ``1 + S // hop_length`` halved (rounded up) once per conv block; frames past
-        an utterance's length (see :meth:`frame_lengths`) are zero.
+        an utterance's length (see `frame_lengths`) are zero.
         """
         if not self.built:
             self.build()
@@ -280,7 +280,7 @@ class SpeechEncoder(Encoder):
         return self._features(x)[0]
 
     def frame_lengths(self, waveform: Any) -> Tensor:
-        """Valid frames of :meth:`frames` per utterance: int64 [B] (for CTC input lengths)."""
+        """Valid frames of `frames` per utterance: int64 [B] (for CTC input lengths)."""
         if not self.built:
             self.build()
         (x,) = self._check_inputs((waveform,))

@@ -74,7 +74,7 @@ def load_tensors(
 ) -> tuple[dict[str, np.ndarray], dict[str, str]]:
     """Read a safetensors file into numpy arrays plus its metadata.
 
-    Raises :class:`CheckpointError` (never a C++ trace) when the file is missing,
+    Raises `CheckpointError` (never a C++ trace) when the file is missing,
     truncated or does not match ``expected_sha256``.
     """
     path = Path(path)
@@ -106,7 +106,7 @@ def assign_by_name(
     """Copy ``arrays[p.name]`` into each parameter ``p``; return names that were not used.
 
     With ``strict``, a missing name, an unused name or a shape mismatch raises
-    :class:`CheckpointError` listing the first few offenders.
+    `CheckpointError` listing the first few offenders.
     """
     params = list(params)
     names = {p.name for p in params}

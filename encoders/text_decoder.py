@@ -1,4 +1,4 @@
-"""A vector-conditioned :class:`TextDecoder` (GRU): teacher forcing, greedy and beam search."""
+"""A vector-conditioned `TextDecoder` (GRU): teacher forcing, greedy and beam search."""
 
 from __future__ import annotations
 
@@ -19,9 +19,9 @@ class TextDecoder(ConditionedDecoder):
     (token table), ``rnn`` (GRU over [token embedding, condition] at every step) and
     ``prediction`` (hidden -> vocabulary logits). Inputs: ``cond`` [B, cond_dim] float32 and
     ``tokens`` [B, T] int64, the teacher-forcing input ``<bos> + target[:-1]``
-    (:meth:`teacher_forcing_inputs`). Output ``prediction``: [B, T, vocab_size] logits.
-    Train with :meth:`loss`; decode with :meth:`greedy` or :meth:`beam_search` (dynamic mode,
-    see :class:`~encoders.decoding.ConditionedDecoder`). Decoding never emits ``<pad>`` or
+    (`teacher_forcing_inputs`). Output ``prediction``: [B, T, vocab_size] logits.
+    Train with `loss`; decode with `greedy` or `beam_search` (dynamic mode,
+    see `ConditionedDecoder`). Decoding never emits ``<pad>`` or
     ``<bos>`` before ``<eos>``.
     """
 

@@ -1,4 +1,4 @@
-"""Token ids -> a sentence embedding: :class:`TextEncoder` (GRU or Transformer), and the
+"""Token ids -> a sentence embedding: `TextEncoder` (GRU or Transformer), and the
 token layer specs the text encoders and decoders share.
 """
 

@@ -2,9 +2,9 @@
 
 Reads a BERT WordPiece ``vocab.txt`` or any ``tokenizer.json`` (Hugging Face format: BPE,
 WordPiece, Unigram...). Gives padded int64 ids and an attention mask for encoders
-(:meth:`SubwordTokenizer.encode_batch`), ``text + <eos>`` targets for decoders
-(:meth:`SubwordTokenizer.encode_targets`) and text back (:meth:`SubwordTokenizer.decode`).
-The word-level :class:`~encoders.vocab.Vocab` stays the tokenizer of the synthetic grammar.
+(`SubwordTokenizer.encode_batch`), ``text + <eos>`` targets for decoders
+(`SubwordTokenizer.encode_targets`) and text back (`SubwordTokenizer.decode`).
+The word-level `Vocab` stays the tokenizer of the synthetic grammar.
 """
 
 from __future__ import annotations
@@ -32,7 +32,7 @@ class SubwordTokenizer:
 
     ``pad_id`` pads batches (required); ``bos_id`` / ``eos_id`` (BERT: ``[CLS]`` /
     ``[SEP]``; BPE files: ``<s>`` / ``</s>``) frame decoder targets and end decoding.
-    Build it with :meth:`from_file`; save it inside agent metadata with :meth:`to_json`.
+    Build it with `from_file`; save it inside agent metadata with `to_json`.
     """
 
     def __init__(
@@ -101,7 +101,7 @@ class SubwordTokenizer:
         return cls(tok, pad_token=pad_token, bos_token=bos_token, eos_token=eos_token)
 
     def to_json(self) -> dict[str, Any]:
-        """A JSON-able dict holding the whole tokenizer (for agent metadata); see :meth:`from_json`."""
+        """A JSON-able dict holding the whole tokenizer (for agent metadata); see `from_json`."""
         return {
             "format": TOKENIZER_FORMAT,
             "tokenizer": json.loads(self.tokenizer.to_str()),
@@ -112,7 +112,7 @@ class SubwordTokenizer:
 
     @classmethod
     def from_json(cls, data: Mapping[str, Any] | str) -> SubwordTokenizer:
-        """The tokenizer saved by :meth:`to_json` (a dict, or its JSON text)."""
+        """The tokenizer saved by `to_json` (a dict, or its JSON text)."""
         if isinstance(data, str):
             data = json.loads(data)
         if not isinstance(data, Mapping) or data.get("format") != TOKENIZER_FORMAT:
@@ -153,7 +153,7 @@ class SubwordTokenizer:
     def encode_targets(self, texts: Iterable[str], max_len: int | None = None) -> np.ndarray:
         """Decoder targets: ids int64 [B, T] of ``text + <eos>`` right-padded with ``pad_id``.
 
-        The same layout as :meth:`Vocab.encode_batch` gives a decoder (its ``tokens`` input
+        The same layout as `Vocab.encode_batch` gives a decoder (its ``tokens`` input
         is ``teacher_forcing_inputs(targets, tokenizer.bos_id)``).
         """
         if self.eos_id is None:
@@ -194,7 +194,7 @@ class SubwordTokenizer:
         return self.tokenizer.decode(seq, skip_special_tokens=True)
 
     def decode_batch(self, ids: np.ndarray | paddle.Tensor) -> list[str]:
-        """Texts of an id array [B, T] (see :meth:`decode`)."""
+        """Texts of an id array [B, T] (see `decode`)."""
         if isinstance(ids, paddle.Tensor):
             ids = ids.numpy()
         return [self.decode(row) for row in np.asarray(ids)]

@@ -3,7 +3,7 @@
 The condition (an image or utterance embedding [B, cond_dim]) is projected to one prefix
 token in front of the text; pre-norm causal blocks (GPT-2 layout) predict each next token.
 Decoding keeps a key/value cache, so each step costs one position, not the whole prefix.
-Same public API as the GRU :class:`~encoders.text_decoder.TextDecoder`: ``loss``, ``log_prob``,
+Same public API as the GRU `TextDecoder`: ``loss``, ``log_prob``,
 ``greedy``, ``beam_search``, ``teacher_forcing_inputs``, ``sequence_loss``.
 """
 
@@ -51,7 +51,7 @@ class TransformerTextDecoder(ConditionedDecoder):
     logits). Inputs: ``cond`` [B, cond_dim] float32 and ``tokens`` [B, T] int64
     (T <= ``max_len``), the teacher-forcing input ``<bos> + target[:-1]``. Output
     ``prediction`` [B, T, vocab_size]. ``pad_id`` / ``bos_id`` / ``eos_id`` default to
-    :class:`~encoders.vocab.Vocab`'s 0 / 1 / 2; set them for a subword tokenizer's ids.
+    `Vocab`'s 0 / 1 / 2; set them for a subword tokenizer's ids.
     """
 
     def __init__(

@@ -5,7 +5,7 @@ token-type embeddings and LayerNorm, post-norm blocks with exact (erf) GELU, Lay
 epsilon 1e-12, a ``tanh`` pooler on the first ([CLS]) position. Files in Hugging Face
 naming (``bert.encoder.layer.N.attention.self.query.weight``, with or without ``bert.``)
 and PaddleNLP naming (``bert.encoder.layers.N.self_attn.q_proj.weight``) load through
-:meth:`Encoder.load_pretrained` (see :mod:`paddlecraft.encoders.pretrained`).
+`Encoder.load_pretrained` (see `paddlecraft.encoders.pretrained`).
 """
 
 from __future__ import annotations
@@ -73,7 +73,7 @@ class TransformerTextEncoder(Encoder):
     ``num_classes``), ``pooled``, ``hidden``.
 
     ``size`` picks a BERT size (``tiny``, ``mini``, ``small``, ``medium``, ``base``,
-    ``large``; see :data:`BERT_SIZES`); ``dim``/``depth``/``heads`` given explicitly win.
+    ``large``; see `BERT_SIZES`); ``dim``/``depth``/``heads`` given explicitly win.
     ``pretrained`` loads a BERT file right after ``build()``.
     """
 

@@ -1,7 +1,7 @@
-"""A word-level :class:`Vocab` and the token-id convention every text encoder follows.
+"""A word-level `Vocab` and the token-id convention every text encoder follows.
 
 Token ids: ``<pad>`` = 0, ``<bos>`` = 1, ``<eos>`` = 2, ``<unk>`` = 3, then the words;
-batches are right-padded with ``<pad>`` (see :meth:`Vocab.encode_batch`).
+batches are right-padded with ``<pad>`` (see `Vocab.encode_batch`).
 """
 
 from __future__ import annotations
@@ -27,7 +27,7 @@ class Vocab:
     """A word-level vocabulary: lower-cased whitespace tokens <-> ids, specials first.
 
     ``<pad>`` = 0, ``<bos>`` = 1, ``<eos>`` = 2, ``<unk>`` = 3, then the words. Saved as a
-    plain JSON-able dict (:meth:`to_json`), never pickled.
+    plain JSON-able dict (`to_json`), never pickled.
     """
 
     pad_id, bos_id, eos_id, unk_id = PAD, BOS, EOS, UNK
@@ -46,7 +46,7 @@ class Vocab:
 
     @classmethod
     def normalize(cls, text: str) -> str:
-        """The text :meth:`decode` gives back for in-vocabulary words: lower-case, single spaces."""
+        """The text `decode` gives back for in-vocabulary words: lower-case, single spaces."""
         return " ".join(cls.tokenize(text))
 
     @classmethod
@@ -131,18 +131,18 @@ class Vocab:
         return out
 
     def decode_batch(self, ids: np.ndarray | Tensor) -> list[str]:
-        """Texts of an id array [B, T] (see :meth:`decode`)."""
+        """Texts of an id array [B, T] (see `decode`)."""
         if isinstance(ids, Tensor):
             ids = ids.numpy()
         return [self.decode(row) for row in np.asarray(ids)]
 
     def to_json(self) -> dict[str, Any]:
-        """A JSON-able dict (for agent metadata); :meth:`from_json` reads it back."""
+        """A JSON-able dict (for agent metadata); `from_json` reads it back."""
         return {"format": VOCAB_FORMAT, "tokens": list(self.itos)}
 
     @classmethod
     def from_json(cls, data: Mapping[str, Any] | str) -> Vocab:
-        """The vocabulary saved by :meth:`to_json` (a dict, or its JSON text)."""
+        """The vocabulary saved by `to_json` (a dict, or its JSON text)."""
         if isinstance(data, str):
             data = json.loads(data)
         tokens = list(data.get("tokens", ())) if isinstance(data, Mapping) else []

@@ -3,7 +3,7 @@
 Log-mel features [B, n_mels, frames] -> ``conv1`` (k3, GELU) -> ``conv2`` (k3, stride 2,
 GELU) -> + fixed sinusoidal positions -> pre-norm blocks -> ``ln_post``. The model input is
 the log-mel spectrogram, so outputs can be compared with a reference on the same features;
-:func:`whisper_log_mel` (or :meth:`WhisperStyleEncoder.log_mel`) computes Whisper's
+`whisper_log_mel` (or `WhisperStyleEncoder.log_mel`) computes Whisper's
 features from 16 kHz waveforms.
 
 Pretrained files: Hugging Face ``WhisperModel`` / ``WhisperForConditionalGeneration`` /
@@ -89,14 +89,14 @@ class WhisperStyleEncoder(Encoder):
     as Whisper), ``self_attn_layer_norm``, ``fc1``, ``fc2``, ``final_layer_norm``),
     ``ln_post`` and, with ``num_classes``, ``prediction`` (logits from ``pooled``).
 
-    Input ``mel``: [B, n_mels, frames] float32, e.g. from :meth:`log_mel`. No padding mask:
+    Input ``mel``: [B, n_mels, frames] float32, e.g. from `log_mel`. No padding mask:
     like Whisper, pad audio (or features) to one length; ``pooled`` averages every frame.
     Outputs: ``prediction`` (primary, when ``num_classes``), ``pooled``, ``hidden``
     (``feature_dim = dim``). ``waveform_input=True`` takes waveforms ``waveform`` [B, S] at
-    ``sample_rate`` instead and computes :meth:`log_mel` inside (what an agent reading audio,
+    ``sample_rate`` instead and computes `log_mel` inside (what an agent reading audio,
     such as the recognizer, asks for); it then also gives ``lengths`` int64 [B] (every
     position counts: Whisper has no padding mask).
-    ``size`` picks a Whisper size (:data:`WHISPER_SIZES`); explicit ``dim``/``depth``/
+    ``size`` picks a Whisper size (`WHISPER_SIZES`); explicit ``dim``/``depth``/
     ``heads`` win. ``pretrained`` loads a Hugging Face Whisper file right after ``build()``.
     """
 

@@ -1,6 +1,6 @@
 """The seed README's five cases, written with PaddleCraft, in dynamic and static mode.
 
-Run one::
+Run one:
 
     python examples/seed_cases.py --case 1 --mode dynamic
     python examples/seed_cases.py --case 5 --mode static

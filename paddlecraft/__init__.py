@@ -4,7 +4,7 @@ One namespace: ``paddlecraft.encoders`` (models as APIs), ``paddlecraft.agents``
 encoder with its own name scope, optimizer and device), ``paddlecraft.arenas`` (how agents
 meet), ``paddlecraft.craftdata`` (bundled, generated and your own data) and
 ``paddlecraft.conf`` (the built-in Hydra configs). The command line is ``paddlecraft``
-(:mod:`paddlecraft.cli`); in a checkout, ``python run.py`` is the same command.
+(`paddlecraft.cli`); in a checkout, ``python run.py`` is the same command.
 
 How the namespace maps onto the repository: the repository keeps its top-level folders
 (``agents/``, ``encoders/``, ``arenas/``, ``craftdata/``, ``conf/``); the wheel installs them
@@ -43,7 +43,7 @@ class PaddleMissingError(ImportError):
 
 
 def require_paddle() -> None:
-    """Raise :class:`PaddleMissingError` (one line naming both installs) if ``paddle`` is absent.
+    """Raise `PaddleMissingError` (one line naming both installs) if ``paddle`` is absent.
 
     PaddlePaddle is not a declared dependency (a GPU user's ``paddlepaddle-gpu`` must never be
     replaced by the CPU distribution), so its absence is checked here, without importing it.

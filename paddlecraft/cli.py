@@ -1,17 +1,17 @@
 """The ``paddlecraft`` command (``python run.py`` in a checkout is the same command).
 
 ``paddlecraft arena=<name> [key=value ...]`` composes the built-in configs (shipped inside
-the package as :mod:`paddlecraft.conf`) with Hydra, validates, runs and returns the
+the package as `paddlecraft.conf`) with Hydra, validates, runs and returns the
 headline metric so sweepers can optimise it. The same entry point also takes:
 
 - ``paddlecraft export=<run dir> export.agent=<name>``: export a trained agent
-  (:mod:`paddlecraft.arenas.engine.export`; no config is composed);
+  (`paddlecraft.arenas.engine.export`; no config is composed);
 - ``paddlecraft tournament --game connect_four --players ...``: rate players
-  (:mod:`paddlecraft.arenas.selfplay.tournament`);
+  (`paddlecraft.arenas.selfplay.tournament`);
 - ``paddlecraft summary DIR ... [--by KEY] [--metric NAME]``: summarise run and sweep
-  folders (:mod:`paddlecraft.arenas.engine.summary`);
+  folders (`paddlecraft.arenas.engine.summary`);
 - ``paddlecraft live RUN_DIR status|pause|resume|checkpoint|evaluate|stop|set k=v|open``:
-  watch and steer a live run (:mod:`paddlecraft.livecli`);
+  watch and steer a live run (`paddlecraft.livecli`);
 - ``paddlecraft --help`` (the arenas and config groups), ``--hydra-help`` (Hydra's own
   help), ``--version``; ``--config-dir DIR`` adds a user's config folder, ``-m`` sweeps.
 
@@ -166,9 +166,11 @@ def main(argv: Sequence[str] | None = None) -> int | None:
     if args[:1] == ["--hydra-help"]:
         args[0] = "--help"
     from paddlecraft.arenas import register_configs
+    from paddlecraft.own_arena import register_own_arena_schemas
 
     register_configs()
     add_config_dir_parent(args)
+    register_own_arena_schemas(args)  # your arena's Config is its schema (--config-dir)
     from paddlecraft.arenas.engine.live.config import expand_shorthand
 
     args = expand_shorthand(args)  # trainer.live=true -> trainer.live.enabled=true
@@ -177,5 +179,5 @@ def main(argv: Sequence[str] | None = None) -> int | None:
 
 
 def run() -> None:
-    """``[project.scripts] paddlecraft``: :func:`main`, its return value as the exit code."""
+    """``[project.scripts] paddlecraft``: `main`, its return value as the exit code."""
     sys.exit(main())

@@ -1,5 +1,5 @@
 """Reading what an older PaddleCraft wrote: every rule for old names in one module, with one
-rename table (:data:`RENAMED`), all of it removed in PaddleCraft :data:`REMOVED_IN`.
+rename table (`RENAMED`), all of it removed in PaddleCraft `REMOVED_IN`.
 
 What loads through here: saved agents and run configs whose ``_target_`` names a pre-0.2
 top-level package (``encoders.ResNetEncoder``), self-play runs saved with 0.2's flat
@@ -112,7 +112,7 @@ def renamed_settings(config_cls: type) -> Mapping[str, str]:
 
 def upgrade_settings(config_cls: type, settings: dict[str, Any]) -> dict[str, str]:
     """Move the keys of ``settings`` (a plain dict, edited in place) that ``config_cls``
-    renamed (:func:`renamed_settings`) to their new dotted places; returns ``{old: new}``
+    renamed (`renamed_settings`) to their new dotted places; returns ``{old: new}``
     for those moved.
 
     What a saved run's ``config.yaml`` written by an older PaddleCraft goes through before

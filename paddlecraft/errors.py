@@ -1,13 +1,13 @@
-"""The errors a user can fix: one base, :class:`PaddleCraftError`, in the lowest layer.
+"""The errors a user can fix: one base, `PaddleCraftError`, in the lowest layer.
 
 Everything raised for a mistake in what the user asked for (a setting, a data file, a
-device, a checkpoint folder, an input shape) derives from :class:`PaddleCraftError`. The
+device, a checkpoint folder, an input shape) derives from `PaddleCraftError`. The
 command line prints such an error as one ``error: <message>`` line and exits with status 2;
 any other exception is a bug and keeps its traceback. Messages name the setting, what was
 expected and the fix.
 
 Each type also derives from the builtin it always was (``ValueError``, or ``RuntimeError``
-for :class:`CheckpointError`), so ``except ValueError`` in user code keeps working. The
+for `CheckpointError`), so ``except ValueError`` in user code keeps working. The
 types stay importable where they were defined before (``paddlecraft.agents.settings.
 ConfigError``, ``paddlecraft.encoders.tensorio.CheckpointError`` ...).
 

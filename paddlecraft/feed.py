@@ -59,7 +59,7 @@ class LiveRun:
 
     def call(self, method: str, path: str, body: dict[str, Any] | None = None) -> dict[str, Any]:
         """``method`` ``/api/arena/<path>`` with the token; the JSON answer. A refusal (4xx)
-        raises :class:`FeedError` with the run's message."""
+        raises `FeedError` with the run's message."""
         data = None if body is None else json.dumps(body).encode()
         req = urllib.request.Request(f"{self.base}/{path}", data=data, method=method)
         req.add_header("Authorization", f"Bearer {self.token}")

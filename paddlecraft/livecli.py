@@ -34,7 +34,7 @@ class LiveClientError(PaddleCraftError):
 
 
 def endpoint(run_dir: Path) -> dict[str, Any]:
-    """``live.json`` of a live run (host, port, token), or a one-line :class:`LiveClientError`."""
+    """``live.json`` of a live run (host, port, token), or a one-line `LiveClientError`."""
     if not run_dir.is_dir():
         raise LiveClientError(f"{run_dir}: no such run folder; give the folder a run writes to")
     info = run_dir / "live.json"

@@ -1,11 +1,11 @@
 """The command line's side of "every mistake, one line": Hydra's errors and Hydra's files.
 
 Hydra reports its own mistakes (a misspelled arena, group option or key, a value of the
-wrong type) in several lines and exits 1. :func:`run_hydra` runs Hydra with
-``HYDRA_FULL_ERROR=1`` so those exceptions reach us, and :func:`hydra_error_line` turns
+wrong type) in several lines and exits 1. `run_hydra` runs Hydra with
+``HYDRA_FULL_ERROR=1`` so those exceptions reach us, and `hydra_error_line` turns
 each into the toolkit's one ``error:`` line (exit code 2), naming the closest valid
 names. The folders Hydra made for a refused command are taken back
-(:mod:`paddlecraft.run_folders`).
+(`paddlecraft.run_folders`).
 """
 
 from __future__ import annotations

@@ -3,9 +3,9 @@ installed Paddle version at import.
 
 Two kinds of private calls live here:
 
-- fast paths (:func:`adam_step`, :func:`linear`, :func:`cross_entropy`): the op a public
+- fast paths (`adam_step`, `linear`, `cross_entropy`): the op a public
   call ends in, called directly to skip its per-call Python work. They run only when the
-  installed Paddle is a version they were checked against (:data:`CHECKED`); on any other
+  installed Paddle is a version they were checked against (`CHECKED`); on any other
   version the public call runs instead, with the same numbers (tests/test_paddle_private.py
   compares both paths).
 - what has no public equivalent: an optimizer's accumulators by parameter name (stable
@@ -59,7 +59,7 @@ CHECKED = ((3, 3),)
 
 
 def checked(version: str) -> bool:
-    """Whether a Paddle version string (``3.3.1``, ``3.4.0rc0``) is in :data:`CHECKED`."""
+    """Whether a Paddle version string (``3.3.1``, ``3.4.0rc0``) is in `CHECKED`."""
     m = re.match(r"(\d+)\.(\d+)", version)
     return bool(m) and (int(m.group(1)), int(m.group(2))) in CHECKED
 
@@ -205,7 +205,7 @@ def get_cpu_generator_state() -> list:
 
 
 def set_cpu_generator_state(state: Sequence) -> None:
-    """Restore what :func:`get_cpu_generator_state` returned."""
+    """Restore what `get_cpu_generator_state` returned."""
     dev, seed, offset, engine = state
     gs = paddle.base.core.GeneratorState.__new__(paddle.base.core.GeneratorState)
     gs.__setstate__((dev, seed, offset, list(engine.encode())))

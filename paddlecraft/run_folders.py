@@ -2,11 +2,11 @@
 
 Hydra makes the run folder (``hydra.run.dir``), its ``.hydra/`` record and the job log
 (``cli.log``) before the run's code starts, and a sweep's folder with ``multirun.yaml``
-before its first job. :class:`RunDirGuard` (a Hydra callback, registered in
+before its first job. `RunDirGuard` (a Hydra callback, registered in
 ``conf/config.yaml``) refuses a run folder this run may not use before Hydra writes into
 it, points a resume's log at the resumed run's own folder, and notes which folders the
 command is about to create. When the command is then refused (exit code 2),
-:func:`take_back` removes what the note names, and only while it holds nothing but
+`take_back` removes what the note names, and only while it holds nothing but
 Hydra's own files: never a folder that existed before the command, never a run's files.
 """
 
@@ -24,7 +24,7 @@ from typing import Any
 from hydra.experimental.callback import Callback as HydraCallback
 from omegaconf import DictConfig, open_dict, read_write
 
-#: how :class:`RunDirGuard` tells :func:`take_back` (one process, one command at a time)
+#: how `RunDirGuard` tells `take_back` (one process, one command at a time)
 #: which folders the command is creating: a JSON list of ``[folder, first new folder or
 #: null, whether the folder was empty]``
 NEW_FOLDERS_ENV = "PADDLECRAFT_NEW_FOLDERS"
@@ -85,7 +85,7 @@ def _first_new(path: Path) -> Path | None:
 
 
 def note_new_folder(folder: str | os.PathLike) -> None:
-    """Record, for :func:`take_back`, the folder Hydra is about to write and which of its
+    """Record, for `take_back`, the folder Hydra is about to write and which of its
     parents this command creates."""
     d = Path(folder).absolute()
     new = _first_new(d)

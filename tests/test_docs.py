@@ -120,6 +120,12 @@ def test_mkdocs_build_strict(tmp_path):
     agents_page = (site / "api" / "agents" / "index.html").read_text()
     assert 'id="paddlecraft.agents.update_together"' in agents_page
     assert 'id="paddlecraft.agents.Agent.step_gradients"' in agents_page
+    # attribute doc comments (#:) reach the reference; no reST role shows as literal text
+    engine_page = (site / "api" / "engine" / "index.html").read_text()
+    assert 'id="paddlecraft.arenas.engine.Arena.headline_mode"' in engine_page
+    assert "whether a larger headline is better" in engine_page
+    for page in (site / "api").glob("*/index.html"):
+        assert not re.search(r":(?:class|meth|func|mod|attr):", page.read_text()), page
     encoders_page = (site / "api" / "encoders" / "index.html").read_text()
     assert 'id="paddlecraft.encoders.image_mlp.ImageMLPEncoder"' in encoders_page
     # guide pages show their figures from the generated results page

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -81,6 +82,25 @@ def test_user_arena_settings_are_checked_before_work(user_dir):
     assert not (user_dir / "runs" / "bad" / "config.yaml").exists()
 
 
+def test_user_arena_dataclass_is_its_schema_from_config_dir(user_dir):
+    """Settings the arena file does not declare are settings (typed, with the dataclass's
+    defaults): no leading ``+``; a misspelled one fails while composing, nothing written."""
+    yaml_text = (user_dir / "my_conf" / "arena" / "distill.yaml").read_text()
+    assert "alpha:" not in yaml_text and "temperature:" not in yaml_text
+    r = _run(user_dir, "arena=distill", "arena.alpha=0.3", "--cfg", "job")
+    assert r.returncode == 0, r.stderr[-3000:]
+    arena = re.split(r"\n\S", r.stdout.split("\narena:\n", 1)[1], maxsplit=1)[0]
+    assert "  alpha: 0.3" in arena and "  temperature: 2.0" in arena
+    assert "  batch_size: 64" in arena and "  epochs: 5" in arena
+    r = _run(user_dir, "arena=distill", "arena.alpa=0.3", "hydra.run.dir=runs/typo")
+    assert r.returncode == 2
+    assert r.stderr.strip().splitlines()[-1].startswith("error: arena.alpa=0.3: no setting")
+    assert "Traceback" not in r.stderr and not (user_dir / "runs").exists()
+    r = _run(user_dir, "arena=distill", "arena.alpha=high", "hydra.run.dir=runs/type")
+    assert r.returncode == 2 and "arena.alpha=high" in r.stderr and "Float" in r.stderr
+    assert not (user_dir / "runs").exists()
+
+
 def test_user_arena_target_must_be_allowed(user_dir):
     r = _run(user_dir, "arena=distill", "allow_targets=[]", "hydra.run.dir=runs/refused")
     assert r.returncode == 2
@@ -115,3 +135,40 @@ def test_user_arena_multirun(user_dir):
     assert [g["arena.alpha"] for g in summary["groups"]] == [0.2, 0.8]
     values = sorted(json.loads(j.read_text())["headline_value"] for j in jobs)
     assert sorted(r["value"] for r in summary["runs"]) == values
+
+
+def test_the_command_line_names_the_config_folder_and_arenas():
+    from paddlecraft.own_arena import chosen_arenas, config_dir
+
+    assert config_dir(["--config-dir", "my_conf", "arena=distill"]) == "my_conf"
+    assert config_dir(["--config-dir=c", "-m"]) == "c" and config_dir(["-cd", "d"]) == "d"
+    assert config_dir(["arena=distill"]) is None
+    assert chosen_arenas(["-m", "arena=distill,classify", "arena.alpha=0.2"]) == [
+        "distill",
+        "classify",
+    ]
+
+
+def test_only_a_target_the_arena_file_allows_is_imported(tmp_path, monkeypatch):
+    """A config folder cannot make the command import code its file does not allow."""
+    from hydra.core.config_store import ConfigStore
+
+    from paddlecraft.own_arena import register_own_arena_schemas
+
+    (tmp_path / "arena").mkdir()
+    (tmp_path / "trap.py").write_text("raise SystemExit('imported')\n")
+    (tmp_path / "arena" / "a.yaml").write_text("arena:\n  _target_: trap.Arena\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    assert register_own_arena_schemas(["--config-dir", str(tmp_path), "arena=a"]) == []
+    (tmp_path / "broken.py").write_text("raise RuntimeError('a bug in your package')\n")
+    (tmp_path / "arena" / "b.yaml").write_text(
+        "allow_targets: [broken.Arena]\narena:\n  _target_: broken.Arena\n"
+    )  # allowed, but it fails to import: left to the run's own error line
+    assert register_own_arena_schemas(["--config-dir", str(tmp_path), "arena=b"]) == []
+    monkeypatch.syspath_prepend(str(EXAMPLE))
+    (tmp_path / "arena" / "c.yaml").write_text(
+        "allow_targets: [mypkg.DistillArena]\narena:\n  _target_: mypkg.DistillArena\n"
+    )
+    assert register_own_arena_schemas(["--config-dir", str(tmp_path), "arena=c"]) == ["c"]
+    node = ConfigStore.instance().repo["schema"]["arena"]["c.yaml"].node
+    assert node.alpha == 0.5 and node._target_ == "mypkg.DistillArena"

@@ -1,7 +1,7 @@
 """How each zoo entry is trained: its run.py overrides and the metric its quality names.
 
 The measurement itself needs the arenas' data and games, so it lives a layer up, in
-:func:`paddlecraft.arenas.zoo.measure` (agents never import arenas).
+`paddlecraft.arenas.zoo.measure` (agents never import arenas).
 """
 
 from __future__ import annotations

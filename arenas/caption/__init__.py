@@ -1,9 +1,9 @@
 """Caption chains: agents that pass a message across image, text and speech.
 
-``arena.py`` (the :class:`CaptionArena` and its settings), ``chain.py`` (which hop may
+``arena.py`` (the `CaptionArena` and its settings), ``chain.py`` (which hop may
 follow which; running inputs through hops), ``data.py`` (splits, candidates, spoken data),
 ``metrics.py`` (exact match, BLEU-4, WER, metrics by hop), ``sheet.py`` (the telephone
-sheet), ``files.py`` (the arena on your own files: ``data=captions``, ``data=speech``). The agents live in :mod:`agents` (Captioner, Listener, Recognizer, Speaker).
+sheet), ``files.py`` (the arena on your own files: ``data=captions``, ``data=speech``). The agents live in `agents` (Captioner, Listener, Recognizer, Speaker).
 """
 
 from paddlecraft.agents import Captioner, Listener, Recognizer, Speaker

@@ -1,6 +1,6 @@
 """CaptionArena: chains of agents that pass a message across image, text and speech.
 
-A chain is a list of hops, each an agent name (see :mod:`.chain` for what may follow
+A chain is a list of hops, each an agent name (see `.chain` for what may follow
 what): ``[captioner, listener]`` (image -> text -> image choice), ``[captioner, speaker,
 recognizer, listener]`` (image -> text -> speech -> text -> image choice),
 ``[recognizer, listener]`` (spoken digit -> digit image choice).
@@ -20,12 +20,12 @@ candidates with chance 1/K), then end to end: the test inputs go through the who
 (``chain_accuracy``: the listener's recall@1, or exact match when the chain ends in
 text). The same on the compositional split (``comp_`` prefix: captions whose
 subject-relation combination never occurs in training). ``artifacts()`` writes a
-"telephone" sheet (``telephone.png``, :mod:`.sheet`) and ``hops.json`` (the metrics
+"telephone" sheet (``telephone.png``, `.sheet`) and ``hops.json`` (the metrics
 grouped by hop).
 
 This module is the one class that plans which hop trains when and
 evaluates hop by hop and end to end; the chain rules, the data, the metrics and the
-sheet live in :mod:`.chain`, :mod:`.data`, :mod:`.metrics` and :mod:`.sheet`.
+sheet live in `.chain`, `.data`, `.metrics` and `.sheet`.
 """
 
 from __future__ import annotations
@@ -103,7 +103,7 @@ class CaptionArena(Arena):
     Args:
         agents: the agents named in ``chain`` (Captioner, Speaker, Recognizer, Listener).
         seed: run seed (data generation, order, distractors).
-        **settings: :class:`CaptionConfig` fields.
+        **settings: `CaptionConfig` fields.
     """
 
     Config = CaptionConfig
@@ -138,7 +138,7 @@ class CaptionArena(Arena):
         self._last_metrics: dict[str, float] = {}
 
     def _build_world(self) -> Any:
-        """The splits (generated data; :class:`.files.FileCaptionArena`: the user's files)."""
+        """The splits (generated data; `.files.FileCaptionArena`: the user's files)."""
         c = self.cfg
         speech = c.speech if self.chain.has(Recognizer) else None
         return build_world(c.task, self.seed, c.k, c.data, speech)

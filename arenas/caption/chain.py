@@ -31,7 +31,7 @@ HOP_IO: dict[type, tuple[str, str]] = {
 
 
 class Chain:
-    """Agents in hop order, checked to line up; :meth:`run` sends inputs through them.
+    """Agents in hop order, checked to line up; `run` sends inputs through them.
 
     Args:
         agents: the agents by name (must hold every hop).

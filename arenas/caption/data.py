@@ -1,6 +1,6 @@
 """What a caption chain learns and is tested on: image/text pairs, spoken clips, candidates.
 
-``task="shapes"``: the captioned shapes (:func:`paddlecraft.craftdata.load_shapes`) with a
+``task="shapes"``: the captioned shapes (`paddlecraft.craftdata.load_shapes`) with a
 compositional split; ``task="digits"``: sklearn digit images named by their spoken word
 ("seven"). Spoken data (only when a chain has a recognizer) comes from eSpeak NG voices
 split into training and held-out ones, or from a folder of WAV recordings (digits).

@@ -1,10 +1,10 @@
 """The caption arena on your own files: captioned images (``data=captions``), speech with
 transcripts (``data=speech``).
 
-:class:`FileCaptionArena` is the :class:`~.arena.CaptionArena` with its splits read from
-files (``arena.files``, the data config's loader: :func:`paddlecraft.craftdata.load_captions` or
-:func:`paddlecraft.craftdata.load_transcripts`, which check every file before training starts).
-Training batches are decoded lazily by ``data.workers`` processes (:class:`BatchLoader`);
+`FileCaptionArena` is the `CaptionArena` with its splits read from
+files (``arena.files``, the data config's loader: `paddlecraft.craftdata.load_captions` or
+`paddlecraft.craftdata.load_transcripts`, which check every file before training starts).
+Training batches are decoded lazily by ``data.workers`` processes (`BatchLoader`);
 only file names and texts live in memory. Each learned hop reads the training split in
 its own seeded order, ``hops.<name>.steps`` batches per epoch (continuing through passes),
 and ``batches(epoch, start)`` begins mid-epoch without decoding the batches before it, so
@@ -152,7 +152,7 @@ class FileCaptionArena(CaptionArena):
         seed: run seed (split, order, distractors).
         source: the dataset ``files`` builds, when already built (the app builds it once:
             the agents' words come from it); None builds it here.
-        **settings: :class:`~.arena.CaptionConfig` fields; ``files`` is required.
+        **settings: `CaptionConfig` fields; ``files`` is required.
     """
 
     def __init__(
@@ -221,7 +221,7 @@ class FileCaptionArena(CaptionArena):
             self._use_record(Path(self.run_dir) / SPLIT_FILE)
 
     def _splits(self) -> Mapping[str, Any]:
-        """The train/test splits (recorded in the run folder by :meth:`setup`)."""
+        """The train/test splits (recorded in the run folder by `setup`)."""
         return {"train": self.source.train, "test": self.source.test}
 
     def _use_record(self, record: Path) -> None:

@@ -15,7 +15,7 @@ THUMB = 44  # px of each candidate thumbnail
 
 
 def telephone_sheet(rows: Sequence[tuple[np.ndarray, dict[str, Any], int, str]]) -> np.ndarray:
-    """uint8 RGB [H, W, 3]: one :func:`sheet_row` per ``(images, trace, i, label)``."""
+    """uint8 RGB [H, W, 3]: one `sheet_row` per ``(images, trace, i, label)``."""
     return np.concatenate([sheet_row(images, tr, i, label) for images, tr, i, label in rows])
 
 

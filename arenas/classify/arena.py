@@ -34,13 +34,13 @@ class ClassifyArena(Arena):
     """Trains the ``classifier`` agent with cross-entropy on a dataset; headline: test accuracy.
 
     Args:
-        agents: must contain ``classifier`` (an :class:`paddlecraft.agents.Classifier`).
+        agents: must contain ``classifier`` (an `paddlecraft.agents.Classifier`).
         data: the dataset (``paddlecraft.craftdata.load_digits(seed=0)``; the engine builds it
             from ``data.loader``) or its loader config (``{"_target_": ..., "seed": 0}``): arrays
             in memory, or files read lazily (``paddlecraft.craftdata.load_image_folder``: decoded by
             ``data.workers`` processes, the split recorded in the run folder).
         seed: run seed (data order).
-        **settings: :class:`ClassifyConfig` fields.
+        **settings: `ClassifyConfig` fields.
     """
 
     Config = ClassifyConfig

@@ -1,8 +1,8 @@
 """The arena engine: the Arena base, the onion loop, callbacks, checkpoints, resume, the app.
 
 It knows no arena family. A family (built in, or a user's own package) subclasses
-:class:`Arena`, declares its settings dataclass, and registers its Hydra schemas with
-:func:`register_schemas`; ``run.py`` and :func:`run_from_config` do the rest.
+`Arena`, declares its settings dataclass, and registers its Hydra schemas with
+`register_schemas`; ``run.py`` and `run_from_config` do the rest.
 """
 
 from paddlecraft.agents.settings import ConfigError

@@ -1,7 +1,7 @@
 """From a composed config to a finished run: validate, instantiate, run, report.
 
-``run.py`` calls :func:`run_from_config`; scripts can call it too (or build agents and
-an arena in Python and call :func:`run_arena`).
+``run.py`` calls `run_from_config`; scripts can call it too (or build agents and
+an arena in Python and call `run_arena`).
 """
 
 from __future__ import annotations
@@ -70,7 +70,7 @@ def build_data(cfg: DictConfig) -> Any | None:
 def build_agents(cfg: DictConfig, data: Any | None = None) -> dict[str, Agent]:
     """Instantiate every agent under ``cfg.agents`` (name = key).
 
-    Settings the data gives (``${craft.from_data:num_classes}``, :mod:`.from_data`) are
+    Settings the data gives (``${craft.from_data:num_classes}``, `.from_data`) are
     filled in ``cfg`` from ``data`` first (built here from ``data.loader`` when not given).
     """
     if marked(cfg.agents, "agents"):
@@ -122,7 +122,7 @@ def run_arena(
 ) -> dict[str, Any]:
     """Run an arena (built in Python or from config) with checkpoints and logs in ``run_dir``.
 
-    ``run_dir`` is locked for the run (:class:`~.runlock.RunLock`: a second run into it
+    ``run_dir`` is locked for the run (`RunLock`: a second run into it
     while this one lives is refused); ``lock=False`` when the caller holds the lock.
     Unlike the command line, a fresh run from Python may write into a folder that holds
     an earlier run (tests and notebooks re-run into one folder).
@@ -153,7 +153,7 @@ def run_from_config(
     """Validate, build and run the configured arena; return its headline metric.
 
     With ``cfg.resume`` set, ``overrides`` (the command line's ``key=value`` settings) say
-    what the resume changes (:mod:`paddlecraft.arenas.engine.resume`). NaN when the run
+    what the resume changes (`paddlecraft.arenas.engine.resume`). NaN when the run
     ended without an evaluation (it diverged).
     """
     value = run_config(cfg, run_dir, overrides)["headline_value"]
@@ -163,7 +163,7 @@ def run_from_config(
 def run_config(
     cfg: DictConfig, run_dir: str | os.PathLike, overrides: Sequence[str] = ()
 ) -> dict[str, Any]:
-    """:func:`run_from_config`, returning the whole summary (what ``results.json`` holds)."""
+    """`run_from_config`, returning the whole summary (what ``results.json`` holds)."""
     resume = cfg.get("resume")
     changes: dict[str, dict[str, Any]] = {}
     start_step = 0
@@ -208,13 +208,13 @@ def main_entry(
     *,
     multirun: bool = False,
 ) -> float:
-    """:func:`run_from_config` for the command line: a user error prints one line, exits 2.
+    """`run_from_config` for the command line: a user error prints one line, exits 2.
 
     Bad settings, refused targets, unavailable devices, missing or corrupt resume folders,
     a run folder owned by another run are the user's to fix, so they get their message,
     not a traceback (nothing has been written by then: validation runs before any work).
     A run that diverged (a non-finite training metric) prints one ``error:`` line and
-    exits :data:`DIVERGED` (3); in a sweep (``multirun``) it returns NaN instead so the
+    exits `DIVERGED` (3); in a sweep (``multirun``) it returns NaN instead so the
     other jobs go on.
     """
     try:
@@ -255,7 +255,7 @@ def user_error(
 
 
 def __getattr__(name: str) -> Any:
-    """Renamed attributes (``_user_error``) through :mod:`paddlecraft.compat`."""
+    """Renamed attributes (``_user_error``) through `paddlecraft.compat`."""
     return renamed_attribute(__name__, name, globals())
 
 

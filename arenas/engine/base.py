@@ -1,4 +1,4 @@
-"""The :class:`Arena` base: agents plus the rules by which they learn, from data or each other."""
+"""The `Arena` base: agents plus the rules by which they learn, from data or each other."""
 
 from __future__ import annotations
 
@@ -35,17 +35,17 @@ class ArenaConfig:
 class Arena:
     """Agents and the rules that make them learn: implement four methods, get a full run.
 
-    A subclass implements :meth:`batches` (one epoch of training inputs, a function of
-    ``(seed, epoch)`` only, so resume can replay the order), :meth:`train_step` (one
-    update, returns float metrics), :meth:`evaluate` (returns float metrics including
-    :attr:`headline`) and, if it keeps state beyond its agents, :meth:`arena_state` /
-    :meth:`load_arena_state`. The engine (:class:`~arenas.engine.Loop`) adds progress,
+    A subclass implements `batches` (one epoch of training inputs, a function of
+    ``(seed, epoch)`` only, so resume can replay the order), `train_step` (one
+    update, returns float metrics), `evaluate` (returns float metrics including
+    `headline`) and, if it keeps state beyond its agents, `arena_state` /
+    `load_arena_state`. The engine (`Loop`) adds progress,
     logging, checkpoints, resume, early stopping and NaN guards.
 
-    Settings are declared once, as a dataclass extending :class:`ArenaConfig` assigned
+    Settings are declared once, as a dataclass extending `ArenaConfig` assigned
     to ``Config``: it is the constructor's keywords (checked and typed into ``self.cfg``),
-    the Hydra schema (:func:`paddlecraft.arenas.engine.register_schemas`) and what ``config.yaml``
-    records (see :mod:`paddlecraft.agents.settings`).
+    the Hydra schema (`paddlecraft.arenas.engine.register_schemas`) and what ``config.yaml``
+    records (see `paddlecraft.agents.settings`).
 
     Args:
         agents: the agents by name (each owns its optimizer and device).
@@ -61,8 +61,8 @@ class Arena:
     #: whether a larger headline is better ("max") or smaller ("min")
     headline_mode: str = "max"
     #: True when ``train_step`` changes no state before its end and calls
-    #: :meth:`check_interrupt` in its long loops: a stop, pause or signal then abandons the
-    #: step mid-way and a resume re-runs it (:mod:`~.interrupt`)
+    #: `check_interrupt` in its long loops: a stop, pause or signal then abandons the
+    #: step mid-way and a resume re-runs it (`interrupt`)
     interruptible: bool = False
 
     def __init__(self, agents: Mapping[str, Agent], seed: int = 0, **settings: Any) -> None:
@@ -72,12 +72,12 @@ class Arena:
         self.agents: dict[str, Agent] = dict(agents)
         self.epochs = int(self.cfg.epochs)
         self.seed = int(seed)
-        #: the run folder, for files written during training; set by :meth:`setup`
+        #: the run folder, for files written during training; set by `setup`
         self.run_dir: str | None = None
-        #: the live run's hooks (:class:`~paddlecraft.arenas.engine.live.LiveContext`) while
+        #: the live run's hooks (`LiveContext`) while
         #: ``trainer.live=true``, set by the engine before the first step; None otherwise
         self.live: Any = None
-        #: set by the engine's loop; :meth:`check_interrupt` polls it
+        #: set by the engine's loop; `check_interrupt` polls it
         self.step_gate: StepGate | None = None
 
     @classmethod
@@ -87,13 +87,13 @@ class Arena:
         renames for the log.
 
         The base moves the keys its ``Config`` lists in ``RENAMED`` (``{old key: new dotted
-        key}``, see :func:`~paddlecraft.compat.upgrade_settings`); an arena whose
+        key}``, see `upgrade_settings`); an arena whose
         saved settings changed otherwise overrides this.
         """
         return upgrade_settings(cls.Config, config)
 
     def setup(self, run_dir: str) -> None:
-        """Called by the engine once per run, when its :class:`~arenas.engine.Loop` is made:
+        """Called by the engine once per run, when its `Loop` is made:
         before a checkpoint is restored and before the first batch. ``run_dir`` is the run
         folder, for files written during training. Override to bind what depends on it (a
         file dataset records its split there, or adopts the one recorded) and call
@@ -125,7 +125,7 @@ class Arena:
         raise NotImplementedError
 
     def steps_per_epoch(self) -> int | None:
-        """How many items :meth:`batches` yields (None if unknown; the bar shows no ETA)."""
+        """How many items `batches` yields (None if unknown; the bar shows no ETA)."""
         return None
 
     def train_step(self, batch: Any) -> dict[str, float]:
@@ -133,12 +133,12 @@ class Arena:
         raise NotImplementedError
 
     def evaluate(self) -> dict[str, float]:
-        """Evaluation metrics, including :attr:`headline`."""
+        """Evaluation metrics, including `headline`."""
         raise NotImplementedError
 
     def check_interrupt(self) -> None:
-        """In a long ``train_step`` of an :attr:`interruptible` arena: raise
-        :class:`~.interrupt.StepInterrupted` when the engine abandons the step (a stop,
+        """In a long ``train_step`` of an `interruptible` arena: raise
+        `StepInterrupted` when the engine abandons the step (a stop,
         pause, SIGTERM or Ctrl-C). Cheap (one flag read); a no-op outside a loop."""
         if self.step_gate is not None:
             self.step_gate.check()
@@ -158,7 +158,7 @@ class Arena:
         return {}
 
     def load_arena_state(self, state: dict) -> None:
-        """Restore :meth:`arena_state`."""
+        """Restore `arena_state`."""
 
     def artifacts(self, run_dir: str) -> dict[str, str]:
         """Write end-of-run files (sample grids, sheets); return ``{name: path}``."""
@@ -168,7 +168,7 @@ class Arena:
         """What to show at each evaluation besides metrics: ``{tag: Image | Audio | Text}``.
 
         Loggers (``trainer.visualdl=true``) write each item as its kind; a bare numpy
-        array is an image. See :mod:`paddlecraft.arenas.engine.media`.
+        array is an image. See `paddlecraft.arenas.engine.media`.
         """
         return {}
 

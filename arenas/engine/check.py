@@ -60,11 +60,11 @@ def _params(arena: Arena) -> dict[str, np.ndarray]:
 def check_arena(arena: Arena, steps: int = 4, run_dir: str | None = None) -> list[str]:
     """Run ``arena`` for a few steps and check the contract the engine relies on.
 
-    Checks: agents are :class:`~agents.Agent` objects keyed by their names; ``batches``
+    Checks: agents are `Agent` objects keyed by their names; ``batches``
     is deterministic for an epoch; ``train_step`` returns finite float metrics;
     ``evaluate`` returns the headline metric; callbacks fire in onion order; and a run
     resumed from a mid-run checkpoint ends with bit-identical parameters. Returns the
-    list of checks passed; raises :class:`ArenaCheckError` listing every problem.
+    list of checks passed; raises `ArenaCheckError` listing every problem.
     The arena is trained for ``2 * steps`` steps (twice from the midpoint).
     """
     problems: list[str] = []

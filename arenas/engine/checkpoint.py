@@ -1,6 +1,6 @@
 """Atomic, checksummed, resumable checkpoints of a whole run.
 
-Layout of ``<run dir>/checkpoints/step_00000120/``::
+Layout of ``<run dir>/checkpoints/step_00000120/``:
 
     agents/<name>/weights.safetensors     parameters by physical name
     agents/<name>/optimizer.safetensors   optimizer accumulators by (kind, parameter)
@@ -184,7 +184,7 @@ def split_arrays(state: Any) -> tuple[Any, dict[str, np.ndarray]]:
 
 
 def join_arrays(state: Any, arrays: dict[str, np.ndarray]) -> Any:
-    """Inverse of :func:`split_arrays` (arrays come back as numpy)."""
+    """Inverse of `split_arrays` (arrays come back as numpy)."""
 
     def walk(x: Any) -> Any:
         if isinstance(x, dict):

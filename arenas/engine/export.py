@@ -2,7 +2,7 @@
 
 Takes the agent from the run's newest checkpoint that verifies (or from a folder that
 ``Agent.save`` wrote, such as ``runs/selfplay/<time>/policy``) and writes it with
-:func:`paddlecraft.agents.export.export_layer` into ``<run dir>/export/<agent>[.<part>]/``.
+`paddlecraft.agents.export.export_layer` into ``<run dir>/export/<agent>[.<part>]/``.
 
 Settings (``key=value``, like Hydra overrides; this command composes no config):
 
@@ -58,7 +58,7 @@ def is_export_command(argv: Sequence[str]) -> bool:
 
 
 def parse_settings(argv: Sequence[str]) -> ExportSettings:
-    """``export=... export.agent=...`` arguments as :class:`ExportSettings`."""
+    """``export=... export.agent=...`` arguments as `ExportSettings`."""
     known = {"agent", "part", "onnx", "opset", "out"}
     values: dict[str, Any] = {}
     for arg in argv:

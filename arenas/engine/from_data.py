@@ -2,7 +2,7 @@
 
 Composing a config reads no data (``--cfg job`` and sweeps stay pure): the marker resolves
 to null there. The app builds the dataset (``data.loader``) first, then replaces every marker
-in the agents' configs with what :func:`data_facts` reads off the built dataset: a
+in the agents' configs with what `data_facts` reads off the built dataset: a
 classifier's ``num_classes``, a conditional GAN's ``agents.discriminator.num_classes``, the
 caption agents' ``words`` (``${craft.from_data:words}``: the training captions' words), a
 policy's ``obs_shape`` / ``num_actions`` (from the game, ``data.loader: GameSpec``). The
@@ -29,7 +29,7 @@ _MARK = re.compile(r"^\$\{" + re.escape(RESOLVER) + r":\s*(\w+)\s*\}$")
 def data_facts(data: Any) -> dict[str, Any]:
     """What a built dataset gives its agents: ``num_classes`` (when it has classes),
     ``words`` (caption and speech data: the vocabulary, a tokenizer file or the characters),
-    ``obs_shape`` and ``num_actions`` (a game, :class:`~paddlecraft.arenas.games.GameSpec`)."""
+    ``obs_shape`` and ``num_actions`` (a game, `GameSpec`)."""
     facts: dict[str, Any] = {}
     k = getattr(data, "num_classes", None)
     if isinstance(k, int) and not isinstance(k, bool) and k > 0:
@@ -67,7 +67,7 @@ def fill_from_data(agents: DictConfig, data: Any, what: str = "the data") -> lis
     """Replace every marker under ``agents`` (``cfg.agents``) with the fact ``data`` gives,
     in place; return the filled settings' full names.
 
-    A fact ``data`` does not have raises :class:`ConfigError` naming the setting (``what``
+    A fact ``data`` does not have raises `ConfigError` naming the setting (``what``
     names the data in the message).
     """
     facts = data_facts(data) if data is not None else {}

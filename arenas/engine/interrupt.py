@@ -1,11 +1,11 @@
 """Steps that can be abandoned: a stop, pause, SIGTERM or Ctrl-C takes effect mid-step.
 
 A step that takes minutes (a self-play collection with search) would otherwise hold a
-stop hostage until it ends. An arena whose :meth:`~.base.Arena.train_step` changes no
+stop hostage until it ends. An arena whose `train_step` changes no
 state before its end declares ``interruptible = True`` and calls
-:meth:`~.base.Arena.check_interrupt` inside its long loops. When the engine asks
-(:attr:`StepGate.event` set by a signal or a live command) the check raises
-:class:`StepInterrupted`; the loop then restores the RNG streams it captured when the
+`check_interrupt` inside its long loops. When the engine asks
+(`StepGate.event` set by a signal or a live command) the check raises
+`StepInterrupted`; the loop then restores the RNG streams it captured when the
 step began, so the checkpoint written at that boundary, and a resume from it, re-run the
 abandoned step exactly.
 """
@@ -16,12 +16,12 @@ import threading
 
 
 class StepInterrupted(Exception):
-    """Raised by :meth:`~.base.Arena.check_interrupt` when the engine abandons the current
+    """Raised by `check_interrupt` when the engine abandons the current
     step (a stop, pause, SIGTERM or Ctrl-C); the loop discards the step."""
 
 
 class StepGate:
-    """The flag a running step polls (one per :class:`~.loop.Loop`; set from any thread)."""
+    """The flag a running step polls (one per `Loop`; set from any thread)."""
 
     def __init__(self) -> None:
         self.event = threading.Event()
@@ -35,6 +35,6 @@ class StepGate:
         self.event.clear()
 
     def check(self) -> None:
-        """Raise :class:`StepInterrupted` when a request is pending."""
+        """Raise `StepInterrupted` when a request is pending."""
         if self.event.is_set():
             raise StepInterrupted("the step was interrupted (stop, pause or signal)")

@@ -34,7 +34,7 @@ END_PHASES = ("run_end", "epoch_end", "step_end", "eval_end")
 
 
 class Callback:
-    """One skin of the onion. Override the phases you need; each gets the :class:`Loop`.
+    """One skin of the onion. Override the phases you need; each gets the `Loop`.
 
     ``on_step_end`` and ``on_eval_end`` also get the metrics dict of that step/evaluation.
     A callback with state that must survive resume implements ``state_dict`` /
@@ -58,7 +58,7 @@ class Callback:
         return {}
 
     def load_state_dict(self, state: dict) -> None:
-        """Restore :meth:`state_dict` output."""
+        """Restore `state_dict` output."""
 
     def state_key(self) -> str:
         """Where this callback's state lives in a checkpoint."""
@@ -84,7 +84,7 @@ def takes_start(arena: Arena) -> bool:
 
 
 class Loop:
-    """Runs an :class:`~arenas.Arena`: epochs of steps, nested evaluations, stop requests.
+    """Runs an `Arena`: epochs of steps, nested evaluations, stop requests.
 
     Position (``epoch``, ``batch_in_epoch``, ``step``) plus the arena's and callbacks'
     state are what a checkpoint stores; data order comes from ``arena.batches(epoch)``
@@ -190,7 +190,7 @@ class Loop:
 
     def _take_step(self, batch: Any) -> dict[str, float] | None:
         """``arena.train_step(batch)``; for an interruptible arena, a step abandoned mid-way
-        (:mod:`.interrupt`) is discarded: the RNG streams go back to where the step began,
+        (`.interrupt`) is discarded: the RNG streams go back to where the step began,
         the boundary hooks run (a live pause waits there), then the step is re-run, or None
         is returned when the run is to stop."""
         if not self.arena.interruptible:

@@ -1,7 +1,7 @@
 """What an arena shows besides numbers: images, audio, text, at each evaluation.
 
 An arena returns them from ``media()``, ``{tag: item}``; loggers (the VisualDL callback)
-write each item as its kind. A bare array (HWC uint8) is an image::
+write each item as its kind. A bare array (HWC uint8) is an image:
 
     def media(self) -> dict[str, Any]:
         return {
@@ -46,7 +46,7 @@ Media = Image | Audio | Text
 
 
 def as_media(item: Any, tag: str) -> Media:
-    """``item`` as :data:`Media` (a bare array is an image); a clear error otherwise."""
+    """``item`` as `Media` (a bare array is an image); a clear error otherwise."""
     if isinstance(item, (Image, Audio, Text)):
         return item
     if isinstance(item, np.ndarray):

@@ -1,9 +1,9 @@
 """Charts with matplotlib: line charts (rating, fine-tuning and loss curves), a run's
 training curves, confusion matrices, ratings with intervals. One style for every chart a run writes.
 
-Figures are built on :class:`matplotlib.figure.Figure` with the Agg canvas, never through
+Figures are built on `matplotlib.figure.Figure` with the Agg canvas, never through
 ``pyplot``: no display, no global figure registry, no backend switch in the user's process.
-A chart is ``width x height`` pixels exactly (``size`` at :data:`DPI`). Sample grids and
+A chart is ``width x height`` pixels exactly (``size`` at `DPI`). Sample grids and
 caption sheets are pictures, not charts, and stay OpenCV images.
 """
 

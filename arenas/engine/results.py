@@ -2,8 +2,8 @@
 
 A value that is not a finite number is written as ``null`` with the reason, and a headline
 that ended at or below the arena's chance level is flagged (``chance_level``, ``at_chance``,
-``warning``). :class:`ResultsWriter` is one of the callbacks that ship
-(:mod:`.callbacks`); ``finite_or_null`` is also what ``metrics.jsonl`` lines go through.
+``warning``). `ResultsWriter` is one of the callbacks that ship
+(`.callbacks`); ``finite_or_null`` is also what ``metrics.jsonl`` lines go through.
 """
 
 from __future__ import annotations

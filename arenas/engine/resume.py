@@ -3,7 +3,7 @@
 ``python run.py resume=<run dir> agents.classifier.lr=1e-4`` continues the run from its
 newest good checkpoint with the new learning rate. The command line's settings are
 compared with the run's ``config.yaml``: one that is unchanged is nothing; one in
-:data:`MAY_CHANGE` is applied, logged and appended to ``<run dir>/resume_changes.jsonl``
+`MAY_CHANGE` is applied, logged and appended to ``<run dir>/resume_changes.jsonl``
 (what changed, from what, to what, at which step), and ``config.yaml`` is updated so a
 later resume keeps it; any other change (architecture, data, seed, optimizer) would make
 the checkpoint meaningless and is refused with one line.
@@ -48,7 +48,7 @@ CHANGES_FILE = "resume_changes.jsonl"
 
 def upgrade_saved_config(saved: dict[str, Any]) -> dict[str, str]:
     """Bring a run's saved ``config.yaml`` (a plain dict, edited in place) up to today's
-    setting names: its arena class's :meth:`~.base.Arena.upgrade_saved` moves the keys it
+    setting names: its arena class's `upgrade_saved` moves the keys it
     renamed (self-play's flat ``arena.collect_workers`` becomes ``arena.workers.count``).
     Returns ``{old: new}`` dotted keys, also logged.
 
@@ -128,7 +128,7 @@ def resume_changes(
 ) -> dict[str, dict[str, Any]]:
     """The settings the command line changes, ``{key: {"from": old, "to": new}}``.
 
-    Raises :class:`ConfigError` (one line) for a change a resume may not make. A config
+    Raises `ConfigError` (one line) for a change a resume may not make. A config
     group chosen again (``arena=classify`` as when the run started) is no change; choosing
     another (``data=mnist`` for a run trained on digits) is refused.
     """

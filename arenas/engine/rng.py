@@ -23,7 +23,7 @@ def capture_rng() -> dict[str, Any]:
 
 
 def restore_rng(state: dict[str, Any]) -> None:
-    """Restore what :func:`capture_rng` returned."""
+    """Restore what `capture_rng` returned."""
     set_cpu_generator_state(state["paddle_cpu"])
     kind, keys, pos, has_gauss, cached = state["numpy"]
     np.random.set_state((kind, np.asarray(keys, dtype=np.uint32), pos, has_gauss, cached))

@@ -68,7 +68,7 @@ def _describe_run(run_dir: Path) -> str:
 
 
 def check_writable(run_dir: str | os.PathLike, setting: str = "hydra.run.dir") -> None:
-    """Raise :class:`RunDirError` unless ``run_dir`` exists writable or can be created."""
+    """Raise `RunDirError` unless ``run_dir`` exists writable or can be created."""
     d = Path(run_dir).absolute()
     probe = d
     while not probe.exists() and probe != probe.parent:
@@ -90,8 +90,8 @@ def check_run_dir(
 ) -> None:
     """Refuse, before anything is written, a folder this run may not use.
 
-    Raises :class:`RunDirError` when the folder is locked by a live run, or (``resume``
-    False) when it already holds a run. It takes no lock: :class:`RunLock` does that.
+    Raises `RunDirError` when the folder is locked by a live run, or (``resume``
+    False) when it already holds a run. It takes no lock: `RunLock` does that.
     """
     d = Path(run_dir)
     check_writable(d, setting)
@@ -129,10 +129,10 @@ def _locked_error(d: Path) -> RunDirError:
 class RunLock:
     """Hold ``run_dir`` for one run: ``with RunLock(d, resume=False): ...``.
 
-    Entering refuses (:class:`RunDirError`) a folder locked by a live process or, for a
+    Entering refuses (`RunDirError`) a folder locked by a live process or, for a
     fresh run, one that already holds a run; it takes over a lock left by a dead
     process, logging whose it was. Leaving releases the lock and removes the owner record;
-    :meth:`discard` instead removes every trace of a run that was refused before it wrote
+    `discard` instead removes every trace of a run that was refused before it wrote
     anything.
     """
 

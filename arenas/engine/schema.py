@@ -1,7 +1,7 @@
 """Structured configs: dataclass schemas in Hydra's ConfigStore.
 
 The engine owns the run-level schemas (run, trainer, data). Each arena family registers
-its own components with :func:`register_schemas` (arenas, agents and encoders, derived
+its own components with `register_schemas` (arenas, agents and encoders, derived
 from their settings dataclasses), the same way a user's arena package does. Config files
 start from a registered schema (``defaults: - /schema/<group>/<name>@_here_``), so a
 mistyped key or a wrong type fails when Hydra composes the config, naming the full key

@@ -3,7 +3,7 @@
 Sweep files for Hydra's Optuna sweeper (``conf/sweep/*_optuna.yaml``) set
 ``hydra.sweeper.direction: ${headline_direction:${arena._target_},${allow_targets}}``; this resolver
 imports the arena class (through the same allow-list as run configs) and answers
-``maximize`` or ``minimize`` from its :attr:`~arenas.Arena.headline_mode`, so a GAN's FID
+``maximize`` or ``minimize`` from its `headline_mode`, so a GAN's FID
 is minimised and a classifier's accuracy maximised without restating it per sweep.
 """
 

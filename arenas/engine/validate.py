@@ -1,7 +1,7 @@
 """Checks of a composed config before anything is built: targets, devices, ranges, settings.
 
-``validate`` runs first in every run (``run.py``, :func:`~.app.run_from_config`); each
-refusal is a :class:`~paddlecraft.agents.settings.ConfigError` naming the setting, what was
+``validate`` runs first in every run (``run.py``, `run_from_config`); each
+refusal is a `ConfigError` naming the setting, what was
 expected and the fix, raised before any work starts.
 """
 

@@ -1,7 +1,7 @@
 """VisualDL logging (optional extra: ``pip install visualdl``), for what each arena produces.
 
 - every training and evaluation metric as a scalar (``train/<k>``, ``eval/<k>``);
-- the arena's media at each evaluation (:mod:`paddlecraft.arenas.engine.media`): images (GAN sample
+- the arena's media at each evaluation (`paddlecraft.arenas.engine.media`): images (GAN sample
   grids, telephone sheets), audio (spoken hops), text (captions);
 - histograms of every agent's own parameters at each evaluation, on request
   (``trainer.visualdl_histograms=true``);

@@ -1,7 +1,7 @@
 """Two-player board games for the self-play arena: batched numpy environments, baselines,
 and an adapter for PettingZoo's classic games.
 
-``GameSpec`` names a game for configs (``data.loader`` of ``arena=selfplay``)::
+``GameSpec`` names a game for configs (``data.loader`` of ``arena=selfplay``):
 
     spec = GameSpec("connect_four")          # or "tictactoe", or "pettingzoo:connect_four_v3"
     game = spec.make(1024)                   # 1024 games in numpy arrays
@@ -62,7 +62,7 @@ class GameSpec:
         return self.name.startswith("pettingzoo:")
 
     def make(self, num_envs: int) -> Any:
-        """``num_envs`` fresh games with the batched interface of :class:`BoardGame`.
+        """``num_envs`` fresh games with the batched interface of `BoardGame`.
 
         PettingZoo environments are costly to build, so they are kept per size (in
         ``_pettingzoo``) and reset; native games are new arrays each time.

@@ -1,7 +1,7 @@
 """Fixed players for the league's anchors: random, perfect minimax (tic-tac-toe), MCTS,
-the Connect Four solver (:mod:`.solver`); :func:`~.registry.make_baseline` picks one by name.
+the Connect Four solver (`.solver`); `make_baseline` picks one by name.
 
-Every player takes batches the way :meth:`paddlecraft.agents.Policy.act` does::
+Every player takes batches the way `paddlecraft.agents.Policy.act` does:
 
     actions = player.act(observations, action_masks, rng=rng)   # int64 [n], always legal
 
@@ -191,9 +191,9 @@ class MinimaxPlayer(Player):
 class MCTSPlayer(Player):
     """UCT Monte-Carlo tree search with random rollouts, run for all games at once.
 
-    A thin player over the one search tree (:class:`~arenas.games.search.MCTS`) with the
-    :class:`~arenas.games.evaluators.RandomRolloutEvaluator` and the
-    :func:`~arenas.games.selection.uct` rule, as OpenSpiel's ``MCTSBot`` with a
+    A thin player over the one search tree (`MCTS`) with the
+    `RandomRolloutEvaluator` and the
+    `uct` rule, as OpenSpiel's ``MCTSBot`` with a
     ``RandomRolloutEvaluator``. Each game gets its own tree, but the trees grow in
     lockstep, so 100 games cost little more than one. ``simulations`` per move (10, 100,
     1000 make the league's difficulty ladder); UCB1 with constant ``c`` on win rates in
@@ -201,7 +201,7 @@ class MCTSPlayer(Player):
     selection; the move is the most visited root child (ties at random).
 
     Args:
-        game: the rules (a :class:`BoardGame` class, e.g. ``ConnectFour``).
+        game: the rules (a `BoardGame` class, e.g. ``ConnectFour``).
         simulations: simulations per move.
         c: exploration constant.
     """

@@ -1,13 +1,13 @@
 """Batched two-player board games on bitboards, and their gymnasium vector-env face.
 
-A :class:`BoardGame` holds ``num_envs`` games as numpy arrays and steps them all with a
+A `BoardGame` holds ``num_envs`` games as numpy arrays and steps them all with a
 handful of array operations, so one call advances thousands of games. Positions are two
 ``uint64`` bitboards per game, ``cur`` (stones of the player to move) and ``mask`` (all
 stones); the opponent's stones are ``cur ^ mask``. After a move the roles swap, so every
 function sees the position from the mover's side, like the observations.
 
 Conventions shared with PettingZoo's classic games, so agents, baselines and the
-:mod:`~arenas.games.pettingzoo_adapter` interoperate:
+`pettingzoo_adapter` interoperate:
 
 - observation planes ``[..., rows, cols, 2]`` int8 from the mover's perspective:
   ``[..., 0]`` the mover's stones, ``[..., 1]`` the opponent's; row 0 is the top row;
@@ -50,7 +50,7 @@ class BoardGame:
 
     Args:
         num_envs: how many games the arrays hold.
-        illegal: what an illegal action does: ``"raise"`` (:class:`IllegalMoveError`,
+        illegal: what an illegal action does: ``"raise"`` (`IllegalMoveError`,
             the default: a policy with masks never plays one) or ``"lose"`` (the mover
             loses at once, PettingZoo's ``TerminateIllegalWrapper`` rule).
     """
@@ -169,7 +169,7 @@ class BoardGame:
         return self.planes(self.cur[i], self.mask[i]), legal
 
     def legal_mask(self, idx: Any = None) -> np.ndarray:
-        """Action mask only (cheaper than :meth:`observe`)."""
+        """Action mask only (cheaper than `observe`)."""
         i = self._idx(idx)
         legal = self.legal(self.mask[i])
         legal[self.done[i]] = False
@@ -179,7 +179,7 @@ class BoardGame:
         """Play one move in each game at ``idx`` (all by default).
 
         Returns ``(won, done)`` for those games: ``won`` is True where the player who
-        just moved won. Stepping a finished game raises :class:`IllegalMoveError`.
+        just moved won. Stepping a finished game raises `IllegalMoveError`.
         """
         i = self._idx(idx)
         a = np.asarray(actions, np.int64).reshape(-1)
@@ -221,7 +221,7 @@ class BoardGame:
         return {k: getattr(self, k).copy() for k in ("cur", "mask", "moves", "done", "winner")}
 
     def set_state(self, state: dict[str, np.ndarray]) -> None:
-        """Restore :meth:`get_state`."""
+        """Restore `get_state`."""
         for k, v in state.items():
             setattr(self, k, np.array(v, copy=True))
         self.num_envs = len(self.cur)
@@ -245,7 +245,7 @@ class BoardGame:
 
 
 class BoardGameVectorEnv(VectorEnv):
-    """A gymnasium ``VectorEnv`` over a :class:`BoardGame` (same-step autoreset).
+    """A gymnasium ``VectorEnv`` over a `BoardGame` (same-step autoreset).
 
     Observations are PettingZoo's dicts batched: ``{"observation": int8 [n, rows, cols, 2],
     "action_mask": int8 [n, num_actions]}`` for the player to move in each game. ``step``

@@ -1,15 +1,15 @@
-"""Leaf evaluators of the search tree (:class:`~arenas.games.search.MCTS`): what a new node
+"""Leaf evaluators of the search tree (`MCTS`): what a new node
 is worth and which of its moves to try first, as OpenSpiel's ``Evaluator``.
 
 An evaluator gets a batch of positions as bitboards from the mover's side (``cur``,
 ``mask``: ``uint64 [n]``) with their legal moves (``bool [n, A]``) and returns
 ``(priors [n, A], values [n])``: a distribution over the legal moves and the value in
-[-1, 1] for the player to move. The tree calls :meth:`Evaluator.evaluate` once per
-simulation on the new leaves of all its games, and :meth:`Evaluator.root` once per search.
+[-1, 1] for the player to move. The tree calls `Evaluator.evaluate` once per
+simulation on the new leaves of all its games, and `Evaluator.root` once per search.
 
-- :class:`NetworkEvaluator`: a network (or any function of the observation planes), e.g.
+- `NetworkEvaluator`: a network (or any function of the observation planes), e.g.
   ``paddlecraft.agents.Policy.priors_and_values``: AlphaZero's evaluator.
-- :class:`RandomRolloutEvaluator`: uniform priors and the result of one random playout:
+- `RandomRolloutEvaluator`: uniform priors and the result of one random playout:
   the classic UCT baseline (the league's MCTS-k anchors).
 """
 
@@ -56,7 +56,7 @@ class Evaluator:
 
 
 class NetworkEvaluator(Evaluator):
-    """A network's priors and value: ``network(planes, masks)`` (:data:`NetworkFn`).
+    """A network's priors and value: ``network(planes, masks)`` (`NetworkFn`).
 
     The priors are renormalized over the legal moves (uniform where the network gives
     them no mass). Deterministic: ``rng`` is not used.

@@ -1,14 +1,14 @@
 """Run any PettingZoo AEC classic game in the self-play arena (``pip install 'paddlecraft[pettingzoo]'``).
 
-:class:`PettingZooGame` holds ``num_envs`` AEC environments and gives them the batched
-interface of :class:`~arenas.games.core.BoardGame` (``reset``, ``observe``, ``step``,
+`PettingZooGame` holds ``num_envs`` AEC environments and gives them the batched
+interface of `BoardGame` (``reset``, ``observe``, ``step``,
 ``done``, ``winner``, ``to_move``), so ``python run.py arena=selfplay
 data.loader.name=pettingzoo:connect_four_v3`` trains on PettingZoo's own
 implementation. Games whose observations are ``{"observation": [rows, cols, planes],
 "action_mask": [n]}`` for two players work; it steps the environments one by one
 (PettingZoo's speed, one game at a time) where the native games step thousands at once.
 For ``connect_four_v3`` and ``tictactoe_v3`` the native rules are known
-(:attr:`PettingZooGame.rules`), so the minimax and MCTS anchors play there too.
+(`PettingZooGame.rules`), so the minimax and MCTS anchors play there too.
 """
 
 from __future__ import annotations
@@ -39,7 +39,7 @@ def load_env_module(name: str) -> Any:
 
 
 class PettingZooGame:
-    """``num_envs`` PettingZoo AEC games behind the batched :class:`BoardGame` interface.
+    """``num_envs`` PettingZoo AEC games behind the batched `BoardGame` interface.
 
     Args:
         env: a PettingZoo classic module name (``connect_four_v3``), a module path, or a

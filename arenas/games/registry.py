@@ -1,6 +1,6 @@
 """Baselines by name: the one place that knows every fixed player, the solver included.
 
-Apart from :mod:`.baselines` so that :mod:`.solver` (which builds on the baselines' player
+Apart from `.baselines` so that `.solver` (which builds on the baselines' player
 base) and the baselines never import each other.
 """
 

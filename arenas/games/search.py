@@ -1,17 +1,17 @@
 """Monte-Carlo tree search, batched: one tree, a selection rule and a leaf evaluator.
 
-As OpenSpiel's ``MCTSBot(evaluator, child_selection_fn)``, one :class:`MCTS` serves both
+As OpenSpiel's ``MCTSBot(evaluator, child_selection_fn)``, one `MCTS` serves both
 searches of the project, which differ only in two variation points:
 
-- the leaf evaluator (:mod:`~arenas.games.evaluators`): a network's priors and value
-  (:class:`~arenas.games.evaluators.NetworkEvaluator`, AlphaZero), or uniform priors and a
-  random playout (:class:`~arenas.games.evaluators.RandomRolloutEvaluator`);
-- the selection rule (:mod:`~arenas.games.selection`): :func:`puct` (``argmax_a Q(s,a) + c P(s,a) sqrt(1 + N(s)) /
-  (1 + N(s,a))``, ``Q = 0`` for unvisited moves), or :func:`uct` (UCB1 on win rates in
+- the leaf evaluator (`evaluators`): a network's priors and value
+  (`NetworkEvaluator`, AlphaZero), or uniform priors and a
+  random playout (`RandomRolloutEvaluator`);
+- the selection rule (`selection`): `puct` (``argmax_a Q(s,a) + c P(s,a) sqrt(1 + N(s)) /
+  (1 + N(s,a))``, ``Q = 0`` for unvisited moves), or `uct` (UCB1 on win rates in
   [0, 1], every untried move first, picked at random: the rollout-MCTS anchors).
 
-:class:`PUCTSearch` (network + PUCT: AlphaZero-style training and the search evaluation)
-and :class:`~arenas.games.baselines.MCTSPlayer` (rollouts + UCT: the MCTS-10/100/1000
+`PUCTSearch` (network + PUCT: AlphaZero-style training and the search evaluation)
+and `MCTSPlayer` (rollouts + UCT: the MCTS-10/100/1000
 anchors) are thin faces of it.
 
 One search handles ``B`` positions at once: every game has its own tree, ``nodes`` rows of
@@ -21,12 +21,12 @@ rollouts of all games advance together). Terminal positions are scored by the ru
 win is worth 1 to the player who made it). Values are backed up with alternating signs;
 the statistics live on the edges: ``N(s, a)`` and ``W(s, a)`` (for the player to move at
 ``s``, values in [-1, 1]). Training games add Dirichlet noise to the root priors
-(``noise=True``) and sample moves from the visit counts (:func:`choose_moves` with a
-temperature); :func:`completed_q_policy` turns a result into Gumbel AlphaZero's policy
-target. :func:`search_one` is the PUCT search written plainly for one position (reference
+(``noise=True``) and sample moves from the visit counts (`choose_moves` with a
+temperature); `completed_q_policy` turns a result into Gumbel AlphaZero's policy
+target. `search_one` is the PUCT search written plainly for one position (reference
 for tests and the benchmark).
 
-This module knows only the rules (:mod:`paddlecraft.arenas.games`), no agents, so any
+This module knows only the rules (`paddlecraft.arenas.games`), no agents, so any
 network or heuristic can guide it.
 """
 
@@ -84,15 +84,15 @@ class SearchResult:
 
 
 class MCTS:
-    """Batched Monte-Carlo tree search over a native :class:`~arenas.games.core.BoardGame`.
+    """Batched Monte-Carlo tree search over a native `BoardGame`.
 
     Args:
         game: the rules (``ConnectFour``, ``TicTacToe``).
-        evaluator: an :class:`~arenas.games.evaluators.Evaluator`, or a network function
+        evaluator: an `Evaluator`, or a network function
             ``(planes, masks) -> (priors, values)`` (wrapped in ``NetworkEvaluator``).
         simulations: simulations per search (each adds at most one node per tree).
-        selection: ``"puct"``, ``"uct"`` (see :func:`puct`, :func:`uct`) or a
-            :data:`SelectionRule`.
+        selection: ``"puct"``, ``"uct"`` (see `puct`, `uct`) or a
+            `SelectionRule`.
         c: exploration constant of the selection rule.
         dirichlet_alpha: root noise concentration (AlphaZero: 0.3 chess, ~10 / moves).
         noise_fraction: share of the root priors replaced by noise when ``noise=True``.
@@ -226,17 +226,17 @@ class MCTS:
 
 
 class PUCTSearch(MCTS):
-    """AlphaZero's search: :class:`MCTS` with a network's priors and value and :func:`puct`.
+    """AlphaZero's search: `MCTS` with a network's priors and value and `puct`.
 
     Args:
         game: the rules (``ConnectFour``, ``TicTacToe``).
-        evaluate: the network (or heuristic), see :data:`NetworkFn`, e.g.
-            ``paddlecraft.agents.Policy.priors_and_values`` or :func:`uniform_evaluator`.
+        evaluate: the network (or heuristic), see `NetworkFn`, e.g.
+            ``paddlecraft.agents.Policy.priors_and_values`` or `uniform_evaluator`.
         simulations: simulations per search (each adds at most one node per tree).
         c_puct: exploration constant.
         dirichlet_alpha: root noise concentration (AlphaZero: 0.3 chess, ~10 / moves).
         noise_fraction: share of the root priors replaced by noise when ``noise=True``.
-        discount: per-ply discount of backed-up values (1: none; see :class:`MCTS`).
+        discount: per-ply discount of backed-up values (1: none; see `MCTS`).
     """
 
     def __init__(
@@ -331,7 +331,7 @@ def search_one(
 
     A dict-of-nodes tree with one evaluator call per leaf (batch of 1): the classic
     one-game-at-a-time loop, kept as the reference for tests and ``bench/search_bench.py``.
-    No noise; ties go to the lowest move, as in :class:`PUCTSearch`. A move's sampled
+    No noise; ties go to the lowest move, as in `PUCTSearch`. A move's sampled
     value is the result where it ends the game (1 win, 0 draw), else ``-discount`` times
     the value found below it.
     """

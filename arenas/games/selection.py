@@ -1,10 +1,10 @@
-"""Selection rules of the search tree (:class:`~arenas.games.search.MCTS`): which move to
+"""Selection rules of the search tree (`MCTS`): which move to
 follow down from a node, as the ``child_selection_fn`` of OpenSpiel's ``MCTSBot``.
 
 A rule gets the statistics of the moves at the nodes one selection step stands on
-(:class:`Children`, one row per game still descending), the exploration constant and the
-search's ``rng``, and returns one legal move per row. :func:`puct` is AlphaZero's rule
-(the network-guided search); :func:`uct` is UCB1 as the rollout-MCTS anchors play it.
+(`Children`, one row per game still descending), the exploration constant and the
+search's ``rng``, and returns one legal move per row. `puct` is AlphaZero's rule
+(the network-guided search); `uct` is UCB1 as the rollout-MCTS anchors play it.
 """
 
 from __future__ import annotations

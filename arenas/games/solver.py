@@ -6,11 +6,11 @@ no download at run time) gives every move's exact value. Here it only *judges*: 
 anchor in tournaments and evaluations and scores the moves of a trained agent; it never
 appears in training targets, in the search or as a training opponent.
 
-- :class:`SolverPlayer` (baseline names ``solver`` and ``solver<d>``, the latter searching
+- `SolverPlayer` (baseline names ``solver`` and ``solver<d>``, the latter searching
   ``d`` plies and then rolling out non-losing moves: a weakened solver);
-- :func:`solver_positions`: a fixed, seeded set of positions from realistic play (plies
+- `solver_positions`: a fixed, seeded set of positions from realistic play (plies
   0-30, only positions where the moves' values differ), each move's exact value attached;
-- :func:`perfect_move_rate`: the share of a player's moves with the best value and the
+- `perfect_move_rate`: the share of a player's moves with the best value and the
   share that keep the position's theoretical result ("good moves").
 
 Values are the solver's scores from the mover's side: > 0 a win (larger: sooner), 0 a
@@ -35,7 +35,7 @@ _INSTALL = "pip install paddlecraft[solver]"
 
 
 def _core() -> Any:
-    """The ``bitbully`` modules, or a one-line :class:`ConfigError` naming the extra."""
+    """The ``bitbully`` modules, or a one-line `ConfigError` naming the extra."""
     try:
         import bitbully_databases
         from bitbully import bitbully_core
@@ -67,7 +67,7 @@ def solve(cur: Any, mask: Any, max_depth: int = -1) -> np.ndarray:
     """Exact values ``float [n, 7]`` of every move of the positions ``(cur, mask)``.
 
     ``cur`` holds the mover's stones and ``mask`` all stones (the bitboards of
-    :class:`~paddlecraft.arenas.games.ConnectFour`). ``max_depth`` >= 0 limits the search
+    `ConnectFour`). ``max_depth`` >= 0 limits the search
     (then values are estimates). Illegal moves (full columns) are NaN.
     """
     core, _ = _core()
@@ -87,7 +87,7 @@ def solve(cur: Any, mask: Any, max_depth: int = -1) -> np.ndarray:
 
 
 def solve_planes(observations: Any) -> np.ndarray:
-    """:func:`solve` on observation planes ``[n, 6, 7, 2]`` (mover, opponent)."""
+    """`solve` on observation planes ``[n, 6, 7, 2]`` (mover, opponent)."""
     cur, mask = ConnectFour.from_planes(np.asarray(observations))
     return solve(cur, mask)
 
@@ -146,7 +146,7 @@ def solver_positions(
 
     Games mix strong and human-like moves: each move is, with probability
     ``strong_share``, a best move of a 6-ply solver search (ties at random) and otherwise
-    the one-move-lookahead :class:`~paddlecraft.arenas.games.baselines.TacticalPlayer`
+    the one-move-lookahead `TacticalPlayer`
     (centre-weighted, so its openings look like people's). From each game one position is
     kept, at a ply drawn uniformly from ``0..max_ply``, if the game is not over there and
     its legal moves do not all have the same exact value. Cached per process.
@@ -203,7 +203,7 @@ def judged_moves(
     player: Player, positions: SolvedPositions, rng: Any = None, batch: int = 256
 ) -> np.ndarray:
     """``player``'s moves ``int64 [n]`` on ``positions``, in batches of ``batch`` (ties
-    from ``rng``, default ``default_rng(0)``): what :func:`perfect_move_rate` scores."""
+    from ``rng``, default ``default_rng(0)``): what `perfect_move_rate` scores."""
     rng = rng if rng is not None else np.random.default_rng(0)
     return np.concatenate(
         [
@@ -227,7 +227,7 @@ def move_rates(values: np.ndarray, actions: np.ndarray) -> dict[str, float]:
 def move_rates_by_class(
     values: np.ndarray, actions: np.ndarray, plies: np.ndarray | None = None
 ) -> dict[str, dict[str, float]]:
-    """:func:`move_rates` split by where the moves fall short: per theoretical result of
+    """`move_rates` split by where the moves fall short: per theoretical result of
     the position (``won``, ``drawn``, ``lost`` for the mover) and, with ``plies``, per band
     of 8 plies (``plies 0-7``...). Each entry also counts its positions (``n``) and, for
     ``won`` and ``lost``, the share of positions where a result-keeping move was not the

@@ -1,9 +1,9 @@
 """GAN: a generator agent against a discriminator agent (``python run.py arena=gan``).
 
-Modules: :mod:`.arena` (the step schedule, evaluation, files), :mod:`.losses` (D and G
-losses side by side), :mod:`.metrics` (FID, PRDC, class histogram), :mod:`.featnet` (the
-metrics' feature net and its cache), :mod:`.render` (sample grids), :mod:`.checks`
-(set-up errors), :mod:`.data` (training batches and the metrics' real images). Data: any
+Modules: `.arena` (the step schedule, evaluation, files), `.losses` (D and G
+losses side by side), `.metrics` (FID, PRDC, class histogram), `.featnet` (the
+metrics' feature net and its cache), `.render` (sample grids), `.checks`
+(set-up errors), `.data` (training batches and the metrics' real images). Data: any
 loader of labelled images (``paddlecraft.craftdata.load_digits``, ``paddlecraft.craftdata.load_shapes_classes``...),
 or an image folder read lazily (``paddlecraft.craftdata.load_image_folder``).
 """

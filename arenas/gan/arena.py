@@ -15,16 +15,16 @@ agents' updates never touch each other:
   discriminator's next step) and restores any batch-norm statistics the discriminator's
   forward moved. ``tests/test_gan.py`` checks both bit for bit.
 
-Losses: :mod:`.losses`. ``conditional=True`` gives both agents the class labels (the
+Losses: `.losses`. ``conditional=True`` gives both agents the class labels (the
 ``gan_conditional`` config: the ImageDecoder's label embedding, a projection
 discriminator).
 
-Data (:mod:`.data`): arrays, or image files decoded lazily by loader workers (for the
+Data (`.data`): arrays, or image files decoded lazily by loader workers (for the
 metrics, a seeded sample of at most ``eval_images`` files per split is decoded once).
 
 Evaluation (each epoch and at the end) generates ``eval_samples`` images from fixed noise
-and measures them with a feature net trained on the real training split (:mod:`.featnet`,
-:mod:`.metrics`): classifier-FID (headline, lower is better) against ``ref_samples`` real
+and measures them with a feature net trained on the real training split (`.featnet`,
+`.metrics`): classifier-FID (headline, lower is better) against ``ref_samples`` real
 training images, classifier Inception Score, precision / recall / density / coverage, the
 class histogram and its normalised entropy, and for the conditional GAN how often the
 feature net agrees with the requested class. ``fid_untrained`` is the FID of the generator
@@ -37,8 +37,8 @@ until one host read at its end.
 
 This module is the one class that orders the two agents' updates so
 they never touch each other; losses, data, the feature net, metrics, rendering and the
-config checks live in :mod:`.losses`, :mod:`.data`, :mod:`.featnet`, :mod:`.metrics`,
-:mod:`.render` and :mod:`.checks`.
+config checks live in `.losses`, `.data`, `.featnet`, `.metrics`,
+`.render` and `.checks`.
 """
 
 from __future__ import annotations
@@ -103,7 +103,7 @@ class GanConfig(ArenaConfig):
 
 
 class GanArena(Arena):
-    """A :class:`~agents.Generator` against a :class:`~agents.Discriminator`.
+    """A `Generator` against a `Discriminator`.
 
     Args:
         agents: ``generator`` and ``discriminator``.
@@ -111,7 +111,7 @@ class GanArena(Arena):
             [N, C, H, W] in [0, 1] and integer labels (digits, MNIST, shapes...), or
             image files read lazily (``paddlecraft.craftdata.load_image_folder``).
         seed: run seed (data order, fixed noise).
-        **settings: :class:`GanConfig` fields.
+        **settings: `GanConfig` fields.
     """
 
     Config = GanConfig
@@ -241,7 +241,7 @@ class GanArena(Arena):
     def generator_step(self, y: np.ndarray, fake: paddle.Tensor | None = None) -> dict[str, float]:
         """One update of the generator through the discriminator; the discriminator is untouched.
 
-        ``fake``: the output of :meth:`fakes` (with its graph) to reuse; None draws one.
+        ``fake``: the output of `fakes` (with its graph) to reuse; None draws one.
         """
         return self._read(self._g_update(y, self.fakes(y) if fake is None else fake))
 

@@ -2,12 +2,12 @@
 
 Any dataset whose splits are labelled images works: in-memory arrays (``.x`` float32
 [N, C, H, W] in [0, 1], ``.y``: digits, MNIST, shapes, ``data.loader.in_memory=true``) or
-:class:`~craftdata.LazySplit` files (``paddlecraft.craftdata.load_image_folder``), decoded by
+`LazySplit` files (``paddlecraft.craftdata.load_image_folder``), decoded by
 ``data.workers`` processes only when a batch asks for them.
 
 Training: one step takes ``n_critic * batch_size`` images from
 ``default_rng([seed, epoch]).permutation(n)`` (the arenas' ``epoch_rng``), through a
-:class:`~craftdata.BatchLoader`; ``batches(epoch, start)`` begins at step ``start`` without
+`BatchLoader`; ``batches(epoch, start)`` begins at step ``start`` without
 decoding the steps before it. In-memory and lazy data give the same batches (unless
 ``data.loader.hflip``: in-memory arrays are decoded once, unflipped). A file that fails to
 decode in a worker (``on_bad_file=skip``) leaves its step short: the step is refilled
@@ -15,7 +15,7 @@ from its own good images, so every step keeps ``batch_size`` rows.
 
 Data-parallel (``shard=(rank, world)``): the loader shards each of a step's ``n_critic``
 minibatches, so each process reads and decodes only its rows ``rank::world`` of every
-critic minibatch; a step is then a :class:`~craftdata.loader.Shard` with its ``share``.
+critic minibatch; a step is then a `Shard` with its ``share``.
 
 Evaluation (feature net, FID reference, recall, ``fid_real``) needs real images as
 arrays. In-memory data is used whole. Lazy data is decoded once, in file order
@@ -166,7 +166,7 @@ class GanData:
 
     def batches(self, epoch: int, start: int = 0) -> Iterator[tuple[np.ndarray, np.ndarray]]:
         """Steps ``start, ...`` of ``epoch``: x [n_critic, b, C, H, W] float32, y [n_critic, b]
-        with ``b`` = :meth:`local_rows`; sharded, each step is a ``Shard`` with its share."""
+        with ``b`` = `local_rows`; sharded, each step is a ``Shard`` with its share."""
         b = self.local_rows()
         per = b * self.n_critic
         for batch in self.loader().epoch(epoch, start):
@@ -235,7 +235,7 @@ class GanData:
         return {} if bad is None else {"bad_files": dict(bad.skipped)}
 
     def load_state(self, state: dict) -> None:
-        """Restore :meth:`state`."""
+        """Restore `state`."""
         if self.bad_files is not None:
             self.bad_files.skipped.update(state.get("bad_files", {}))
 

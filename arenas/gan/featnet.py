@@ -1,13 +1,13 @@
 """The GAN metrics' feature net: a small classifier the toolkit trains itself, cached on disk.
 
-Nothing is downloaded: instead of Inception weights, an :class:`~encoders.ImageCNNEncoder`
+Nothing is downloaded: instead of Inception weights, an `ImageCNNEncoder`
 classifier is trained on the real training split the first time it is needed and cached
 (safetensors) under ``$PADDLECRAFT_CACHE/featnet/<key>/`` (default ``~/.cache/paddlecraft``);
 ``key`` hashes the training images and labels, the architecture, the training settings
 and the seed, so every run on the same data reuses the same network and the numbers are
 comparable.
 
-In memory, loaded nets live in a :class:`FeatureNetCache` that its owner (the GAN arena)
+In memory, loaded nets live in a `FeatureNetCache` that its owner (the GAN arena)
 forgets on ``close()``: no process-wide state. Every copy of a net has the scope
 ``featnet_<key>``; each is trained by its own optimizer (or not at all), so copies in one
 process do not clash, and the file stores the same names.
@@ -86,7 +86,7 @@ class FeatureNet:
 
 
 class FeatureNetCache:
-    """Feature nets loaded by one owner, by key; :meth:`close` forgets them."""
+    """Feature nets loaded by one owner, by key; `close` forgets them."""
 
     def __init__(self) -> None:
         self._nets: dict[str, FeatureNet] = {}
@@ -121,7 +121,7 @@ def load_feature_net(
     num_classes: int,
     **settings: Any,
 ) -> FeatureNet:
-    """One feature net (``settings``: :class:`FeatureNetConfig` fields), outside any cache object."""
+    """One feature net (``settings``: `FeatureNetConfig` fields), outside any cache object."""
     return FeatureNetCache().get(
         train_x, train_y, test_x, test_y, num_classes, FeatureNetConfig(**settings)
     )

@@ -36,7 +36,7 @@ def discriminator_loss(
     real_label: float = 1.0,
 ) -> tuple[paddle.Tensor, dict[str, paddle.Tensor]]:
     """The discriminator's loss on logits for real [B] and fake [B] images (WGAN-GP: without
-    its penalty, see :func:`gradient_penalty`), and ``d_real`` / ``d_fake`` to log
+    its penalty, see `gradient_penalty`), and ``d_real`` / ``d_fake`` to log
     (D(x) and D(G(z)): probabilities for ``vanilla``, raw scores otherwise)."""
     if kind is GanLoss.vanilla:
         loss = F.binary_cross_entropy_with_logits(

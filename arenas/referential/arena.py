@@ -4,7 +4,7 @@ Each step draws a speaker-listener pair and a batch of targets; the speaker desc
 target with a discrete message, the listener rebuilds the target's attributes
 (``game=reconstruction``) or points at it among ``candidates`` objects
 (``game=discrimination``). One joint loss, one backward, each agent steps its own optimizer
-(:func:`paddlecraft.agents.update_together`).
+(`paddlecraft.agents.update_together`).
 
 This module is the one class that draws a step's pair and targets and
 scores every pair at evaluation; the rest lives beside it: the worlds (``worlds.py``),
@@ -47,14 +47,14 @@ class ReferentialArena(Arena):
     """Speakers and listeners learn to refer; headline: accuracy on held-out objects.
 
     Args:
-        agents: ``speaker`` (:class:`paddlecraft.agents.Sender`) and ``listener``
-            (:class:`paddlecraft.agents.Receiver`); with ``speakers``/``listeners`` > 1 the
+        agents: ``speaker`` (`paddlecraft.agents.Sender`) and ``listener``
+            (`paddlecraft.agents.Receiver`); with ``speakers``/``listeners`` > 1 the
             arena adds ``speaker_1``... built like ``speaker`` (own weights, own optimizer).
         data: the objects: a dataset (``load_shape_objects()``, an image folder loaded in
             memory; the engine builds it from ``data.loader``) or its loader config; None:
             the attribute world of the settings.
         seed: run seed (targets, pairs, held-out combinations).
-        **settings: :class:`ReferentialConfig` fields.
+        **settings: `ReferentialConfig` fields.
     """
 
     Config = ReferentialConfig

@@ -4,7 +4,7 @@ Pure numpy/scipy on integer arrays, so anyone can run them on ``messages.jsonl``
 
 - ``meanings`` int [N, n_attributes]: each object's attribute values;
 - ``messages`` int [N, max_len]: each object's symbols; with ``eos`` set, symbol ``eos``
-  ends a message and what follows it is ignored (:func:`trim`).
+  ends a message and what follows it is ignored (`trim`).
 
 Definitions follow EGG (Chaabouni et al. 2020, "Compositionality and Generalization in
 Emergent Languages"): positional disentanglement gives, per message position, the gap between

@@ -2,7 +2,7 @@
 through noise at a chosen signal-to-noise ratio.
 
 Symbol ``k`` is the syllable ``SYLLABLES[k]`` (one voice, synthesised once and cached by
-:func:`paddlecraft.craftdata.speech.synthesize`); a message is its syllables one after the
+`paddlecraft.craftdata.speech.synthesize`); a message is its syllables one after the
 other with a short pause. White noise is added to each message at ``snr_db`` over the
 message's own samples; the zero padding that batches messages of different lengths stays
 silent (speech encoders mask it). Speech is not differentiable, so the speaker learns by

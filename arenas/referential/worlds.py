@@ -1,12 +1,12 @@
 """What referential games talk about: objects with (or without) known attributes.
 
-- :func:`attribute_world`: every combination of ``n_attributes`` attributes with ``n_values``
+- `attribute_world`: every combination of ``n_attributes`` attributes with ``n_values``
   values, seen as concatenated one-hot vectors; a share of the *combinations* is held out
   (every single value still occurs in training), as EGG's compo_vs_generalization.
-- :func:`load_shape_objects`: one shape per image with its shape, colour, size and position
+- `load_shape_objects`: one shape per image with its shape, colour, size and position
   (quadrant), drawn with the caption world's OpenCV shapes.
-- :func:`load_digit_objects`: scikit-learn's 8x8 digits, the digit as the one attribute.
-- :func:`world_from_data`: any dataset with ``.train.x`` / ``.test.x`` (e.g. your image
+- `load_digit_objects`: scikit-learn's 8x8 digits, the digit as the one attribute.
+- `world_from_data`: any dataset with ``.train.x`` / ``.test.x`` (e.g. your image
   folder); its objects have no attributes then, so the attribute measures are left out.
 """
 
@@ -112,7 +112,7 @@ def attribute_world(n_attributes: int, n_values: int, holdout: float, seed: int)
 
 @dataclass(frozen=True)
 class ObjectData:
-    """What the loaders here return: a :class:`World` wrapped as a data loader's result."""
+    """What the loaders here return: a `World` wrapped as a data loader's result."""
 
     world: World
 
@@ -165,7 +165,7 @@ def load_digit_objects(seed: int = 0, image_size: int = 8) -> ObjectData:
 
 
 def world_from_data(data: Any) -> World:
-    """A :class:`World` from a data loader's result: ours as is; any dataset with ``.train.x``
+    """A `World` from a data loader's result: ours as is; any dataset with ``.train.x``
     and ``.test.x`` (an image folder loaded ``in_memory``) without attributes."""
     if isinstance(data, ObjectData):
         return data.world

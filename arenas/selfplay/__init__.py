@@ -1,11 +1,11 @@
 """Self-play: a policy learns a two-player board game against itself and its past selves.
 
-Modules: :mod:`.arena` (SelfPlayArena), :mod:`.config` (its settings, in groups),
-:mod:`.updates` (one update rule per algorithm, from :mod:`.ppo` and :mod:`.alphazero`),
-:mod:`.collect` and :mod:`.workers` (collection, in this process or on Ray workers),
-:mod:`.league` (opponent pool, ratings), :mod:`.player` (trained policies as players, with
-or without search), :mod:`.tournament` (round robin with fitted ratings), :mod:`.plots`.
-The search itself is :mod:`paddlecraft.arenas.games.search` (it needs only the rules).
+Modules: `.arena` (SelfPlayArena), `.config` (its settings, in groups),
+`.updates` (one update rule per algorithm, from `.ppo` and `.alphazero`),
+`.collect` and `.workers` (collection, in this process or on Ray workers),
+`.league` (opponent pool, ratings), `.player` (trained policies as players, with
+or without search), `.tournament` (round robin with fitted ratings), `.plots`.
+The search itself is `paddlecraft.arenas.games.search` (it needs only the rules).
 """
 
 from paddlecraft.agents import Policy

@@ -3,18 +3,18 @@
 network; the search's visit counts become the policy targets and the game outcomes the
 value targets (Silver et al., AlphaZero). With ``arena.search.policy_target=completed_q``
 the policy target is Gumbel AlphaZero's improved policy instead
-(:func:`~arenas.games.search.completed_q_policy`).
+(`completed_q_policy`).
 
 Training games add Dirichlet noise at the root and sample moves in proportion to the
 visit counts for the first ``search.temperature_moves`` plies of a game, then play the
 most visited move. All games of a step are searched together, one network call per
-simulation (:class:`~arenas.games.search.PUCTSearch`).
+simulation (`PUCTSearch`).
 
 A policy with ``value_discount`` below 1 learns discounted outcomes (``+-discount ** k``
 for a game decided ``k`` plies after the position) and its searches back values up with
 the same discount: among winning moves the sooner win is worth more, among losing ones
 the later loss, as the perfect solver's exact scores order them. With ``arena.update.replay``
-the samples of past search updates are trained on again (:mod:`.replay`).
+the samples of past search updates are trained on again (`.replay`).
 """
 
 from __future__ import annotations
@@ -32,11 +32,11 @@ def search_controller(
 ) -> Any:
     """A collection controller: ``(planes, masks) -> (actions, {"pi", "root_value"})``.
 
-    ``cfg`` is ``arena.search`` (:class:`~.config.SearchConfig`): ``simulations``,
+    ``cfg`` is ``arena.search`` (`SearchConfig`): ``simulations``,
     ``c_puct``, ``dirichlet_alpha``, ``noise_fraction``, ``temperature_moves`` and
     ``policy_target`` are read. ``pi`` is the
     policy target: the visit distribution, or the completed-Q policy
-    (:func:`~arenas.games.search.completed_q_policy`).
+    (`completed_q_policy`).
     """
     search = PUCTSearch(
         rules,

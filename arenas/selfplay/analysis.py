@@ -13,7 +13,7 @@ from ..games import GameSpec, TicTacToe
 
 
 def game_spec(data: Any) -> GameSpec:
-    """A :class:`GameSpec` from itself, a name, or a ``data.loader`` config."""
+    """A `GameSpec` from itself, a name, or a ``data.loader`` config."""
     if isinstance(data, GameSpec):
         return data
     if isinstance(data, str):

@@ -3,8 +3,8 @@
 Each training step plays a batch of games at once on a batched numpy game (thousands of
 positions per call), the learner against its latest self, a frozen snapshot from the
 pool or a scripted anchor, seats alternating, then updates the policy: PPO or A2C on
-the learner's moves (:mod:`.ppo`), or AlphaZero-style on search targets
-(``algo=alphazero``, :mod:`.alphazero`), or both: the last ``search.updates`` updates
+the learner's moves (`.ppo`), or AlphaZero-style on search targets
+(``algo=alphazero``, `.alphazero`), or both: the last ``search.updates`` updates
 form a search phase where every ``search.every``-th update searches. Snapshots join the
 pool every ``league.snapshot_every`` updates or when the learner's score against the pool
 reaches ``league.snapshot_score``; a league table rates the learner, the snapshots and
@@ -14,9 +14,9 @@ Scores: ``score`` is win 1, draw 1/2 everywhere (metrics, pool rule, tournaments
 ``no_loss_rate`` is the share of games not lost (win or draw).
 
 This module is the one class that schedules a step (which opponents,
-which update, when to snapshot); playing is in :mod:`.collect`/:mod:`.workers`, the
-updates in :mod:`.updates` (one rule per algorithm: :mod:`.ppo`, :mod:`.alphazero`), the
-pool and ratings in :mod:`.league`, players in :mod:`.player`, settings in :mod:`.config`.
+which update, when to snapshot); playing is in `.collect`/`.workers`, the
+updates in `.updates` (one rule per algorithm: `.ppo`, `.alphazero`), the
+pool and ratings in `.league`, players in `.player`, settings in `.config`.
 """
 
 from __future__ import annotations
@@ -60,12 +60,12 @@ class SelfPlayArena(Arena):
     """Self-play with an opponent pool, PPO/A2C/AlphaZero updates, a rated league and anchors.
 
     Args:
-        agents: must contain ``policy`` (an :class:`paddlecraft.agents.Policy` sized for the game).
-        data: the game: a :class:`~arenas.games.GameSpec` config (``{_target_:
+        agents: must contain ``policy`` (an `paddlecraft.agents.Policy` sized for the game).
+        data: the game: a `GameSpec` config (``{_target_:
             arenas.games.GameSpec, name: connect_four}``) or a name.
         seed: run seed; every random draw of a step comes from a stream of
             ``(seed, purpose, update)``, never from numpy's global generator.
-        **settings: :class:`SelfPlayConfig` fields. Evaluation after each epoch plays
+        **settings: `SelfPlayConfig` fields. Evaluation after each epoch plays
             ``eval.games`` (the last one ``eval.final_games``) with the greedy policy,
             seats alternating; ``eval.search_games`` are played in the final evaluation
             by the policy with ``eval.simulations`` PUCT simulations per move (metrics
@@ -369,7 +369,7 @@ class SelfPlayArena(Arena):
 
     def live_routes(self, live: Any) -> list[Any]:
         """A person plays the policy with its search (``eval.simulations``): routes under
-        ``/api/arena/play`` (:mod:`.humanplay`); none for games without native rules."""
+        ``/api/arena/play`` (`.humanplay`); none for games without native rules."""
         if self.spec.rules is None or self.run_dir is None:
             return []
         from .humanplay import HumanPlay, play_routes
@@ -419,7 +419,7 @@ class SelfPlayArena(Arena):
             self.policy.optimizer.set_lr(lr if lr is not None else self.policy.lr)
 
     def _update(self, rollout: dict[str, Any]) -> dict[str, float]:
-        """Train on the step's games with the current update's algorithm (:mod:`.updates`)."""
+        """Train on the step's games with the current update's algorithm (`.updates`)."""
         return apply_update(
             self.algo_now(), self.policy, rollout, self.spec, self.cfg, self.stream(13),
             self.replay,

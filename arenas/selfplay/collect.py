@@ -1,7 +1,7 @@
-"""Collection for :class:`~arenas.selfplay.SelfPlayArena`: which games a step plays (the
+"""Collection for `SelfPlayArena`: which games a step plays (the
 learner against its latest self, pool snapshots and anchors, seats alternating) and who
 moves in them, in this process or in collection workers. The arena owns a
-:class:`Collector` and keeps the league table and snapshot rule itself."""
+`Collector` and keeps the league table and snapshot rule itself."""
 
 from __future__ import annotations
 
@@ -27,7 +27,7 @@ LEARNER = "latest"
 
 
 class Collector:
-    """Plays each step's training games for a self-play arena (:meth:`collect`).
+    """Plays each step's training games for a self-play arena (`collect`).
 
     Made once with what does not change during a run: the learner ``policy`` (trained in
     place by the arena), the game ``spec``, the fixed ``baselines`` by name, the anchors'

@@ -1,17 +1,17 @@
-"""Settings of the self-play arena (:class:`SelfPlayConfig`), grouped, and their checks.
+"""Settings of the self-play arena (`SelfPlayConfig`), grouped, and their checks.
 
 The run's shape stays at the top (``arena.epochs``, ``arena.games_per_step``, ``arena.algo``);
 everything else lives in one group per concern, each a small dataclass that checks its
 own values:
 
-- ``arena.update.*`` (:class:`UpdateConfig`): the gradient update of every step (PPO, A2C
+- ``arena.update.*`` (`UpdateConfig`): the gradient update of every step (PPO, A2C
   and the search updates alike);
-- ``arena.search.*`` (:class:`SearchConfig`): PUCT search in training and the search phase;
-- ``arena.league.*`` (:class:`LeagueConfig`): who the learner plays (latest self, pool, anchors);
-- ``arena.eval.*`` (:class:`EvalConfig`): the evaluations and the run's headline;
-- ``arena.workers.*`` (:class:`WorkersConfig`): collection on Ray workers.
+- ``arena.search.*`` (`SearchConfig`): PUCT search in training and the search phase;
+- ``arena.league.*`` (`LeagueConfig`): who the learner plays (latest self, pool, anchors);
+- ``arena.eval.*`` (`EvalConfig`): the evaluations and the run's headline;
+- ``arena.workers.*`` (`WorkersConfig`): collection on Ray workers.
 
-The flat names of PaddleCraft 0.2 (``arena.collect_workers``...) are :data:`RENAMED`: a
+The flat names of PaddleCraft 0.2 (``arena.collect_workers``...) are `RENAMED`: a
 saved run's ``config.yaml`` is upgraded on resume, and a flat key typed on the command
 line is refused with one line naming its new place.
 """
@@ -259,7 +259,7 @@ class SelfPlayConfig(ArenaConfig):
     """Collection on Ray workers."""
 
     #: the flat keys of PaddleCraft 0.2 and where they are now (``old: group.new``), from
-    #: the one rename table of :mod:`paddlecraft.compat`
+    #: the one rename table of `paddlecraft.compat`
     RENAMED: ClassVar[dict[str, str]] = RENAMED["selfplay_setting"]
 
 

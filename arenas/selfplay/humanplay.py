@@ -1,10 +1,10 @@
 """A person plays the current policy, with its search, while a self-play run trains.
 
 The live page (``trainer.live=true``) shows a board; clicks go to the routes
-:func:`play_routes` adds under ``/api/arena/play``: ``new`` (the person moves first or
+`play_routes` adds under ``/api/arena/play``: ``new`` (the person moves first or
 second), ``move`` (the person's move) and ``reply`` (the policy's move). Every finished
 game is appended to ``human_games.jsonl`` in the run folder and counted in the run's
-``results.json`` (:func:`human_score`).
+``results.json`` (`human_score`).
 
 Why the reply runs on the training thread (``live.call_soon``): the search reads the
 policy's weights, and a step updates them in place; running between steps reads one
@@ -76,7 +76,7 @@ class HumanGame:
 
     @property
     def result(self) -> str | None:
-        """None while it runs, else one of :data:`RESULTS`."""
+        """None while it runs, else one of `RESULTS`."""
         if not self.board.done[0]:
             return None
         w = int(self.board.winner[0])

@@ -1,7 +1,7 @@
 """Self-play bookkeeping: a pool of frozen policy snapshots and a rated league table.
 
-Both serialise to JSON for checkpoints (:meth:`OpponentPool.state`,
-:meth:`LeagueTable.state`), so a resumed run continues with the same opponents and
+Both serialise to JSON for checkpoints (`OpponentPool.state`,
+`LeagueTable.state`), so a resumed run continues with the same opponents and
 ratings.
 """
 
@@ -97,12 +97,12 @@ class OpponentPool:
 
     # ------------------------------------------------------------------ state
     def state(self) -> dict:
-        """Arena state: the snapshots (their arrays, see :func:`snapshot_state`) and counters."""
+        """Arena state: the snapshots (their arrays, see `snapshot_state`) and counters."""
         out = [snapshot_state(s) for s in self.snapshots]
         return {"max_size": self.max_size, "created": self.created, "snapshots": out}
 
     def load_state(self, state: dict) -> None:
-        """Restore :meth:`state` (or an older checkpoint's base64 snapshots)."""
+        """Restore `state` (or an older checkpoint's base64 snapshots)."""
         self.snapshots = [snapshot_from_state(item) for item in state.get("snapshots", [])]
         self.max_size = int(state.get("max_size", self.max_size))
         self.created = int(state.get("created", len(self.snapshots)))
@@ -115,9 +115,9 @@ def snapshot_state(s: Snapshot) -> dict:
 
 
 def snapshot_from_state(item: dict) -> Snapshot:
-    """Inverse of :func:`snapshot_state`. Older checkpoints held each snapshot
+    """Inverse of `snapshot_state`. Older checkpoints held each snapshot
     as base64 safetensors bytes with their SHA-256 in ``state.json``: those still load, and
-    raise :class:`CheckpointError` if the bytes changed."""
+    raise `CheckpointError` if the bytes changed."""
     if "weights" in item:
         weights = {k: np.asarray(v) for k, v in item["weights"].items()}
         return Snapshot(item["name"], int(item["step"]), weights)
@@ -268,7 +268,7 @@ class LeagueTable:
         }
 
     def load_state(self, state: dict) -> None:
-        """Restore :meth:`state`."""
+        """Restore `state`."""
         self.players = {k: dict(v) for k, v in state["players"].items()}
         self.results = {k: list(v) for k, v in state["results"].items()}
         self.history = list(state.get("history", []))

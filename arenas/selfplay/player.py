@@ -26,7 +26,7 @@ from ..games.search import PUCTSearch, choose_moves
 
 
 def load_policy(source: str | os.PathLike | Policy, name: str | None = None) -> Policy:
-    """A :class:`~agents.Policy` from itself, a saved policy folder, or a run folder
+    """A `Policy` from itself, a saved policy folder, or a run folder
     (its ``policy/``)."""
     if isinstance(source, Policy):
         return source

@@ -33,5 +33,5 @@ def rating_history_chart(history: list[dict[str, Any]]) -> Figure:
 
 
 def render_rating_history(history: list[dict[str, Any]]) -> np.ndarray:
-    """:func:`rating_history_chart` as a BGR picture."""
+    """`rating_history_chart` as a BGR picture."""
     return to_bgr(rating_history_chart(history))

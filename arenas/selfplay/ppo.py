@@ -1,6 +1,6 @@
 """Policy-gradient updates for self-play: GAE over each seat's own moves, PPO or A2C.
 
-The learner's moves come from :func:`~arenas.selfplay.workers.play_games` records
+The learner's moves come from `play_games` records
 (``obs``, ``mask``, ``action``, ``logp``, ``value`` per move, with the ``ply`` and
 ``game`` they belong to); the reward is the game's outcome at each seat's last move.
 """
@@ -107,7 +107,7 @@ def average(stats: list[dict[str, float]]) -> dict[str, float]:
 
 def ppo_step(policy: Any, b: dict[str, np.ndarray], u: Any) -> dict[str, float]:
     """One PPO gradient step on a minibatch (the clipped surrogate); its metrics.
-    ``u`` is ``arena.update`` (:class:`~.config.UpdateConfig`)."""
+    ``u`` is ``arena.update`` (`UpdateConfig`)."""
     return _policy_gradient_step(policy, b, u, clip=True)
 
 

@@ -79,7 +79,7 @@ class ReplayBuffer:
         }
 
     def load_state(self, state: Mapping[str, Any]) -> None:
-        """Restore :meth:`state`; refuses a buffer saved with another capacity."""
+        """Restore `state`; refuses a buffer saved with another capacity."""
         if int(state["capacity"]) != self.capacity:
             raise ConfigError(
                 f"the checkpoint's replay buffer holds {state['capacity']} samples, this run's "

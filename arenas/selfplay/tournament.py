@@ -59,7 +59,7 @@ class Entrant:
 
 
 def make_entrant(spec: str, game: str, index: int = 0) -> Entrant:
-    """An :class:`Entrant` from ``[label=]anchor | folder | folder:search<N>``."""
+    """An `Entrant` from ``[label=]anchor | folder | folder:search<N>``."""
     label, _, body = spec.partition("=") if "=" in spec else ("", "", spec)
     rules = GAMES[game]
     path, _, mode = body.partition(":search")
@@ -223,7 +223,7 @@ def ratings_chart(table: list[dict[str, Any]]) -> Figure:
 
 
 def render_ratings(table: list[dict[str, Any]]) -> np.ndarray:
-    """:func:`ratings_chart` as a BGR picture."""
+    """`ratings_chart` as a BGR picture."""
     return to_bgr(ratings_chart(table))
 
 

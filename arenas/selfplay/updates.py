@@ -1,9 +1,9 @@
 """One update strategy per algorithm: how a step's games become gradient steps.
 
-:data:`UPDATES` maps each algorithm (``arena.algo``, and ``alphazero`` for the updates of
-the search phase) to an :class:`UpdateRule`: the training samples a step's games give
-(:mod:`.ppo`'s GAE advantages, :mod:`.alphazero`'s search targets and outcomes) and the
-gradient step on a minibatch of them. :func:`apply_update` runs any of them the same way:
+`UPDATES` maps each algorithm (``arena.algo``, and ``alphazero`` for the updates of
+the search phase) to an `UpdateRule`: the training samples a step's games give
+(`.ppo`'s GAE advantages, `.alphazero`'s search targets and outcomes) and the
+gradient step on a minibatch of them. `apply_update` runs any of them the same way:
 mirrored samples (``arena.augment_mirror``), then ``arena.update.epochs`` shuffled passes
 in minibatches (A2C: one step on everything), or, for search updates with a replay buffer
 (``arena.update.replay``), as many steps on minibatches drawn from the buffer.

@@ -21,7 +21,7 @@ reproducible (and resumable) for a given worker count; a different count plays
 different (equally distributed) games. A worker that dies (its process killed, its node
 lost) is restarted by Ray and its slice replayed from the same seed and weights, so the
 run goes on exactly as if nothing had happened. A worker that raises ends the run with
-a :class:`CollectorError` carrying its traceback's last line (the whole one is logged).
+a `CollectorError` carrying its traceback's last line (the whole one is logged).
 """
 
 from __future__ import annotations
@@ -128,7 +128,7 @@ class CollectorError(StepAborted):
 
 
 def require_ray() -> Any:
-    """The ``ray`` module, or a one-line :class:`ConfigError` naming the extra."""
+    """The ``ray`` module, or a one-line `ConfigError` naming the extra."""
     try:
         import ray
     except ImportError as e:
@@ -140,7 +140,7 @@ def require_ray() -> Any:
 
 
 class _Collector:
-    """A collection worker's state (made a Ray actor by :class:`RayCollectors`): the game,
+    """A collection worker's state (made a Ray actor by `RayCollectors`): the game,
     its policy networks (built on demand, one per plan entry) and the anchors."""
 
     def __init__(self, name: str, cfg: dict, game: str, baselines: dict) -> None:
@@ -233,7 +233,7 @@ class RayCollectors:
         """Play the games of ``seats [n, 2]`` (indices into ``plan``) across the workers.
 
         Games are split into contiguous slices, one per worker; worker ``w`` samples
-        with ``np.random.default_rng([*seed, w])``. Returns what :func:`play_games`
+        with ``np.random.default_rng([*seed, w])``. Returns what `play_games`
         returns for all ``n`` games (record game indices are global).
         """
         n = len(seats)
@@ -329,7 +329,7 @@ def make_controller(
 
     ``actor`` is the network (``learner``: samples and records log-probabilities and
     values; ``snapshot``: samples; ``search``: PUCT search on ``rules`` with the ``search``
-    settings, ``arena.search``, recording visit targets) or a scripted :class:`Player`
+    settings, ``arena.search``, recording visit targets) or a scripted `Player`
     (``anchor``). Every draw comes from ``rng``.
     """
     if kind == "anchor":

@@ -2,10 +2,10 @@
 
 ``arena=classify data=stream trainer.live=true`` (labelled images) and ``arena=caption
 data=stream trainer.live=true`` (image + caption pairs): the samples arrive over the live
-server's routes (:mod:`.routes`), are logged and fsynced in the run folder before they are
-acknowledged (:mod:`.log`), and each step trains on a seeded minibatch of the newest
-window (the rules: :mod:`paddlecraft.craftdata.stream`). ``paddlecraft feed RUN_DIR PATH``
-sends a folder (:mod:`paddlecraft.feed`).
+server's routes (`.routes`), are logged and fsynced in the run folder before they are
+acknowledged (`.log`), and each step trains on a seeded minibatch of the newest
+window (the rules: `paddlecraft.craftdata.stream`). ``paddlecraft feed RUN_DIR PATH``
+sends a folder (`paddlecraft.feed`).
 """
 
 from .base import StreamSource

@@ -21,7 +21,7 @@ IDLE_WAIT_S = 1.0  #: longest sleep between looks at the store while no sample a
 
 class StoppedWaiting:
     """A "batch" that stands for a stop that came while the loop waited for samples: the
-    live control raises out of ``idle_wait``; :meth:`StreamSource.step_indices` yields this
+    live control raises out of ``idle_wait``; `StreamSource.step_indices` yields this
     instead of letting the error end the epoch's generator (which the loop would take for a
     finished epoch), and the arena's ``train_step`` raises it again, so the engine discards
     the step as any interrupted one and a resume re-runs it."""
@@ -31,8 +31,8 @@ class StoppedWaiting:
 
 
 class StreamSource:
-    """A mixin for an :class:`~paddlecraft.arenas.engine.Arena` whose ``data`` is a
-    :class:`~paddlecraft.craftdata.stream.StreamData` (set by the arena's constructor)."""
+    """A mixin for an `Arena` whose ``data`` is a
+    `StreamData` (set by the arena's constructor)."""
 
     #: a stop while waiting is re-raised by ``train_step`` before any state changed
     interruptible = True
@@ -40,7 +40,7 @@ class StreamSource:
     seed: int
     epochs: int
     live: Any
-    #: the run's samples (opened by :meth:`open_store` when the engine binds the run folder)
+    #: the run's samples (opened by `open_store` when the engine binds the run folder)
     store: SampleStore
     #: arrivals the last step consumed (``needed(step)``; the whole stream once it ended)
     consumed: int = 0
@@ -85,7 +85,7 @@ class StreamSource:
     def step_indices(self, start: int, batch_size: int) -> Iterator[np.ndarray | StoppedWaiting]:
         """Arrival indices (int64 [B]) of each step's minibatch from step ``start`` on: step
         ``k`` waits for ``needed(k)`` arrivals; the steps end when the stream ended short of
-        them. A stop while waiting yields a :class:`StoppedWaiting`."""
+        them. A stop while waiting yields a `StoppedWaiting`."""
         k = start
         while True:
             try:
@@ -146,7 +146,7 @@ class StreamSource:
         raise NotImplementedError
 
     def live_routes(self, live: Any) -> list[Any]:
-        """POST samples, end, predict; GET stream (see :mod:`.routes`)."""
+        """POST samples, end, predict; GET stream (see `.routes`)."""
         from .routes import stream_routes
 
         return stream_routes(self.data, self.store, self.predict, live)

@@ -1,6 +1,6 @@
 """StreamCaptionArena: ``arena=caption data=stream``, the captioner and the listener learn from
 image + caption pairs POSTed to the live run while it trains (the rules are in
-:mod:`paddlecraft.craftdata.stream`)."""
+`paddlecraft.craftdata.stream`)."""
 
 from __future__ import annotations
 
@@ -37,11 +37,11 @@ class StreamCaptionArena(StreamSource, Arena):
     (``chain_accuracy``, the headline), the distractors drawn by ``(seed, index)``.
 
     Args:
-        agents: ``captioner`` (:class:`~paddlecraft.agents.Captioner`) and ``listener``
-            (:class:`~paddlecraft.agents.Listener`), the chain ``[captioner, listener]``.
-        source: the stream's facts (:func:`paddlecraft.craftdata.load_stream`, ``kind=captions``).
+        agents: ``captioner`` (`Captioner`) and ``listener``
+            (`Listener`), the chain ``[captioner, listener]``.
+        source: the stream's facts (`paddlecraft.craftdata.load_stream`, ``kind=captions``).
         seed: run seed (minibatch draws, distractors).
-        **settings: :class:`~paddlecraft.arenas.caption.arena.CaptionConfig` fields (``k``,
+        **settings: `CaptionConfig` fields (``k``,
             ``beam_size``, ``eval_batch_size``, ``hops.captioner.batch_size``; ``epochs``
             must stay 1; the rest are the generated world's and are not used).
     """

@@ -1,6 +1,6 @@
 """StreamClassifyArena: ``arena=classify data=stream``, a classifier that learns from samples
 POSTed to the live run while it trains (online learning; the rules are in
-:mod:`paddlecraft.craftdata.stream`)."""
+`paddlecraft.craftdata.stream`)."""
 
 from __future__ import annotations
 
@@ -29,9 +29,9 @@ class StreamClassifyArena(StreamSource, ClassifyArena):
 
     Args:
         agents: must contain ``classifier``.
-        data: the stream's facts (:func:`paddlecraft.craftdata.load_stream`, ``kind=labels``).
+        data: the stream's facts (`paddlecraft.craftdata.load_stream`, ``kind=labels``).
         seed: run seed (the minibatch draws).
-        **settings: :class:`~paddlecraft.arenas.classify.ClassifyConfig` fields; ``epochs``
+        **settings: `ClassifyConfig` fields; ``epochs``
             must stay 1 (a stream is one pass; the run ends when the stream ends).
     """
 

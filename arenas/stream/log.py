@@ -1,20 +1,20 @@
 """The stream's append-only sample log: every acknowledged sample, in arrival order, on disk.
 
-``<run>/stream/samples.log`` is one file: a header line, then records::
+``<run>/stream/samples.log`` is one file: a header line, then records:
 
     kind (4 bytes: b"SMPL" a sample, b"END." the end of the stream)
     length (uint32, little-endian)   crc32 of the payload (uint32)   payload (length bytes)
 
 A sample's payload is an ``.npz`` (``numpy.savez``, read back with ``allow_pickle=False``):
-``image`` float32 [C, H, W] and ``label`` int64 [] or ``caption`` str []. :meth:`SampleLog.append`
+``image`` float32 [C, H, W] and ``label`` int64 [] or ``caption`` str []. `SampleLog.append`
 writes the record with one ``write`` on a file opened for appending, then ``fsync``s it:
 the HTTP handler answers 200 only after that returns, so nothing acknowledged is lost.
 
 Why one log and not one file per sample: one ``fsync`` per sample (a new file also needs
 its folder synced), no folder of tens of thousands of files, and the order is the file's
 order. A crash mid-write leaves at most one torn record at the end, never acknowledged: the
-CRC finds it and :meth:`SampleLog.open` cuts it off. A bad record with good data after it
-is not a crash but damage, and is refused (:class:`StreamLogError`).
+CRC finds it and `SampleLog.open` cuts it off. A bad record with good data after it
+is not a crash but damage, and is refused (`StreamLogError`).
 """
 
 from __future__ import annotations

@@ -1,9 +1,9 @@
 """The stream's HTTP routes, served by the live server under ``/api/arena`` with its token
-check (Starlette routes; the server mounts what :meth:`Arena.live_routes` returns):
+check (Starlette routes; the server mounts what `Arena.live_routes` returns):
 
 - ``GET stream``: ``{count, ended, train, held_out, kind, channels, image_size, classes,
   max_request_bytes}``: what a client sends, and from where it resumes.
-- ``POST samples``: one sample (:mod:`.samples`); 200 ``{index, count}`` once it is fsynced.
+- ``POST samples``: one sample (`.samples`); 200 ``{index, count}`` once it is fsynced.
 - ``POST end``: ends the stream; the run finishes the steps its samples allow.
 - ``POST predict``: ``{"image"|"pixels": ...}`` or ``{"samples": [...]}``: the current
   weights' answers (run on the training thread between steps; no RNG touched).

@@ -1,6 +1,6 @@
 """What a POSTed sample may be, checked before anything is stored.
 
-A sample is a JSON object::
+A sample is a JSON object:
 
     {"image": "<base64 PNG or JPEG>", "label": "3"}          arena=classify
     {"pixels": [[0.0, 0.5, ...], ...], "label": 3}            floats in [0, 1], [H][W] or [C][H][W]
@@ -9,7 +9,7 @@ A sample is a JSON object::
 
 The image must already have the run's ``data.channels`` and ``data.image_size`` (the run
 never resizes what it learns from; ``paddlecraft feed`` resizes files as ``data=image_folder``
-does). A label is a class name or its index. Every refusal is a :class:`SampleError` whose
+does). A label is a class name or its index. Every refusal is a `SampleError` whose
 ``status`` is the HTTP code the route answers with.
 """
 

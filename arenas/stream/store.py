@@ -1,6 +1,6 @@
 """The samples a stream run has received: its log on disk and the same samples in memory.
 
-HTTP handlers :meth:`SampleStore.add` (logged and fsynced, then visible) from the server's
+HTTP handlers `SampleStore.add` (logged and fsynced, then visible) from the server's
 threads; the training thread reads the first ``n`` samples, which never change once added.
 """
 

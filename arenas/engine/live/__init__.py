@@ -4,7 +4,7 @@ This module holds the contract between the engine's live server and the arenas; 
 server, the control callback and the page live beside it in this package.
 
 Threads: HTTP handlers run on the server's own thread. Anything that reads or changes
-agents, arena state or RNG streams goes through :meth:`LiveContext.call_soon`, which runs
+agents, arena state or RNG streams goes through `LiveContext.call_soon`, which runs
 the function on the training thread at the next step boundary (or at once while the loop
 is paused or idle), so a live run stays bit-identical to one that is not.
 """
@@ -34,12 +34,12 @@ class LiveContext(Protocol):
     def idle_wait(self, timeout: float) -> None:
         """For an arena with nothing to train on yet (a stream waiting for samples), on the
         training thread: apply pending commands (pause, stop, set, call_soon work; a stop
-        raises out of here as the loop expects) and block until :meth:`wake` or ``timeout``
+        raises out of here as the loop expects) and block until `wake` or ``timeout``
         seconds, without spinning."""
         ...
 
     def wake(self) -> None:
-        """Wake the training thread from :meth:`idle_wait` (new data arrived)."""
+        """Wake the training thread from `idle_wait` (new data arrived)."""
         ...
 
     def record(self, command: str, **fields: Any) -> None:

@@ -1,6 +1,6 @@
 """``set`` on a live run: exactly the settings ``resume=`` may change, applied at a boundary.
 
-The keys are those of :data:`~..resume.MAY_CHANGE`, refused with resume's own one-line
+The keys are those of `MAY_CHANGE`, refused with resume's own one-line
 reason otherwise. Applying one is what a stop and a ``resume=<run> key=value`` would do,
 without the restart: a checkpoint of the step is saved first, an agent's optimizer is
 rebuilt from its new settings and its state loaded back (the resume path), and the change
@@ -84,7 +84,7 @@ def current_value(loop: Loop | None, key: str) -> Any:
 
 
 def check_keys(args: dict[str, Any], loop: Loop | None = None) -> None:
-    """Refuse (one line, :class:`ConfigError`) a key ``resume=`` may not change."""
+    """Refuse (one line, `ConfigError`) a key ``resume=`` may not change."""
     for key, new in args.items():
         if not isinstance(key, str) or not key:
             raise ConfigError(f"set: {key!r} is not a setting name")

@@ -1,7 +1,7 @@
 """``trainer.live``: the settings of a run's live endpoint, and the command line's shorthand.
 
 ``trainer.live=true`` is shorthand for ``trainer.live.enabled=true`` (the command line
-rewrites it before Hydra composes, :func:`expand_shorthand`); another address only by an
+rewrites it before Hydra composes, `expand_shorthand`); another address only by an
 explicit ``trainer.live.host=...`` (logged as a warning).
 """
 

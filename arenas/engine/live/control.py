@@ -1,14 +1,14 @@
 """The live control: commands from HTTP applied on the training thread at step boundaries.
 
-:class:`LiveControl` is the concrete :class:`~paddlecraft.arenas.engine.live.LiveContext`
+`LiveControl` is the concrete `LiveContext`
 and the outermost callback of a live run. HTTP handlers (the server's thread) only queue:
 a command (pause, resume, checkpoint, evaluate, stop, set) or a function
-(:meth:`LiveControl.call_soon`). The
+(`LiveControl.call_soon`). The
 training thread applies them at the end of a step, after every other callback, and
 appends each applied command to ``control.jsonl`` with its step. A pause blocks the
 training thread there (still applying commands and ``call_soon`` work) until a resume or
 a stop; a stop or a pause also asks an interruptible arena to abandon its running step
-(:mod:`..interrupt`), so a long step holds nothing hostage.
+(`..interrupt`), so a long step holds nothing hostage.
 
 Nothing the training thread reads is changed by the server's thread, so a live run that
 is paused, watched or checkpointed stays bit-identical to one that is not.
@@ -55,7 +55,7 @@ class Command:
 
 
 class LiveControl(Callback):
-    """The live run's control and :class:`~.LiveContext`; starts the server at run start.
+    """The live run's control and `LiveContext`; starts the server at run start.
 
     Args:
         cfg: ``trainer.live``.
@@ -109,8 +109,8 @@ class LiveControl(Callback):
 
     def idle_wait(self, timeout: float) -> None:
         """On the training thread, with nothing to train on: apply what is queued, then
-        sleep until :meth:`wake`, a command or ``timeout`` seconds. A pause waits here; a
-        stop raises :class:`~..interrupt.StepInterrupted` (the arena must be
+        sleep until `wake`, a command or ``timeout`` seconds. A pause waits here; a
+        stop raises `StepInterrupted` (the arena must be
         ``interruptible``, so the loop discards the step)."""
         loop = self._need_loop()
         self.at_boundary(loop)
@@ -121,7 +121,7 @@ class LiveControl(Callback):
             raise StepInterrupted(loop.stop_reason)
 
     def wake(self) -> None:
-        """Wake the training thread from :meth:`idle_wait`."""
+        """Wake the training thread from `idle_wait`."""
         self._bell.set()
 
     def record(self, command: str, **fields: Any) -> None:

@@ -1,7 +1,7 @@
 """The live run's event stream: step and evaluation metrics for Server-Sent Events clients.
 
 The training thread publishes (one small dict per step); each connected client owns an
-:class:`asyncio.Queue` on the server's event loop, fed through ``call_soon_threadsafe``,
+`asyncio.Queue` on the server's event loop, fed through ``call_soon_threadsafe``,
 so publishing never blocks training. A new client first gets the recent history.
 """
 

@@ -1,4 +1,4 @@
-"""What an arena's :meth:`~arenas.engine.Arena.live_view` returns: panels the live page draws.
+"""What an arena's `live_view` returns: panels the live page draws.
 
 A view is ``{"panels": [...]}``; each panel is a JSON object with a ``kind`` the page
 knows how to draw and a ``label``:
@@ -12,7 +12,7 @@ knows how to draw and a ``label``:
   stone or null) and a ``caption``.
 
 Arenas that already render pictures for VisualDL (``media()``) reuse them through
-:func:`media_panels`.
+`media_panels`.
 """
 
 from __future__ import annotations

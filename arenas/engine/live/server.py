@@ -91,8 +91,8 @@ class TokenGate:
 
 
 class ViewCache:
-    """The arena's :meth:`~..base.Arena.live_view`, drawn on the training thread at most
-    once per :data:`VIEW_TTL` seconds however many clients ask."""
+    """The arena's `live_view`, drawn on the training thread at most
+    once per `VIEW_TTL` seconds however many clients ask."""
 
     def __init__(self, control: ServedRun) -> None:
         self.control = control
@@ -250,7 +250,7 @@ class QuietServer(uvicorn.Server):
 
 
 class LiveServer:
-    """uvicorn serving :func:`build_app` on a daemon thread; ``live.json`` while it runs."""
+    """uvicorn serving `build_app` on a daemon thread; ``live.json`` while it runs."""
 
     def __init__(self, control: ServedRun, cfg: LiveConfig) -> None:
         self.control = control

@@ -1,11 +1,11 @@
 """Summaries of runs and sweeps: ``summary.csv/json/md`` and ``summary.png``.
 
-- :mod:`.runs`: run folders and what is read from each;
-- :mod:`.stats`: a group's n, mean, std, IQM and 95 % bootstrap intervals;
-- :mod:`.table`: rows, seed groups, the files;
-- :mod:`.plot`: the metric against the swept values;
-- :mod:`.hydra_callback`: every multirun keeps its summary current;
-- :mod:`.command`: ``paddlecraft summary DIR ... [--by KEY] [--metric NAME]``.
+- `.runs`: run folders and what is read from each;
+- `.stats`: a group's n, mean, std, IQM and 95 % bootstrap intervals;
+- `.table`: rows, seed groups, the files;
+- `.plot`: the metric against the swept values;
+- `.hydra_callback`: every multirun keeps its summary current;
+- `.command`: ``paddlecraft summary DIR ... [--by KEY] [--metric NAME]``.
 """
 
 from .hydra_callback import SweepSummary, share_sweep_tracking, update_summary

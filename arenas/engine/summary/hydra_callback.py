@@ -1,6 +1,6 @@
 """Every multirun ends in a summary: a Hydra callback that keeps it current as jobs end.
 
-``conf/config.yaml`` registers :class:`SweepSummary` under ``hydra.callbacks``, so it runs
+``conf/config.yaml`` registers `SweepSummary` under ``hydra.callbacks``, so it runs
 with every launcher (basic, joblib, submitit, Ray) and sweeper (basic, Optuna): Hydra calls
 ``on_job_end`` inside each job's process when the job ends, and ``on_multirun_end`` in the
 sweep's process when all have. Each call rebuilds ``summary.csv/json/md`` and
@@ -9,7 +9,7 @@ sweep's process when all have. Each call rebuilds ``summary.csv/json/md`` and
 finished, diverged and failed jobs with their status, jobs not yet ended absent. A job that
 raised before its run wrote ``results.json`` leaves ``failed.json`` (the error, one line).
 
-With ``trainer.mlflow=true`` in a sweep, :func:`share_sweep_tracking` points every job at one
+With ``trainer.mlflow=true`` in a sweep, `share_sweep_tracking` points every job at one
 store (``<sweep>/mlflow/mlflow.db``) and one experiment (named after the sweep folder), which
 ``on_multirun_start`` creates before any job starts (two jobs creating one SQLite store at
 once would race), so ``mlflow ui`` compares the jobs side by side.

@@ -1,6 +1,6 @@
 """Run folders and what a summary reads from each: ``results.json``, ``config.yaml``, Hydra's
 ``.hydra/overrides.yaml``, and ``failed.json`` (a sweep job that raised before the run
-could write its results; written by :class:`~.hydra_callback.SweepSummary`).
+could write its results; written by `SweepSummary`).
 
 A run folder is any folder holding one of those records; a sweep folder holds run folders
 (``multirun/<arena>/<time>/<n>_<overrides>/``). The search does not descend into a run's
@@ -168,7 +168,7 @@ def read_run(folder: Path, name: str) -> RunRecord | None:
 def find_runs(paths: list[str | os.PathLike]) -> list[RunRecord]:
     """Every run in ``paths`` (run folders, sweep folders, or folders of either), in order:
     by path given, then by job number, then by name. A folder that does not exist is the
-    user's mistake (:class:`SummaryError`)."""
+    user's mistake (`SummaryError`)."""
     runs: list[RunRecord] = []
     for given in paths:
         root = Path(given)

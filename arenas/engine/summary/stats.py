@@ -5,7 +5,7 @@ Following rliable (Agarwal et al., NeurIPS 2021), a group reports the interquart
 ``aggregate_iqm``) beside the mean, and percentile bootstrap confidence intervals of both
 (rliable's default method). rliable's stratified bootstrap resamples runs within each task;
 a group here is one task, so that is scipy's plain bootstrap over the group's runs, which
-:func:`group_stats` uses (``scipy.stats.bootstrap``, seeded: the same runs give the same
+`group_stats` uses (``scipy.stats.bootstrap``, seeded: the same runs give the same
 interval). rliable itself is not a dependency: it ships as a source archive that pulls in
 ``arch``, ``absl-py`` and ``seaborn`` for what is here a few lines of scipy.
 """

@@ -1,8 +1,8 @@
 """A summary of runs: one row per run, runs that differ only in ``seed`` grouped.
 
-:func:`build_summary` turns :class:`~.runs.RunRecord` s into a :class:`Summary`; its
+`build_summary` turns `RunRecord` s into a `Summary`; its
 ``write`` puts ``summary.csv``, ``summary.json`` and ``summary.md`` (and the plot,
-:mod:`.plot`) in a folder. The grouping keys are the settings that vary between the runs
+`.plot`) in a folder. The grouping keys are the settings that vary between the runs
 (from their overrides, and their ``config.yaml`` for runs that did not override a key),
 without ``seed`` and bookkeeping (resume, logging, Hydra's own): jobs that differ only in
 ``seed`` land in one group. ``by`` names the keys instead (any config key).
@@ -24,7 +24,7 @@ from paddlecraft.encoders.tensorio import atomic_write_bytes
 from .runs import RunRecord, SummaryError, is_bookkeeping
 from .stats import CI_NOTE, GroupStats, group_stats
 
-#: the files a summary writes (the plot beside them: :data:`.plot.PLOT`)
+#: the files a summary writes (the plot beside them: `.plot.PLOT`)
 FILES = ("summary.csv", "summary.json", "summary.md")
 #: statuses whose metric counts in a group's statistics
 COUNTED = ("finished", "stopped")
@@ -39,7 +39,7 @@ STAT_KEYS = ("n", "mean", "std", "iqm", "ci_low", "ci_high", "iqm_ci_low", "iqm_
 class Group:
     """The runs sharing one value of every grouping key, and their statistics."""
 
-    key: tuple[Any, ...]  #: the grouping keys' values, in :attr:`Summary.by` order
+    key: tuple[Any, ...]  #: the grouping keys' values, in `Summary.by` order
     runs: list[RunRecord]
     stats: GroupStats
     best: bool = False

@@ -1,7 +1,7 @@
 """A two-agent arena written outside PaddleCraft: a teacher learns the labels, a student
 learns from the teacher (knowledge distillation). Nothing here edits the toolkit.
 
-Run it from this folder (docs/write-arena.md walks through it)::
+Run it from this folder (docs/write-arena.md walks through it):
 
     PYTHONPATH=. paddlecraft --config-dir my_conf arena=distill
     PYTHONPATH=. python /path/to/PaddleCraft/run.py --config-dir my_conf arena=distill  # checkout
