@@ -36,6 +36,15 @@ class PolicyConfig(AgentConfig):
     #: with this policy backs values up with the same discount, so a sooner win and a later
     #: loss are worth more. Saved with the policy: a loaded one searches as it was trained.
     value_discount: float = 1.0
+    #: Leela Chess Zero's moves-left head: a third output (``moves_left_head``, sigmoid x
+    #: rows x cols) predicting the plies until the game ends; search updates train it on
+    #: the self-play records. Off: the policy has no such layer (its parameters unchanged).
+    moves_left: bool = False
+    #: the moves-left utility of every search with this policy (needs ``moves_left``; 0:
+    #: off): a visited move's Q gains ``-Q * clip(weight * (its plies left - the node's),
+    #: +-0.1)``, so among winning moves the quicker and among losing ones the slower is
+    #: searched more (`MCTS`). Saved with the policy.
+    moves_left_weight: float = 0.0
 
 
 class Policy(Agent):
@@ -91,6 +100,21 @@ class Policy(Agent):
                 f"agents.{name}.value_discount={self.cfg.value_discount!r}: must be in (0, 1] "
                 f"(1: the game's outcome undiscounted); e.g. agents.{name}.value_discount=0.95"
             )
+        self.moves_left = bool(self.cfg.moves_left)
+        self.moves_left_weight = float(self.cfg.moves_left_weight)
+        if not self.moves_left_weight >= 0:
+            raise ConfigError(
+                f"agents.{name}.moves_left_weight={self.cfg.moves_left_weight!r}: must be >= 0 "
+                f"(0: off); e.g. agents.{name}.moves_left_weight=0.02"
+            )
+        if self.moves_left_weight > 0 and not self.moves_left:
+            raise ConfigError(
+                f"agents.{name}.moves_left_weight={self.moves_left_weight}: the search's "
+                f"moves-left utility reads the moves-left head, which is off; set "
+                f"agents.{name}.moves_left=true (or moves_left_weight=0)"
+            )
+        #: the most plies a game can last (a full board): the moves-left head's range
+        self.max_plies = obs_shape[0] * obs_shape[1]
         with self.seeded():
             self.encoder = self.make_encoder(
                 encoder,
@@ -104,6 +128,8 @@ class Policy(Agent):
             self._channels_first = len(first.shape) == 3
             self.policy_head = self.make_head("policy_head", lambda: nn.Linear(feat, num_actions))
             self.value_head = self.make_head("value_head", lambda: nn.Linear(feat, 1))
+            if self.moves_left:  # made last: the other layers' initial weights stay the same
+                self.moves_left_head = self.make_head("moves_left_head", lambda: nn.Linear(feat, 1))
             with paddle.no_grad():  # near-uniform first policy: small policy-head weights
                 self.policy_head.weight.set_value(self.policy_head.weight * 0.01)
                 self.policy_head.bias.set_value(paddle.zeros_like(self.policy_head.bias))
@@ -131,9 +157,21 @@ class Policy(Agent):
 
     def forward(self, obs: Any) -> tuple[paddle.Tensor, paddle.Tensor]:
         """``(logits [B, A], value [B])`` for planes ``[B, rows, cols, 2]``."""
+        logits, value, _ = self.forward_heads(obs, moves_left=False)
+        return logits, value
+
+    def forward_heads(
+        self, obs: Any, moves_left: bool = True
+    ) -> tuple[paddle.Tensor, paddle.Tensor, paddle.Tensor | None]:
+        """``(logits [B, A], value [B], plies left [B])`` (the last ``None`` without the
+        moves-left head, or with ``moves_left=False``)."""
         x = self._prepare(obs)
         h = self.encoder.forward_all(x)["pooled"]  # [B, feature_dim]
-        return self.policy_head(h), paddle.tanh(self.value_head(h)).squeeze(-1)
+        logits, value = self.policy_head(h), paddle.tanh(self.value_head(h)).squeeze(-1)
+        if not (moves_left and self.moves_left):
+            return logits, value, None
+        plies = F.sigmoid(self.moves_left_head(h)).squeeze(-1) * float(self.max_plies)  # [B]
+        return logits, value, plies
 
     def masked_log_probs(self, logits: paddle.Tensor, mask: Any) -> paddle.Tensor:
         """``log_softmax`` of logits with illegal actions pushed to ~-1e9."""
@@ -227,6 +265,36 @@ class Policy(Agent):
         logp = self.masked_log_probs(logits, np.asarray(action_masks, bool))
         p = np.exp(logp.numpy().astype(np.float64))
         return np.where(np.asarray(action_masks, bool), p, 0.0), value.numpy().astype(np.float64)
+
+    @paddle.no_grad()
+    def priors_values_and_moves_left(
+        self, observations: Any, action_masks: Any
+    ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """`priors_and_values` and the moves-left head's plies left ``float64 [B]``
+        (an ``Evaluator`` for a search with the moves-left utility)."""
+        if not self.moves_left:
+            raise ValueError(f"Policy({self.name!r}) has no moves-left head (moves_left=false)")
+        was_training = self.training
+        if was_training:
+            self.eval()
+        logits, value, plies = self.forward_heads(np.asarray(observations))
+        if was_training:
+            self.train()
+        masks = np.asarray(action_masks, bool)
+        p = np.exp(self.masked_log_probs(logits, masks).numpy().astype(np.float64))
+        v, m = value.numpy().astype(np.float64), plies.numpy().astype(np.float64)
+        return np.where(masks, p, 0.0), v, m
+
+    def search_settings(self) -> dict[str, Any]:
+        """What a search with this policy uses: ``{"evaluate", "discount",
+        "moves_left_weight"}`` (keyword arguments of
+        `PUCTSearch`), as it was trained."""
+        evaluate = self.priors_values_and_moves_left if self.moves_left else self.priors_and_values
+        return {
+            "evaluate": evaluate,
+            "discount": self.value_discount,
+            "moves_left_weight": self.moves_left_weight,
+        }
 
 
 def sample_from_log_probs(logp: np.ndarray, masks: np.ndarray, rng: Any) -> np.ndarray:

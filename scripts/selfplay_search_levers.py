@@ -4,11 +4,14 @@ other search settings, without retraining.
     python scripts/selfplay_search_levers.py runs/selfplay_targets/seed0
     python scripts/selfplay_search_levers.py RUN --c-puct 0.5 1.5 3 --simulations 200 3200
     python scripts/selfplay_search_levers.py RUN --rollout-mix 0.25 0.5 0.75
+    python scripts/selfplay_search_levers.py RUN --moves-left-weight 0 0.05 0.1 0.2
 
 For each setting: the perfect-move and good-move rates (extra ``solver``) on the same
 seeded positions as ``scripts/selfplay_targets.py`` (400, seed 0). ``--rollout-mix L``
 also searches with leaf values mixed from the value head and one random playout,
 ``(1 - L) * v + L * rollout`` (AlphaGo's mixing; the anchors' rollouts, never the solver).
+A policy with the moves-left head searches with its own ``moves_left_weight``;
+``--moves-left-weight W..`` judges it at each W (200 simulations, c_puct 1.5) instead.
 Evaluation only: nothing here trains.
 """
 
@@ -31,6 +34,8 @@ def main() -> None:
     ap.add_argument("--simulations", type=int, nargs="+", default=[200, 800, 3200])
     ap.add_argument("--rollout-mix", type=float, nargs="*", default=[0.25, 0.5, 0.75])
     ap.add_argument("--positions", type=int, default=400)
+    ap.add_argument("--moves-left-weight", type=float, nargs="*", default=[],
+                    help="a moves-left policy's utility weights to judge (200 simulations)")  # fmt: skip
     args = ap.parse_args()
     apply_cpu_tuning()
 
@@ -76,6 +81,7 @@ def main() -> None:
     policy = load_policy(Path(args.run) / "policy", name="judged")
     pos = solver_positions(args.positions, seed=0)
     net = policy.priors_and_values
+    settings = policy.search_settings()  # its evaluator, discount and moves-left utility
 
     def report(label: str, player: Player) -> None:
         t = time.time()
@@ -89,8 +95,14 @@ def main() -> None:
     report("raw policy", PolicyPlayer(policy))
     for c in args.c_puct:
         for sims in args.simulations:
-            tree = MCTS(ConnectFour, net, sims, "puct", c, discount=policy.value_discount)
+            tree = MCTS(ConnectFour, settings["evaluate"], sims, "puct", c,
+                        discount=policy.value_discount,
+                        moves_left_weight=settings["moves_left_weight"])  # fmt: skip
             report(f"c_puct={c} sims={sims}", TreePlayer(tree))
+    for w in args.moves_left_weight:
+        tree = MCTS(ConnectFour, settings["evaluate"], 200, "puct", 1.5,
+                    discount=policy.value_discount, moves_left_weight=w)  # fmt: skip
+        report(f"moves_left_weight={w} sims=200", TreePlayer(tree))
     for mix in args.rollout_mix:
         tree = MCTS(
             ConnectFour, MixedEvaluator(net, mix), 200, "puct", 1.5,

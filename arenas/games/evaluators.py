@@ -4,7 +4,8 @@ is worth and which of its moves to try first, as OpenSpiel's ``Evaluator``.
 An evaluator gets a batch of positions as bitboards from the mover's side (``cur``,
 ``mask``: ``uint64 [n]``) with their legal moves (``bool [n, A]``) and returns
 ``(priors [n, A], values [n])``: a distribution over the legal moves and the value in
-[-1, 1] for the player to move. The tree calls `Evaluator.evaluate` once per
+[-1, 1] for the player to move; an evaluator may add a third array, the plies left until
+the game ends ``[n]`` (the search's moves-left utility reads it). The tree calls `Evaluator.evaluate` once per
 simulation on the new leaves of all its games, and `Evaluator.root` once per search.
 
 - `NetworkEvaluator`: a network (or any function of the observation planes), e.g.
@@ -22,8 +23,9 @@ import numpy as np
 
 from .core import BoardGame, random_legal
 
-#: ``(planes int8 [n, rows, cols, 2], masks bool [n, A]) -> (priors [n, A], values [n])``
-NetworkFn = Callable[[np.ndarray, np.ndarray], tuple[np.ndarray, np.ndarray]]
+#: ``(planes int8 [n, rows, cols, 2], masks bool [n, A]) -> (priors [n, A], values [n])``,
+#: optionally ``(..., plies left [n])``
+NetworkFn = Callable[[np.ndarray, np.ndarray], tuple[np.ndarray, ...]]
 
 
 def uniform_evaluator(planes: np.ndarray, masks: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -59,7 +61,8 @@ class NetworkEvaluator(Evaluator):
     """A network's priors and value: ``network(planes, masks)`` (`NetworkFn`).
 
     The priors are renormalized over the legal moves (uniform where the network gives
-    them no mass). Deterministic: ``rng`` is not used.
+    them no mass); a network's third output (plies left) is passed on. Deterministic:
+    ``rng`` is not used.
     """
 
     def __init__(self, network: NetworkFn) -> None:
@@ -67,9 +70,10 @@ class NetworkEvaluator(Evaluator):
 
     def evaluate(
         self, game: type[BoardGame], cur: np.ndarray, mask: np.ndarray, legal: np.ndarray, rng: Any
-    ) -> tuple[np.ndarray, np.ndarray]:
-        p, v = self.network(game.planes(cur, mask), legal)
-        return _normalized(p, legal), np.asarray(v, np.float64).reshape(-1)
+    ) -> tuple[np.ndarray, ...]:
+        p, v, *m = self.network(game.planes(cur, mask), legal)
+        out = _normalized(p, legal), np.asarray(v, np.float64).reshape(-1)
+        return (*out, np.asarray(m[0], np.float64).reshape(-1)) if m else out
 
 
 class RandomRolloutEvaluator(Evaluator):

@@ -66,6 +66,9 @@ __all__ = [
     "uniform_evaluator",
 ]
 
+#: the largest moves-left utility a move can get (value units, as Lc0's MovesLeftMaxEffect)
+MOVES_LEFT_MAX_EFFECT = 0.1
+
 
 @dataclass
 class SearchResult:
@@ -78,6 +81,9 @@ class SearchResult:
     net_priors: np.ndarray  #: [B, A] the evaluator's root priors (before any noise)
     net_value: np.ndarray  #: [B] the evaluator's value of the root (rollouts: 0)
     legal: np.ndarray  #: [B, A] legal root moves
+    #: [B, A] mean plies from the root to the game's end through each move (0 where
+    #: unvisited); only with ``moves_left_weight > 0``
+    moves_left: np.ndarray | None = None
 
 
 # ---------------------------------------------------------------------- the tree
@@ -100,6 +106,14 @@ class MCTS:
             ``r`` for a move that ends the game and ``-discount * V(next)`` otherwise, so a
             sooner win and a later loss are worth more (the solver's exact scores order
             moves the same way); the evaluator's values must then be discounted values.
+        moves_left_weight: Leela Chess Zero's moves-left utility (0: off). Every edge also
+            averages the plies from its node to the game's end (a finished game: 0 from its
+            last position; a new leaf: the evaluator's third output, its predicted plies
+            left, or 0 where it gives none), and selection adds to a visited move's ``Q``
+            ``-Q * clip(weight * (M(s, a) - M(s)), +-MOVES_LEFT_MAX_EFFECT)`` (``M(s)``:
+            the node's own mean): a winning move that ends the game sooner and a losing
+            one that puts the end off gain, scaled by how certain the value is. It only
+            steers the visits; backed-up values are unchanged.
     """
 
     def __init__(
@@ -112,6 +126,7 @@ class MCTS:
         dirichlet_alpha: float = 1.0,
         noise_fraction: float = 0.25,
         discount: float = 1.0,
+        moves_left_weight: float = 0.0,
     ) -> None:
         if int(simulations) < 1:
             raise ValueError(f"search simulations must be >= 1, got {simulations}")
@@ -122,6 +137,8 @@ class MCTS:
             )
         if not 0 < discount <= 1:
             raise ValueError(f"search: need discount in (0, 1], got {discount}")
+        if not moves_left_weight >= 0:
+            raise ValueError(f"search: need moves_left_weight >= 0, got {moves_left_weight}")
         if not isinstance(evaluator, Evaluator):
             evaluator = NetworkEvaluator(evaluator)
         self.game, self.evaluator = game, evaluator
@@ -129,6 +146,7 @@ class MCTS:
         self.simulations, self.c = int(simulations), float(c)
         self.dirichlet_alpha, self.noise_fraction = float(dirichlet_alpha), float(noise_fraction)
         self.discount = float(discount)
+        self.moves_left_weight = float(moves_left_weight)
 
     def search(
         self,
@@ -161,7 +179,13 @@ class MCTS:
         legal0 = g.legal(mask) if legal is None else np.asarray(legal, bool)
         if not legal0.any(axis=1).all():
             raise ValueError("search: a root position has no legal move (is the game over?)")
-        net_p0, v0 = self.evaluator.root(g, cur, mask, legal0, rng)
+        net_p0, v0, *m0 = self.evaluator.root(g, cur, mask, legal0, rng)
+        ml = self.moves_left_weight > 0
+        if ml:  # plies to the end: each node's evaluator estimate, each edge's running sum
+            node_m = np.zeros(B * N)
+            node_m[roots] = np.asarray(m0[0], np.float64).reshape(-1) if m0 else 0.0
+            mtotal = np.zeros((B * N, A))
+            flat_mtotal = mtotal.reshape(-1)
         p0 = net_p0
         if noise and self.noise_fraction > 0:
             if rng is None:
@@ -181,7 +205,12 @@ class MCTS:
                 b = np.flatnonzero(active)
                 n = node[b]
                 kids = child[n]  # [b, A]
-                here = Children(visits[n], total[n], prior[n], legal_at[n], kids >= 0, not path)
+                w = (
+                    total[n]
+                    if not ml
+                    else total[n] + visits[n] * self._utility(n, visits, total, mtotal, node_m)
+                )
+                here = Children(visits[n], w, prior[n], legal_at[n], kids >= 0, not path)
                 a = self.select(here, self.c, rng)
                 path.append((b, n * A + a))
                 depth[b] += 1
@@ -208,8 +237,10 @@ class MCTS:
                 ne = node[e]
                 ce, me = ncur[ne], nmask[ne]
                 lg = g.legal(me)
-                p, v = self.evaluator.evaluate(g, ce, me, lg, rng)
+                p, v, *m = self.evaluator.evaluate(g, ce, me, lg, rng)
                 prior[ne], legal_at[ne] = p, lg
+                if ml and m:
+                    node_m[ne] = np.asarray(m[0], np.float64).reshape(-1)
                 value[e] = v if gamma == 1.0 else gamma * v  # one ply further than a result
             # back up: the mover at depth d sees the leaf value with sign (-1)^(L - d)
             # (discounted: times gamma^(L - d - 1))
@@ -219,10 +250,32 @@ class MCTS:
                     sign = sign * gamma ** (depth[b] - d - 1).astype(np.float64)
                 flat_visits[edge] += 1.0  # one edge per game: no repeated index
                 flat_total[edge] += sign * value[b]
+                if ml:  # plies from this edge's node to the end: the path below + the leaf's
+                    flat_mtotal[edge] += (depth[b] - d) + node_m[node[b]]
         root_n = visits[roots]
         root_value = total[roots].sum(axis=1) / np.maximum(root_n.sum(axis=1), 1.0)
         root_q = total[roots] / np.maximum(root_n, 1.0)
-        return SearchResult(root_n, root_value, p0, root_q, net_p0, v0, legal0)
+        root_m = mtotal[roots] / np.maximum(root_n, 1.0) if ml else None
+        return SearchResult(root_n, root_value, p0, root_q, net_p0, v0, legal0, root_m)
+
+    def _utility(
+        self,
+        n: np.ndarray,
+        visits: np.ndarray,
+        total: np.ndarray,
+        mtotal: np.ndarray,
+        node_m: np.ndarray,
+    ) -> np.ndarray:
+        """The moves-left utility ``[b, A]`` of the moves at nodes ``n`` (0 where unvisited)."""
+        nsa = visits[n]  # [b, A]
+        seen = nsa > 0
+        q = total[n] / np.maximum(nsa, 1.0)
+        m = mtotal[n] / np.maximum(nsa, 1.0)
+        # the node's mean plies left: its own estimate counts as one visit
+        parent = (node_m[n] + mtotal[n].sum(axis=1)) / (1.0 + nsa.sum(axis=1))  # [b]
+        cap = MOVES_LEFT_MAX_EFFECT
+        effect = np.clip(self.moves_left_weight * (m - parent[:, None]), -cap, cap)
+        return np.where(seen, -q * effect, 0.0)
 
 
 class PUCTSearch(MCTS):
@@ -237,6 +290,8 @@ class PUCTSearch(MCTS):
         dirichlet_alpha: root noise concentration (AlphaZero: 0.3 chess, ~10 / moves).
         noise_fraction: share of the root priors replaced by noise when ``noise=True``.
         discount: per-ply discount of backed-up values (1: none; see `MCTS`).
+        moves_left_weight: the moves-left utility (0: off; see `MCTS`); ``evaluate``
+            then may return a third array, the plies left ``[n]``.
     """
 
     def __init__(
@@ -248,12 +303,13 @@ class PUCTSearch(MCTS):
         dirichlet_alpha: float = 1.0,
         noise_fraction: float = 0.25,
         discount: float = 1.0,
+        moves_left_weight: float = 0.0,
     ) -> None:
         if c_puct <= 0:
             raise ValueError(f"search: need c_puct > 0, got {c_puct}")
         super().__init__(
             game, NetworkEvaluator(evaluate), simulations, "puct", c_puct, dirichlet_alpha,
-            noise_fraction, discount,
+            noise_fraction, discount, moves_left_weight,
         )  # fmt: skip
         self.evaluate, self.c_puct = evaluate, float(c_puct)
 

@@ -13,8 +13,12 @@ simulation (`PUCTSearch`).
 A policy with ``value_discount`` below 1 learns discounted outcomes (``+-discount ** k``
 for a game decided ``k`` plies after the position) and its searches back values up with
 the same discount: among winning moves the sooner win is worth more, among losing ones
-the later loss, as the perfect solver's exact scores order them. With ``arena.update.replay``
-the samples of past search updates are trained on again (`.replay`).
+the later loss, as the perfect solver's exact scores order them. A policy with the
+moves-left head (``agents.policy.moves_left``, Leela Chess Zero's) also learns the plies
+left until each game ended (`moves_left_targets`), and its searches use them with
+``agents.policy.moves_left_weight`` (`MCTS`). With
+``arena.update.replay`` the samples of past search updates are trained on again
+(`.replay`).
 """
 
 from __future__ import annotations
@@ -40,12 +44,11 @@ def search_controller(
     """
     search = PUCTSearch(
         rules,
-        policy.priors_and_values,
         simulations=cfg.simulations,
         c_puct=cfg.c_puct,
         dirichlet_alpha=cfg.dirichlet_alpha,
         noise_fraction=cfg.noise_fraction,
-        discount=getattr(policy, "value_discount", 1.0),
+        **policy.search_settings(),  # its evaluator, value discount and moves-left utility
     )
 
     def act(planes: np.ndarray, masks: np.ndarray) -> tuple[np.ndarray, dict[str, np.ndarray]]:
@@ -104,15 +107,43 @@ def outcome_samples(
     }
 
 
+def moves_left_targets(
+    records: list[dict[str, np.ndarray]], winner: np.ndarray, max_moves: int
+) -> np.ndarray:
+    """The moves-left head's targets ``float32 [samples]`` (in `outcome_samples`'
+    order): the plies from each recorded position to its game's end, counting the mover's
+    own move (1: the mover's move ended the game). A won game ends with the winner's move
+    (as `outcome_samples` finds it); a drawn one with the board full, after
+    ``max_moves`` plies.
+    """
+    ply = np.concatenate([r["ply"] for r in records])
+    game = np.concatenate([r["game"] for r in records])
+    last = np.full(len(winner), -1, np.int64)
+    np.maximum.at(last, game, ply)
+    last += (last % 2 != winner) & (winner >= 0)  # the winner's move came after
+    last = np.where(winner >= 0, last, max_moves - 1)  # a draw: the last square filled
+    return (last[game] - ply + 1).astype(np.float32)
+
+
 def alphazero_step(policy: Any, b: dict[str, np.ndarray], u: Any) -> dict[str, float]:
     """One gradient step: ``policy_coef`` x cross-entropy to the visit distribution +
-    ``value_coef`` x MSE to the outcome (``u`` is ``arena.update``); returns its metrics."""
-    logits, value = policy(b["obs"])
+    ``value_coef`` x MSE to the outcome (``u`` is ``arena.update``); returns its metrics.
+    With the samples' ``moves_left`` targets (a policy with the moves-left head) the loss
+    adds ``value_coef`` x MSE of the predicted plies left, both divided by the board's
+    squares (so in [0, 1], like the value's)."""
+    logits, value, plies = policy.forward_heads(b["obs"], moves_left="moves_left" in b)
     logp = policy.masked_log_probs(logits, b["mask"])  # [B, A], ~-1e9 on illegal moves
     pi = policy.to_tensor(b["pi"])
     policy_loss = -(pi * logp).sum(-1).mean()  # pi is 0 where a move is illegal
     value_loss = ((value - policy.to_tensor(b["z"])) ** 2).mean()
     loss = u.policy_coef * policy_loss + u.value_coef * value_loss
+    extra: dict[str, float] = {}
+    if plies is not None:
+        scale = 1.0 / float(policy.max_plies)
+        target = policy.to_tensor(b["moves_left"])
+        moves_left_loss = (((plies - target) * scale) ** 2).mean()
+        loss = loss + u.value_coef * moves_left_loss
+        extra["moves_left_loss"] = float(moves_left_loss)
     policy.update(loss)
     p = logp.exp()
     entropy = -(p * logp).sum(-1).mean()
@@ -121,4 +152,5 @@ def alphazero_step(policy: Any, b: dict[str, np.ndarray], u: Any) -> dict[str, f
         "policy_loss": float(policy_loss),
         "value_loss": float(value_loss),
         "entropy": float(entropy),
+        **extra,
     }

@@ -70,7 +70,8 @@ class SearchPlayer(Player):
 
     No root noise, temperature 0 (ties at random, from ``rng``). Batched: one search over
     all the boards of a call, one network call per simulation. Values are backed up with
-    the policy's ``value_discount`` (the one it was trained with).
+    the policy's ``value_discount`` and its moves-left utility (``moves_left_weight``), the
+    ones it was trained with.
     """
 
     def __init__(
@@ -88,9 +89,8 @@ class SearchPlayer(Player):
                 f"has {list(self.rules.obs_shape())}: pass the game the policy was trained on"
             )
         self.search = PUCTSearch(
-            self.rules, policy.priors_and_values, simulations, c_puct,
-            discount=policy.value_discount,
-        )  # fmt: skip
+            self.rules, simulations=simulations, c_puct=c_puct, **policy.search_settings()
+        )
         self.name = name or f"search{simulations}"
 
     def act(self, observations: Any, action_masks: Any, rng: Any = None) -> np.ndarray:

@@ -18,7 +18,7 @@ from typing import Any
 import numpy as np
 
 from ..games import GameSpec
-from .alphazero import alphazero_step, outcome_samples
+from .alphazero import alphazero_step, moves_left_targets, outcome_samples
 from .config import SelfPlayConfig, UpdateConfig
 from .ppo import a2c_step, average, gae_samples, minibatches, mirror_samples, ppo_step
 from .replay import ReplayBuffer
@@ -55,9 +55,14 @@ def _gae(
 def _outcomes(
     rollout: dict[str, Any], spec: GameSpec, u: UpdateConfig, policy: Any
 ) -> dict[str, np.ndarray]:
-    return outcome_samples(
+    data = outcome_samples(
         rollout["records"], rollout["winner"], policy.value_discount, u.root_value_weight
     )
+    if policy.moves_left:  # the moves-left head's targets (default: no such samples)
+        data["moves_left"] = moves_left_targets(
+            rollout["records"], rollout["winner"], spec.max_moves
+        )
+    return data
 
 
 #: the update of each algorithm
