@@ -8,16 +8,20 @@ PY=${PYTHON:-python3}
 if [ ! -x .venv/bin/python ]; then
   "$PY" -m venv .venv
 fi
-.venv/bin/python -m pip install --quiet --upgrade pip
+# -qq: pip's errors only (no build-backend notices, no progress; a failure still shows)
+echo "setting up the test environment in .venv (the first time: several minutes)" >&2
+.venv/bin/python -m pip install -qq --upgrade pip
 # the CPU build of Paddle only where no build (CPU or GPU) is installed yet
 EXTRAS=test
 if .venv/bin/python -I -c "import importlib.util as u, sys; sys.exit(u.find_spec('paddle') is not None)"; then
   EXTRAS=cpu,test
 fi
-.venv/bin/python -m pip install --quiet -e ".[$EXTRAS]"
+.venv/bin/python -m pip install -qq -e ".[$EXTRAS]"
 # the Ray launcher plugin alone (15 kB), so a fast test composes conf/hydra/launcher/ray.yaml
 # against its real schema; --no-deps: ray itself is only imported when jobs launch
-.venv/bin/python -m pip install --quiet --no-deps "hydra-ray-launcher==1.2.2"
+.venv/bin/python -m pip install -qq --no-deps "hydra-ray-launcher==1.2.2"
 .venv/bin/python -m ruff check .
-if [ "$#" -eq 0 ]; then set -- -m "not slow"; fi
+# one pytest worker per core (pytest-xdist); a test file stays on one worker, so its
+# module fixtures are built once (docs/testing.md)
+if [ "$#" -eq 0 ]; then set -- -m "not slow" -n auto --dist loadfile; fi
 exec .venv/bin/python -m pytest -q "$@"

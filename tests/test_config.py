@@ -317,6 +317,8 @@ GLOBAL_GROUPS = {
     "data": {"arena", "agents", "data"},
     "experiment": {"arena", "agents", "data", "trainer"},
     "sweep": {"hydra"},
+    "debug": {"trainer"},  # debug=smoke (docs/testing.md)
+    "debug_arena": {"arena", "agents", "data"},  # its tiny sizes per arena
 }
 
 
