@@ -61,6 +61,7 @@ SECTIONS: dict[str, tuple[str, str]] = {
     "gan_probe": ("Why the GAN arena trails PyTorch", "`python bench/gan_probe.py` (~30 s)."),
     "export": ("Export", "Exported models checked against the eager forward."),
     "names": ("Names API", "The seed's five cases as assertions."),
+    "testing": ("Testing", "Wall times of the test tiers and the smoke run (docs/testing.md)."),
 }
 
 
