@@ -42,7 +42,7 @@ from paddlecraft.mistakes import run_hydra
 CONFIG_PATH = "pkg://paddlecraft.conf"
 #: config groups shown by --help, in the order a user meets them
 HELP_GROUPS = ("arena", "game", "chain", "data", "agent", "encoder", "decoder", "critic",
-               "experiment", "sweep")  # fmt: skip
+               "experiment", "sweep", "debug")  # fmt: skip
 
 
 @hydra.main(config_path=CONFIG_PATH, config_name="config", version_base="1.3")

@@ -66,6 +66,7 @@ SECTIONS: dict[str, tuple[str, str]] = {
         "`trainer.live=true` against the same run without it, and the status endpoint while "
         "the run trains (`python bench/run.py --only live`; docs/live.md).",
     ),
+    "testing": ("Testing", "Wall times of the test tiers and the smoke run (docs/testing.md)."),
 }
 
 

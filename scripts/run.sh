@@ -10,12 +10,14 @@ if [ ! -x .venv/bin/python ]; then
 fi
 # (re)install when never done or when pyproject.toml changed since (new dependencies)
 if [ ! -f .venv/.paddlecraft-installed ] || [ pyproject.toml -nt .venv/.paddlecraft-installed ]; then
-  .venv/bin/python -m pip install --quiet --upgrade pip
+  # -qq: pip's errors only (no build-backend notices, no progress; a failure still shows)
+  echo "installing paddlecraft into .venv (first time: a few minutes)" >&2
+  .venv/bin/python -m pip install -qq --upgrade pip
   # the CPU build of Paddle only where no build (CPU or GPU) is installed yet
   if .venv/bin/python -I -c "import importlib.util as u, sys; sys.exit(u.find_spec('paddle') is not None)"; then
-    .venv/bin/python -m pip install --quiet -e ".[cpu]"
+    .venv/bin/python -m pip install -qq -e ".[cpu]"
   else
-    .venv/bin/python -m pip install --quiet -e .
+    .venv/bin/python -m pip install -qq -e .
   fi
   touch .venv/.paddlecraft-installed
 fi

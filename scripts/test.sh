@@ -8,16 +8,18 @@ PY=${PYTHON:-python3}
 if [ ! -x .venv/bin/python ]; then
   "$PY" -m venv .venv
 fi
-.venv/bin/python -m pip install --quiet --upgrade pip
+# -qq: pip's errors only (no build-backend notices, no progress; a failure still shows)
+echo "setting up the test environment in .venv (the first time: several minutes)" >&2
+.venv/bin/python -m pip install -qq --upgrade pip
 # the CPU build of Paddle only where no build (CPU or GPU) is installed yet
 EXTRAS=test
 if .venv/bin/python -I -c "import importlib.util as u, sys; sys.exit(u.find_spec('paddle') is not None)"; then
   EXTRAS=cpu,test
 fi
-.venv/bin/python -m pip install --quiet -e ".[$EXTRAS]"
+.venv/bin/python -m pip install -qq -e ".[$EXTRAS]"
 # the Ray launcher plugin alone (15 kB), so a fast test composes conf/hydra/launcher/ray.yaml
 # against its real schema; --no-deps: ray itself is only imported when jobs launch
-.venv/bin/python -m pip install --quiet --no-deps "hydra-ray-launcher==1.2.2"
+.venv/bin/python -m pip install -qq --no-deps "hydra-ray-launcher==1.2.2"
 # a Chromium for the live page's browser test (tests/test_live_page.py): Debian's package
 # where none is present and we may install one (root with apt-get); elsewhere the test says
 # how to get one (or point PADDLECRAFT_CHROMIUM at a Chromium/Chrome binary)
@@ -29,5 +31,7 @@ if [ -z "${PADDLECRAFT_CHROMIUM:-}" ] && ! command -v chromium >/dev/null 2>&1 \
     || echo "warning: apt-get could not install chromium; tests/test_live_page.py will fail" >&2
 fi
 .venv/bin/python -m ruff check .
-if [ "$#" -eq 0 ]; then set -- -m "not slow"; fi
+# one pytest worker per core (pytest-xdist); a test file stays on one worker, so its
+# module fixtures are built once (docs/testing.md)
+if [ "$#" -eq 0 ]; then set -- -m "not slow" -n auto --dist loadfile; fi
 exec .venv/bin/python -m pytest -q "$@"

@@ -57,3 +57,35 @@ def _paddle_defaults():
     if not paddle.in_dynamic_mode():
         paddle.disable_static()
     paddle.set_default_dtype("float32")
+
+
+#: where a run writes when no ``hydra.run.dir`` is given: a test sends its runs to its own
+#: ``tmp_path`` instead, so that tests running side by side (``pytest -n``) never share one
+RUN_FOLDERS = ("runs", "multirun", "outputs")
+_LEFT_BEFORE = pytest.StashKey[set]()
+
+
+def _run_folders() -> set[str]:
+    return {str(p.relative_to(ROOT)) for top in RUN_FOLDERS for p in (ROOT / top).glob("*/*")}
+
+
+def pytest_sessionstart(session: pytest.Session) -> None:
+    session.config.stash[_LEFT_BEFORE] = _run_folders()
+
+
+def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
+    """Fail the session when tests left run folders in the checkout (the controller checks,
+    after every xdist worker has finished)."""
+    if hasattr(session.config, "workerinput"):
+        return
+    left = sorted(_run_folders() - session.config.stash.get(_LEFT_BEFORE, set()))
+    if left:
+        reporter = session.config.pluginmanager.get_plugin("terminalreporter")
+        if reporter is not None:
+            reporter.ensure_newline()
+            reporter.write_line(
+                f"error: tests left run folders in the checkout: {', '.join(left)} "
+                "(give each run hydra.run.dir=<tmp_path>/...)",
+                red=True,
+            )
+        session.exitstatus = pytest.ExitCode.TESTS_FAILED

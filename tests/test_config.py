@@ -318,6 +318,8 @@ GLOBAL_GROUPS = {
     "stream": {"arena", "agents", "data"},  # data=stream's variant per arena (conf/stream/)
     "experiment": {"arena", "agents", "data", "trainer"},
     "sweep": {"hydra"},
+    "debug": {"trainer"},  # debug=smoke (docs/testing.md)
+    "debug_arena": {"arena", "agents", "data"},  # its tiny sizes per arena
 }
 
 

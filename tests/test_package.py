@@ -23,7 +23,13 @@ def test_every_subpackage_is_in_the_wheel_and_mapped():
         for top in MAPPED
         for p in (ROOT / top).rglob("__init__.py")
     }
-    assert set(tool["packages"]) == folders | {"paddlecraft"}
+    # a config group is a folder of YAML files (no __init__.py): listed too, or setuptools
+    # warns once per folder and a new group's files would ride on a deprecated path
+    groups = {
+        "paddlecraft." + str(p.parent.relative_to(ROOT)).replace("/", ".")
+        for p in (ROOT / "conf").rglob("*.yaml")
+    }
+    assert set(tool["packages"]) == folders | groups | {"paddlecraft"}
     assert tool["package-dir"] == {f"paddlecraft.{t}": t for t in MAPPED}
 
 
@@ -40,3 +46,29 @@ def test_no_module_imports_a_legacy_top_level_name():
     legacy = re.compile(r"^\s*(from|import) (agents|encoders|arenas|craftdata)\b", re.M)
     offenders = [f for f in files if legacy.search((ROOT / f).read_text())]
     assert offenders == []
+
+
+def test_the_wheel_builds_without_a_setuptools_warning(tmp_path):
+    """``pip wheel .`` as a user runs it: no warning from the build backend (the config groups
+    are packages, not data smuggled in by a glob), and every YAML file of ``conf/`` is inside."""
+    import shutil
+    import sys
+    import zipfile
+
+    src = tmp_path / "src"  # a copy: the build leaves build/ and *.egg-info where it runs
+    for top in (*MAPPED, "paddlecraft"):
+        shutil.copytree(ROOT / top, src / top, ignore=shutil.ignore_patterns("__pycache__"))
+    for name in ("pyproject.toml", "README.md"):
+        shutil.copy(ROOT / name, src / name)
+    r = subprocess.run(
+        [sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation",
+         "--no-index", "-w", str(tmp_path / "dist"), str(src)],
+        capture_output=True, text=True,
+    )  # fmt: skip
+    out = r.stdout + r.stderr
+    assert r.returncode == 0, out[-3000:]
+    assert "warning" not in out.lower(), out[-3000:]
+    (wheel,) = (tmp_path / "dist").glob("paddlecraft-*.whl")
+    names = set(zipfile.ZipFile(wheel).namelist())
+    yamls = {f"paddlecraft/{p.relative_to(ROOT)}" for p in (ROOT / "conf").rglob("*.yaml")}
+    assert yamls and yamls <= names

@@ -6,8 +6,10 @@ two-node cluster)."""
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
+import socket
 import subprocess
 import sys
 from pathlib import Path
@@ -46,3 +48,69 @@ def test_missing_ray_is_one_error_line_naming_the_extra(monkeypatch, make_scope)
     assert "pip install paddlecraft[ray]" in str(e.value) and "\n" not in str(e.value)
     with pytest.raises(ConfigError, match="arena.workers.count must be >= 0"):
         SelfPlayArena({"policy": policy}, data="tictactoe", workers={"count": -1})
+
+
+#: the guide's "What listens" table: which process listens, and where
+GUIDE = ROOT / "docs" / "guide" / "selfplay-scale-and-solver.md"
+LOOPBACK = {"127.0.0.1", "::1", "::ffff:127.0.0.1"}
+
+
+def _guide_listeners() -> dict[str, str]:
+    """``{process: address}`` from the guide's table under "What listens"."""
+    import re
+
+    text = GUIDE.read_text().split("### What listens", 1)[1].split("\n#", 1)[0]
+    rows = re.findall(r"^\| `([^`]+)` \| `([^`]+)` \|", text, re.M)
+    return dict(rows)
+
+
+def _listening(pids: set[int], driver: int) -> set[tuple[str, str]]:
+    """(process, address) of every TCP listening or bound UDP socket of ``pids``; the
+    driver is named ``driver``, a Ray worker (``ray::IDLE``, ``ray::_Collector``...)
+    ``worker``, and Ray's agents keep their process names."""
+    import psutil
+
+    out = set()
+    for pid in pids:
+        with contextlib.suppress(psutil.NoSuchProcess):
+            proc = psutil.Process(pid)
+            for c in proc.net_connections("inet"):
+                if c.status == psutil.CONN_LISTEN or (c.type == socket.SOCK_DGRAM and not c.raddr):
+                    name = proc.name()
+                    if pid == driver:
+                        name = "driver"
+                    elif name.startswith("ray::") and not name.endswith("Agent"):
+                        name = "worker"
+                    out.add((name, c.laddr.ip))
+    return out
+
+
+def test_a_local_ray_listens_on_loopback_only_as_the_guide_says(make_scope):
+    """The issue's ``arena.workers.count=2`` on one machine, outside any network namespace:
+    the Ray the collectors start listens on loopback only, and only the processes the
+    guide names listen; Ray is shut down after."""
+    import psutil
+    import ray
+
+    from paddlecraft.arenas.games import TicTacToe, make_baseline
+    from paddlecraft.arenas.selfplay.workers import RayCollectors
+
+    documented = _guide_listeners()
+    assert set(documented.values()) == {"127.0.0.1"}
+    assert {"gcs_server", "raylet", "driver", "worker"} <= set(documented)
+    assert not ray.is_initialized()
+    config = {"encoder": {"_target_": "paddlecraft.encoders.ImageMLPEncoder", "input_size": 18,
+              "hidden_size": 8, "num_classes": 8}, "obs_shape": [3, 3, 2], "num_actions": 9}  # fmt: skip
+    pool = RayCollectors(2, config, "tictactoe", {"random": make_baseline("random", TicTacToe)},
+                         name=make_scope("loopback"))  # fmt: skip
+    try:
+        me = psutil.Process()
+        found = _listening({me.pid} | {p.pid for p in me.children(recursive=True)}, me.pid)
+        assert pool.started_ray and ray.util.get_node_ip_address() == "127.0.0.1"
+    finally:
+        pool.close()
+    assert not ray.is_initialized()
+    names = {name for name, _ in found}
+    assert {"gcs_server", "raylet", "driver", "worker"} <= names, found
+    assert names <= set(documented), found
+    assert {ip for _, ip in found} <= LOOPBACK, found

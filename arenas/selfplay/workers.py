@@ -43,6 +43,7 @@ from ..engine.base import StepAborted
 from ..games import GameSpec, Player
 from .alphazero import search_controller
 from .league import OpponentPool, Snapshot
+from .local_ray import start_local_ray
 
 log = logging.getLogger("paddlecraft")
 
@@ -199,15 +200,16 @@ class RayCollectors:
         ray = require_ray()
         self.ray, self.workers, self.retries = ray, int(workers), int(retries)
         self.started_ray = False
-        if not ray.is_initialized():
+        if not ray.is_initialized() and address:
             ray.init(
                 address=address,
                 include_dashboard=False,
                 log_to_driver=False,
                 configure_logging=False,
-                **({} if address else {"num_cpus": max(os.cpu_count() or 1, workers)}),
             )
-            self.started_ray = address is None
+        elif not ray.is_initialized():  # this machine only: every port on loopback
+            start_local_ray(ray, num_cpus=max(os.cpu_count() or 1, workers))
+            self.started_ray = True
         actor = ray.remote(_Collector).options(
             num_cpus=threads_per_worker,
             max_restarts=retries,
