@@ -176,6 +176,26 @@ def test_population_resumes_bit_identically(scoped):
     assert "resume from a checkpoint is bit-identical" in passed
 
 
+def test_listener_resets_start_listeners_afresh_and_resume_bit_identically(scoped):
+    arena = scoped(steps_per_epoch=10, batch_size=8, reset_listeners_every=2)
+    listener, speaker = arena.listeners[0], arena.speakers[0]
+    before = {k: v.numpy().copy() for k, v in listener.state_dict().items()}
+    arena.train_step(next(iter(arena.batches(0))))
+    arena.train_step(next(iter(arena.batches(0))))
+    trained = {k: v.numpy().copy() for k, v in listener.state_dict().items()}
+    said = {k: v.numpy().copy() for k, v in speaker.state_dict().items()}
+    arena.train_step(next(iter(arena.batches(0))))  # step 3 starts with a reset: new weights
+    after = listener.state_dict()
+    assert any(not np.array_equal(trained[k], after[k].numpy()) for k in trained)
+    assert any(not np.array_equal(before[k], after[k].numpy()) for k in before)
+    assert any(not np.array_equal(said[k], v.numpy()) for k, v in speaker.state_dict().items())
+    assert "resume from a checkpoint is bit-identical" in check_arena(
+        scoped(steps_per_epoch=10, batch_size=8, reset_listeners_every=2), steps=5
+    )
+    with pytest.raises(ConfigError, match="reset_listeners_every"):
+        scoped(reset_listeners_every=-1)
+
+
 def test_reinforce_population_resumes_bit_identically(scoped):
     arena = scoped(speakers=2, listeners=1, channel="reinforce", steps_per_epoch=10, batch_size=8)
     assert "resume from a checkpoint is bit-identical" in check_arena(arena, steps=3)

@@ -230,7 +230,23 @@ class ReferentialArena(Arena):
         self.baselines[i].update(float(reward.mean()))
         return -(adv * logp).mean() - self.cfg.entropy_coef * ent.mean()
 
+    def reset_listeners(self) -> None:
+        """Fresh weights and optimizer state for every listener; generation ``steps done //
+        reset_listeners_every`` and the run seed seed them, so a resume resets identically."""
+        gen = self.steps_done // self.cfg.reset_listeners_every
+        for li in self.listeners:
+            seed = ((self.seed * 7919 + (li.seed or 0)) * 7919 + gen) % 2**31
+            li.set_state_dict(type(li)(li.name, **{**li.config, "seed": seed}).state_dict())
+            li.build_optimizer()
+
     def train_step(self, batch: dict[str, Any]) -> dict[str, float]:
+        every, until = self.cfg.reset_listeners_every, self.cfg.reset_listeners_until
+        if (
+            every
+            and 0 < self.steps_done <= (until or self.steps_done)
+            and not self.steps_done % every
+        ):
+            self.reset_listeners()
         i, j = batch["pair"]
         speaker, listener = self.speakers[i], self.listeners[j]
         for agent in (speaker, listener):

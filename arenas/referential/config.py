@@ -40,6 +40,11 @@ class ReferentialConfig(ArenaConfig):
     speakers: int = 1  #: population size (speaker, speaker_1, ...)
     listeners: int = 1  #: population size (listener, listener_1, ...)
     newcomer_steps: int = 0  #: after training, teach a new listener this many steps (0: off)
+    #: every N steps every listener starts again from fresh weights and optimizer state (0:
+    #: never), Li & Bowling's ease-of-teaching pressure on the speakers' language
+    reset_listeners_every: int = 0
+    #: no listener reset after this step (0: to the end), so the last listeners learn in full
+    reset_listeners_until: int = 0
     spoken: bool = False  #: voice each symbol (eSpeak NG) through noise; needs reinforce
     snr_db: float = 20.0  #: spoken: signal-to-noise ratio of training and evaluation (dB)
     eval_snrs: list = field(default_factory=lambda: [-10.0, -5.0, 0.0, 5.0, 10.0, 20.0])
@@ -68,6 +73,11 @@ def check_settings(c: ReferentialConfig) -> None:
         raise ConfigError(
             "arena.spoken=true: speech cannot pass a gradient and messages are voiced whole; "
             "set arena.channel=reinforce and arena.variable_length=false"
+        )
+    if c.reset_listeners_every < 0 or c.reset_listeners_until < 0:
+        raise ConfigError(
+            "arena.reset_listeners_every and arena.reset_listeners_until must be >= 0 "
+            f"(0: off / to the end), got {c.reset_listeners_every}, {c.reset_listeners_until}"
         )
     if c.temperature <= 0 or c.temperature_end <= 0:
         raise ConfigError("arena.temperature and arena.temperature_end must be > 0")
