@@ -155,7 +155,7 @@ def bench_arena(
     # pure self-play: the learner on both seats of every game (sampling, recording its
     # moves), as the PettingZoo loop it is compared with plays the policy against itself
     seats = np.zeros((n, 2), np.int64)
-    learner = arena._controller(0, ("learner", None), np.random.default_rng(0))
+    learner = arena.collector._controller(0, ("learner", None), np.random.default_rng(0))
     sp_moves, t = 0, time.perf_counter()
     while time.perf_counter() - t < seconds / 2 or sp_moves == 0:
         sp_moves += play_games(arena.spec, n, seats, [learner], record=0)[2]
@@ -238,7 +238,7 @@ def bench_workers(
                 steps += 1
             out["moves_per_s"][str(w)] = moves / (time.perf_counter() - t)
             if w:  # traffic of one update, all workers together
-                sent = arena._pool_workers.bytes_sent
+                sent = arena.collector._pool_workers.bytes_sent
                 got = len(pickle.dumps((r["winner"], r["records"])))
                 out["mib_per_update"][str(w)] = {"sent": sent / 2**20, "returned": got / 2**20}
     base = out["moves_per_s"]["0"]

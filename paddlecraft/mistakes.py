@@ -238,6 +238,9 @@ def _similar_keys(bad: str, args: Sequence[str]) -> list[str]:
     same_leaf = [k for k in keys if k.rsplit(".", 1)[-1] == leaf]
     depth = bad.count(".")
     near = _close(bad, [k for k in keys if k.count(".") == depth], cutoff=0.75)
+    if near:  # only the keys about as close as the closest one (a typo has one fix)
+        best = difflib.SequenceMatcher(None, bad, near[0]).ratio()
+        near = [k for k in near if difflib.SequenceMatcher(None, bad, k).ratio() >= best - 0.02]
     return list(dict.fromkeys(near + same_leaf))[:3]
 
 

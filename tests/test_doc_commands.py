@@ -34,12 +34,7 @@ COMMANDS = db.all_run_commands()
 BLOCKS = db.all_blocks()
 #: a transcript a page shows that is wrong today and owned by another change this round;
 #: strict: the test fails once the page is right, so the entry is removed then
-KNOWN_DRIFT = {
-    "docs/reliability.md:22+1": "the option list lacks the referential arenas (issue 35, "
-    "the 'errors' change owns docs/reliability.md)",
-    "docs/reliability.md:22+3": "'did you mean' names three settings now (issue 35, the "
-    "'errors' change owns docs/reliability.md)",
-}
+KNOWN_DRIFT: dict[str, str] = {}  #: page:line -> why a transcript is known to be wrong
 
 
 # ----------------------------------------------------------------------------- helpers
@@ -106,11 +101,12 @@ def compose_command(cmd: db.RunCommand, dry_run: bool = True):
     """The config the command composes (in this process), after the run's dry validation
     (``dry_run``: left out for a command that needs what this machine lacks, as its block's
     marker says, and for prose, which may show a mistake next to its error line)."""
+    from paddlecraft.arenas.engine.live.config import expand_shorthand
     from paddlecraft.arenas.engine.validate import validate
     from paddlecraft.own_arena import register_own_arena_schemas
 
     _register_configs_once()
-    overrides = one_point(cmd)
+    overrides = expand_shorthand(one_point(cmd))  # as the command line does (trainer.live=true)
     cdir = user_config_dir(cmd)
     if cdir is not None:
         overrides.append(f"hydra.searchpath=[file://{cdir}]")
@@ -222,7 +218,9 @@ def test_a_transcript_shows_the_line_the_command_prints(cmd, tmp_path, monkeypat
     from paddlecraft import cli
 
     monkeypatch.chdir(tmp_path)  # a command that wrongly started would write only here
-    monkeypatch.setattr(sys, "argv", ["run.py"])
+    # the program the page shows: the hints it prints repeat it (`python run.py` / `paddlecraft`)
+    prog = "run.py" if "run.py" in cmd.text.split()[:3] else "paddlecraft"
+    monkeypatch.setattr(sys, "argv", [prog])
     err = io.StringIO()
     with contextlib.redirect_stderr(err):
         try:

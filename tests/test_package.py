@@ -23,12 +23,13 @@ def test_every_subpackage_is_in_the_wheel_and_mapped():
         for top in MAPPED
         for p in (ROOT / top).rglob("__init__.py")
     }
-    # a config group is a folder of YAML files (no __init__.py): listed too, or setuptools
-    # warns once per folder and a new group's files would ride on a deprecated path
-    groups = {
-        "paddlecraft." + str(p.parent.relative_to(ROOT)).replace("/", ".")
-        for p in (ROOT / "conf").rglob("*.yaml")
-    }
+    # a data folder (a config group of YAML files, the live page's HTML/JS/CSS; no
+    # __init__.py) is listed too, or setuptools warns once per folder and a new folder's
+    # files would ride on a deprecated path
+    data = [*(ROOT / "conf").rglob("*.yaml"),
+            *(p for top in MAPPED for ext in ("html", "js", "css")
+              for p in (ROOT / top).rglob(f"*.{ext}"))]  # fmt: skip
+    groups = {"paddlecraft." + str(p.parent.relative_to(ROOT)).replace("/", ".") for p in data}
     assert set(tool["packages"]) == folders | groups | {"paddlecraft"}
     assert tool["package-dir"] == {f"paddlecraft.{t}": t for t in MAPPED}
 

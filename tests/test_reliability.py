@@ -257,7 +257,7 @@ def test_the_documented_resume_table():
 def test_collapsed_run_is_flagged_at_chance(classify, tmp_path, caplog):
     run_dir = tmp_path / "run"
     with caplog.at_level(logging.INFO, logger="paddlecraft"):
-        out = classify(run_dir, "arena.epochs=1", "agents.classifier.lr=1000")
+        out = classify(run_dir, "arena.epochs=1", "agents.classifier.lr=1e5")  # collapses
     results = _strict(run_dir / "results.json")
     assert out["status"] == "finished"
     assert results["at_chance"] is True

@@ -2,12 +2,10 @@
 resumed with ``resume=``, fed the rest by a client that asks the count, ends bit-identical
 to a run never killed that received the same stream in the same order.
 
-Slow (two runs of ``run.py`` plus a resume). It needs the live server (``trainer.live``),
-which lands with the live branch: until both are merged it is skipped."""
+Slow (two runs of ``run.py`` plus a resume), through the live server (``trainer.live``)."""
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import os
 import signal
@@ -25,11 +23,7 @@ from paddlecraft.feed import LiveRun
 from tests.stream_kit import digits_samples
 
 ROOT = Path(__file__).resolve().parents[1]
-HAS_LIVE_SERVER = importlib.util.find_spec("paddlecraft.arenas.engine.live.server") is not None
-pytestmark = [
-    pytest.mark.slow,
-    pytest.mark.skipif(not HAS_LIVE_SERVER, reason="needs the live server (branch live)"),
-]
+pytestmark = pytest.mark.slow
 RUN = [
     "arena=classify", "data=stream", "trainer.live=true", "data.loader.classes=10",
     "data.loader.warmup=16", "data.loader.window=64", "trainer.progress=false",

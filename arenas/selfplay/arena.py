@@ -150,7 +150,7 @@ class SelfPlayArena(Arena):
             self.train_anchors,
             cfg,
             self.seed,
-            self.check_interrupt,
+            lambda: self.check_interrupt(),  # looked up per move: a test may wrap it
         )
         self._last_rollout: dict[str, Any] | None = None  # the live page's training board
         self._human: Any = None  # a live run's human games (.humanplay.HumanPlay)

@@ -7,7 +7,7 @@ interface otherwise; workers and the driver follow the node's IP. On Linux,
 address with the machine's own one (so that other nodes could reach it). Ray keeps a local
 node on loopback only where it does not support clusters (Windows, macOS: its switch is
 ``ray._private.ray_constants.ENABLE_RAY_CLUSTER``, read when the node's IP is resolved).
-:func:`start_local_ray` turns that switch off for the one ``ray.init`` that starts the
+`start_local_ray` turns that switch off for the one ``ray.init`` that starts the
 local node and restores it after: the node's IP is then 127.0.0.1 and every GCS, raylet,
 worker and driver port listens on loopback (``docs/guide/selfplay-scale-and-solver.md``,
 "What listens", lists them; ``tests/test_selfplay_ray.py`` checks the sockets).
