@@ -126,6 +126,7 @@ def take_back() -> None:
         d = Path(folder)
         if not d.is_dir() or not (new is not None or was_empty) or not _only_hydra_files(d):
             continue
+        _close_log_files_in(d)
         for p in list(d.iterdir()):
             shutil.rmtree(p) if p.is_dir() else p.unlink()
         if new is None:
@@ -137,3 +138,17 @@ def take_back() -> None:
             except OSError:
                 break
             d = d.parent
+
+
+def _close_log_files_in(folder: Path) -> None:
+    """Detach and close the logging file handlers (Hydra's job log) writing into ``folder``:
+    after it is removed, a later log line of the same process (an in-process caller, a
+    notebook) must not fail on the vanished file."""
+    import logging
+
+    for logger in [logging.getLogger(), *logging.Logger.manager.loggerDict.values()]:
+        for h in list(getattr(logger, "handlers", [])):
+            name = getattr(h, "baseFilename", None)
+            if name and folder.resolve() in Path(name).resolve().parents:
+                logger.removeHandler(h)
+                h.close()
