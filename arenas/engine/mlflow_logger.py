@@ -185,13 +185,12 @@ class MLflowLogger(Callback):
 
 def flatten(tree: Any, prefix: str = "") -> dict[str, str]:
     """``{"a": {"b": 1}, "c": [1, 2]}`` -> ``{"a.b": "1", "c": "[1, 2]"}`` (MLflow params)."""
-    if isinstance(tree, dict):
-        out: dict[str, str] = {}
-        for k, v in tree.items():
-            out.update(flatten(v, f"{prefix}.{k}" if prefix else str(k)))
-        return out
-    value = tree if isinstance(tree, str) else json.dumps(tree)
-    return {prefix: value[:MAX_PARAM_CHARS]}
+    from .summary.runs import flatten as dotted
+
+    return {
+        k: (v if isinstance(v, str) else json.dumps(v))[:MAX_PARAM_CHARS]
+        for k, v in dotted(tree, prefix).items()
+    }
 
 
 def run_params(run_dir: Path, overrides: list[str]) -> dict[str, str]:
