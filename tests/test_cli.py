@@ -117,47 +117,8 @@ def test_sigint_saves_checkpoint_and_exits_cleanly_then_resumes(uninterrupted, t
         assert np.array_equal(ref[k], got[k]), k
 
 
-def test_bad_override_exits_nonzero_with_the_key(tmp_path):
-    r = subprocess.run(
-        _cmd(tmp_path / "run", "arena.epoch=3"), cwd=ROOT, capture_output=True, text=True
-    )
-    assert r.returncode != 0
-    assert "arena.epoch" in r.stderr
-
-
-def test_missing_resume_folder_is_one_line_not_a_traceback(tmp_path):
-    r = subprocess.run(
-        _cmd(tmp_path / "run", f"resume={tmp_path / 'nonexistent'}"),
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-    )
-    assert r.returncode == 2
-    assert "Traceback" not in r.stderr + r.stdout
-    errors = [line for line in r.stderr.splitlines() if line.startswith("error:")]
-    assert len(errors) == 1 and "nonexistent" in errors[0] and "no such run directory" in errors[0]
-
-
-@pytest.mark.parametrize(
-    ("overrides", "words"),
-    [
-        (["arena=caption", "arena.k=1"], "arena.k must be >= 2"),
-        (["arena=caption", "arena.task=poems"], "arena.task must be one of"),
-        (["arena=gan", "arena.n_critic=0"], "arena.n_critic must be >= 1"),
-        (
-            ["arena=selfplay", "arena.eval.keep_best=win_rate_vs_nobody"],
-            "is not a per-epoch evaluation",
-        ),
-    ],
-)
-def test_bad_arena_setting_is_one_error_line_before_any_work(overrides, words, tmp_path):
-    run_dir = tmp_path / "run"
-    r = subprocess.run(_cmd(run_dir, *overrides), cwd=ROOT, capture_output=True, text=True)
-    assert r.returncode == 2, r.stderr[-2000:]
-    assert "Traceback" not in r.stderr + r.stdout
-    errors = [line for line in r.stderr.splitlines() if line.startswith("error:")]
-    assert len(errors) == 1 and words in errors[0], r.stderr[-2000:]
-    assert not (run_dir / "checkpoints").exists()
+# a bad override, a missing resume folder and an arena's bad setting as one error line: the
+# mistake table (tests/test_mistakes.py), in one process, and a few of them as real processes
 
 
 def test_redirected_output_gets_progress_lines_not_bar_redraws(tmp_path):

@@ -74,37 +74,51 @@ def test_user_arena_runs_checkpoints_and_resumes_bit_identically(user_dir):
     assert resumed["metrics"] == results["metrics"]
 
 
-def test_user_arena_settings_are_checked_before_work(user_dir):
-    r = _run(user_dir, "arena=distill", "+arena.temprature=3", "hydra.run.dir=runs/bad")
-    assert r.returncode == 2
-    assert "Traceback" not in r.stderr
-    assert "arena: unknown setting(s) ['temprature']" in r.stderr and "temperature" in r.stderr
-    assert not (user_dir / "runs" / "bad" / "config.yaml").exists()
+@pytest.fixture
+def cli(user_dir, monkeypatch):
+    """``cli(*args)``: ``paddlecraft --config-dir my_conf ARGS`` run in this process from the
+    user's folder (what it printed, returned and left: `tests.mistake_driver.run_case`).
+    Refusals and ``--cfg`` need no fresh interpreter; the runs above are real processes."""
+    from tests.mistake_driver import run_case
+
+    monkeypatch.setattr(sys, "path", list(sys.path))  # the package folder the command adds
+    yield lambda *args: run_case(["--config-dir", "my_conf", *args], str(user_dir))
+    for name in [m for m in sys.modules if m == "mypkg" or m.startswith("mypkg.")]:
+        del sys.modules[name]
 
 
-def test_user_arena_dataclass_is_its_schema_from_config_dir(user_dir):
+def test_user_arena_settings_are_checked_before_work(cli, user_dir):
+    r = cli("arena=distill", "+arena.temprature=3", "hydra.run.dir=runs/bad")
+    assert r["rc"] == 2
+    assert "Traceback" not in r["stderr"]
+    assert "arena: unknown setting(s) ['temprature']" in r["stderr"]
+    assert "temperature" in r["stderr"]
+    assert not (user_dir / "runs").exists()
+
+
+def test_user_arena_dataclass_is_its_schema_from_config_dir(cli, user_dir):
     """Settings the arena file does not declare are settings (typed, with the dataclass's
     defaults): no leading ``+``; a misspelled one fails while composing, nothing written."""
     yaml_text = (user_dir / "my_conf" / "arena" / "distill.yaml").read_text()
     assert "alpha:" not in yaml_text and "temperature:" not in yaml_text
-    r = _run(user_dir, "arena=distill", "arena.alpha=0.3", "--cfg", "job")
-    assert r.returncode == 0, r.stderr[-3000:]
-    arena = re.split(r"\n\S", r.stdout.split("\narena:\n", 1)[1], maxsplit=1)[0]
+    r = cli("arena=distill", "arena.alpha=0.3", "--cfg", "job")
+    assert r["rc"] == 0, r["stderr"][-3000:]
+    arena = re.split(r"\n\S", r["stdout"].split("\narena:\n", 1)[1], maxsplit=1)[0]
     assert "  alpha: 0.3" in arena and "  temperature: 2.0" in arena
     assert "  batch_size: 64" in arena and "  epochs: 5" in arena
-    r = _run(user_dir, "arena=distill", "arena.alpa=0.3", "hydra.run.dir=runs/typo")
-    assert r.returncode == 2
-    assert r.stderr.strip().splitlines()[-1].startswith("error: arena.alpa=0.3: no setting")
-    assert "Traceback" not in r.stderr and not (user_dir / "runs").exists()
-    r = _run(user_dir, "arena=distill", "arena.alpha=high", "hydra.run.dir=runs/type")
-    assert r.returncode == 2 and "arena.alpha=high" in r.stderr and "Float" in r.stderr
+    r = cli("arena=distill", "arena.alpa=0.3", "hydra.run.dir=runs/typo")
+    assert r["rc"] == 2
+    assert r["stderr"].strip().splitlines()[-1].startswith("error: arena.alpa=0.3: no setting")
+    assert "Traceback" not in r["stderr"] and not (user_dir / "runs").exists()
+    r = cli("arena=distill", "arena.alpha=high", "hydra.run.dir=runs/type")
+    assert r["rc"] == 2 and "arena.alpha=high" in r["stderr"] and "Float" in r["stderr"]
     assert not (user_dir / "runs").exists()
 
 
-def test_user_arena_target_must_be_allowed(user_dir):
-    r = _run(user_dir, "arena=distill", "allow_targets=[]", "hydra.run.dir=runs/refused")
-    assert r.returncode == 2
-    assert "mypkg.DistillArena" in r.stderr and "allow_targets" in r.stderr
+def test_user_arena_target_must_be_allowed(cli):
+    r = cli("arena=distill", "allow_targets=[]", "hydra.run.dir=runs/refused")
+    assert r["rc"] == 2
+    assert "mypkg.DistillArena" in r["stderr"] and "allow_targets" in r["stderr"]
 
 
 def test_user_arena_multirun(user_dir):
