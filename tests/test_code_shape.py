@@ -210,3 +210,59 @@ def test_random_stream_ids_are_named_constants():
     assert [
         f"{p}:{i}: {line.strip()}" for p, i, line in _library_lines() if inline.search(line)
     ] == []
+
+
+def _private_names(tree: ast.AST) -> set[str]:
+    """Private names a module defines: ``def _x`` (functions, methods) and ``self._x = ...``."""
+    out = set()
+    for node in ast.walk(tree):
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            out.add(node.name)
+        elif isinstance(node, ast.Attribute) and isinstance(node.ctx, ast.Store):
+            if isinstance(node.value, ast.Name) and node.value.id in ("self", "cls"):
+                out.add(node.attr)
+    return {n for n in out if n.startswith("_") and not n.startswith("__")}
+
+
+#: (module, name) reads of a third party's private name that a library module also happens
+#: to define, with why they are not a reach into the library's own objects
+THIRD_PARTY = {
+    ("paddlecraft.agents.instantiate", "_value"): "OmegaConf's InterpolationResultNode._value()",
+}
+
+
+def _foreign_private_reads(trees: dict[str, ast.AST]) -> list[str]:
+    """``obj._x`` where ``_x`` is private to another library module (``obj`` not ``self``,
+    ``cls`` or ``super()``): a helper reaching into a host object instead of getting data."""
+    defined = {name: _private_names(tree) for name, tree in trees.items()}
+    everywhere = set().union(*defined.values())
+    found = []
+    for name, tree in trees.items():
+        for node in ast.walk(tree):
+            if not isinstance(node, ast.Attribute) or node.attr not in everywhere:
+                continue
+            owner = node.value
+            if isinstance(owner, ast.Name) and owner.id in ("self", "cls"):
+                continue
+            if isinstance(owner, ast.Call) and getattr(owner.func, "id", "") == "super":
+                continue
+            if node.attr not in defined[name] and (name, node.attr) not in THIRD_PARTY:
+                found.append(f"{name}:{node.lineno}: {ast.unparse(node)}")
+    return found
+
+
+def test_the_private_read_finder_flags_a_reach_and_spares_self_and_super():
+    host = "class Host:\n    def __init__(self):\n        self._state = 1\n    def _peek(self): ..."
+    helper = (
+        "def helper(host):\n    return host._state\n"
+        "class Child(Host):\n    def f(self):\n        return self._state, super()._peek()"
+    )
+    trees = {"paddlecraft.host": ast.parse(host), "paddlecraft.helper": ast.parse(helper)}
+    assert _foreign_private_reads(trees) == ["paddlecraft.helper:2: host._state"]
+
+
+def test_no_module_reads_a_private_name_of_another_library_module():
+    """Issue 35: a helper gets data or a named public accessor, never its host's private
+    state (``agents/ownership`` read ``Encoder._borrowed``; it reads ``Encoder.borrowed``)."""
+    trees = {name: ast.parse(path.read_text()) for name, path in _modules().items()}
+    assert _foreign_private_reads(trees) == []
