@@ -266,7 +266,12 @@ class Receiver(Agent):
     def hear(self, waveform: paddle.Tensor) -> paddle.Tensor:
         """The reading [B, 1, H] of spoken messages, waveforms [B, S] (needs ``ear``)."""
         if self.ear is None:
-            raise RuntimeError(f"agents.{self.name}: give an ear (a speech encoder) to hear")
+            from .settings import ConfigError
+
+            raise ConfigError(
+                f"agents.{self.name}.ear is not set: give the listener an ear (a speech "
+                "encoder config, as arena=referential_spoken does) to hear waveforms"
+            )
         return self.ear(waveform).unsqueeze(1)
 
     def forward(self, message: paddle.Tensor) -> paddle.Tensor:
