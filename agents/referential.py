@@ -76,6 +76,7 @@ class _ObjectView(nn.Layer):
                 role or "encoder",
                 slot=role or "encoder",
                 inputs=image_inputs(image_shape),
+                forced={"waveform_input": True} if role == "ear" else None,  # hears waveforms
                 headless=True,
                 features=True,
             )
