@@ -10,6 +10,7 @@ parent package is not an edge: Python loads the parent first anyway.
 from __future__ import annotations
 
 import ast
+import functools
 import re
 from pathlib import Path
 
@@ -224,45 +225,98 @@ def _private_names(tree: ast.AST) -> set[str]:
     return {n for n in out if n.startswith("_") and not n.startswith("__")}
 
 
-#: (module, name) reads of a third party's private name that a library module also happens
-#: to define, with why they are not a reach into the library's own objects
-THIRD_PARTY = {
-    ("paddlecraft.agents.instantiate", "_value"): "OmegaConf's InterpolationResultNode._value()",
+#: where a library module reads another package's private names on purpose, and why; every
+#: other ``obj._x`` of a name no library module defines is a new dependency on a private API
+THIRD_PARTY_PRIVATE: dict[str, tuple[frozenset[str] | None, str]] = {
+    "paddlecraft.paddle_private": (None, "Paddle's private API, version-checked (issue 35)"),
+    "paddlecraft.agents.instantiate": (
+        frozenset({"_is_interpolation", "_dereference_node", "_value", "_is_none", "_is_missing"}),
+        "OmegaConf's node API: walk a config's targets without resolving it",
+    ),
+    "paddlecraft.mistakes": (frozenset({"_get_node"}), "OmegaConf: a key's node, unresolved"),
+    "paddlecraft.arenas.engine.summary.hydra_callback": (
+        frozenset({"_return_value"}),
+        "Hydra's JobReturn: a failed job's exception without re-raising it",
+    ),
+    "paddlecraft.arenas.engine.loop": (frozenset({"_exit"}), "os._exit: documented stdlib"),
 }
 
 
-def _foreign_private_reads(trees: dict[str, ast.AST]) -> list[str]:
-    """``obj._x`` where ``_x`` is private to another library module (``obj`` not ``self``,
-    ``cls`` or ``super()``): a helper reaching into a host object instead of getting data."""
+def _private_reads(trees: dict[str, ast.AST]) -> list[tuple[str, int, str, str, bool]]:
+    """``(module, line, obj._x, _x, whether _x is the library's own)`` for every read of a
+    private name ``_x`` that the reading module does not define itself, ``obj`` being
+    anything but ``self``, ``cls`` or ``super()``: a helper reaching into another object."""
     defined = {name: _private_names(tree) for name, tree in trees.items()}
-    everywhere = set().union(*defined.values())
+    library = set().union(*defined.values())
     found = []
     for name, tree in trees.items():
         for node in ast.walk(tree):
-            if not isinstance(node, ast.Attribute) or node.attr not in everywhere:
+            if not isinstance(node, ast.Attribute) or not node.attr.startswith("_"):
+                continue
+            if node.attr.startswith("__") or node.attr.endswith("_"):  # dunders, _target_
                 continue
             owner = node.value
             if isinstance(owner, ast.Name) and owner.id in ("self", "cls"):
                 continue
             if isinstance(owner, ast.Call) and getattr(owner.func, "id", "") == "super":
                 continue
-            if node.attr not in defined[name] and (name, node.attr) not in THIRD_PARTY:
-                found.append(f"{name}:{node.lineno}: {ast.unparse(node)}")
+            if node.attr not in defined[name]:
+                own = node.attr in library
+                found.append((name, node.lineno, ast.unparse(node), node.attr, own))
     return found
+
+
+def _allowed(module: str, attr: str, anything: bool = True) -> bool:
+    """Whether `THIRD_PARTY_PRIVATE` lets ``module`` read ``attr`` (``anything``: also where
+    it lets the module read any private name)."""
+    names, _ = THIRD_PARTY_PRIVATE.get(module, (frozenset(), ""))
+    return anything if names is None else attr in names
 
 
 def test_the_private_read_finder_flags_a_reach_and_spares_self_and_super():
     host = "class Host:\n    def __init__(self):\n        self._state = 1\n    def _peek(self): ..."
     helper = (
-        "def helper(host):\n    return host._state\n"
+        "def helper(host, opt):\n    return host._state, opt._lr\n"
         "class Child(Host):\n    def f(self):\n        return self._state, super()._peek()"
     )
     trees = {"paddlecraft.host": ast.parse(host), "paddlecraft.helper": ast.parse(helper)}
-    assert _foreign_private_reads(trees) == ["paddlecraft.helper:2: host._state"]
+    assert _private_reads(trees) == [
+        ("paddlecraft.helper", 2, "host._state", "_state", True),  # the library's own
+        ("paddlecraft.helper", 2, "opt._lr", "_lr", False),  # a third party's
+    ]
+
+
+@functools.cache
+def _library_trees() -> dict[str, ast.AST]:
+    return {name: ast.parse(path.read_text()) for name, path in _modules().items()}
 
 
 def test_no_module_reads_a_private_name_of_another_library_module():
     """Issue 35: a helper gets data or a named public accessor, never its host's private
     state (``agents/ownership`` read ``Encoder._borrowed``; it reads ``Encoder.borrowed``)."""
-    trees = {name: ast.parse(path.read_text()) for name, path in _modules().items()}
-    assert _foreign_private_reads(trees) == []
+    reads = _private_reads(_library_trees())
+    found = [
+        f"{m}:{line}: {text}"
+        for m, line, text, attr, own in reads
+        if own and not _allowed(m, attr, anything=False)
+    ]
+    assert found == []
+
+
+def test_another_packages_private_names_are_read_only_where_listed():
+    """Paddle's private API lives in paddle_private.py (issue 35); any other private name of
+    another package (OmegaConf, Hydra) is read only where `THIRD_PARTY_PRIVATE` says why."""
+    reads = _private_reads(_library_trees())
+    found = [
+        f"{m}:{line}: {text}"
+        for m, line, text, attr, own in reads
+        if not own and not _allowed(m, attr)
+    ]
+    assert found == []
+    used = {(m, attr) for m, _, _, attr, _ in reads}
+    stale = [
+        f"{m}: {sorted(names - {a for mm, a in used if mm == m})}"
+        for m, (names, _) in THIRD_PARTY_PRIVATE.items()
+        if names is not None and names - {a for mm, a in used if mm == m}
+    ]
+    assert stale == []  # the list names nothing the code no longer reads
