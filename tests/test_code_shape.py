@@ -11,7 +11,9 @@ from __future__ import annotations
 
 import ast
 import functools
+import io
 import re
+import tokenize
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -185,6 +187,36 @@ def test_no_measured_figure_in_config_comments():
         for path in sorted((ROOT / "conf").rglob("*.yaml"))
         for i, line in enumerate(path.read_text().splitlines(), 1)
         if "#" in line and FIGURE.search(line.split("#", 1)[1])
+    ]
+    assert found == []
+
+
+#: a timing remark: "~4 s", "20 minutes", "3.1 steps/s", "2x faster" (a setting's unit, as
+#: "25 ms windows", is no remark)
+TIMING = re.compile(
+    r"~ ?\d+(\.\d+)? ?(s|ms|us|min|h)\b|\b\d+(\.\d+)? ?(minutes|seconds|hours)\b|\w+/s\b|"
+    r"\b\d+(\.\d+)? ?x (faster|slower)\b"
+)
+
+
+def _comments(source: str) -> list[tuple[int, str]]:
+    """``(line, text)`` of every ``#`` comment of a Python source."""
+    tokens = tokenize.generate_tokens(io.StringIO(source).readline)
+    return [(t.start[0], t.string) for t in tokens if t.type == tokenize.COMMENT]
+
+
+def test_no_timing_remark_in_library_code_comments():
+    """Issue 35: timing remarks in code go stale with the next run; figures live in
+    docs/results.json with their command and CPU."""
+    for text in ("# ~4 s per update", "# took 20 minutes", "# 3.1 steps/s", "# 2x faster here"):
+        assert TIMING.search(text), text
+    for text in ("# 25 ms windows", "# 40 ms", "# every 2 steps"):
+        assert not TIMING.search(text), text
+    found = [
+        f"{path.relative_to(ROOT)}:{line}: {text.strip()}"
+        for path in _modules().values()
+        for line, text in _comments(path.read_text())
+        if TIMING.search(text)
     ]
     assert found == []
 
