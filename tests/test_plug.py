@@ -259,6 +259,32 @@ def test_every_encoder_slot_is_in_the_slot_table_and_swapped_by_one_override(com
     assert {"generator.encoder", "listener.ear", "recognizer.encoder"} <= seen
 
 
+def test_an_encoder_config_takes_one_straight_path_to_a_built_encoder(monkeypatch, make_scope):
+    """Issue 35: a config went base -> instantiate -> plug -> instantiate ... (three visits
+    each). Now every step runs once, in order, inside `build_encoder`: checked, sized,
+    size-checked, built, contract- and input-checked."""
+    import paddlecraft.agents.plug as plug
+
+    steps = ("check_targets", "sized_config", "check_sizes", "check_takes_images",
+             "instantiate", "check_contract", "check_image_input")  # fmt: skip
+    calls: list[str] = []
+
+    def counted(name):
+        real = getattr(plug, name)
+        return lambda *a, **k: (calls.append(name), real(*a, **k))[1]
+
+    for name in steps:
+        monkeypatch.setattr(plug, name, counted(name))
+    mlp = {"_target_": "paddlecraft.encoders.ImageMLPEncoder", "hidden_size": 8}
+    agent = Classifier(make_scope("path"), encoder=mlp, input_shape=[1, 4, 4], num_classes=3)
+    # a classifier reads its encoder's own head, so no feature-contract check
+    assert calls == [s for s in steps if s != "check_contract"]
+    assert agent.encoder.built and agent.encoder.input_size == 16  # sized from the data
+    calls.clear()
+    Discriminator(make_scope("path"), encoder=mlp, input_shape=[1, 4, 4])  # reads features
+    assert calls == list(steps)
+
+
 def test_presets_stay_shorthands_and_the_one_form_overrides_them(compose_config):
     cfg = compose_config("arena=caption", "agent@agents.captioner=captioner_resnet_gpt")
     enc, dec = cfg.agents.captioner.encoder, cfg.agents.captioner.decoder
