@@ -138,11 +138,12 @@ def test_the_ray_token_file_is_the_owners_only(tmp_path, monkeypatch):
     seen = {}
 
     def init(**kwargs):  # what Ray's ray.init finds when it reads the token
-        seen.update(mode=_mode(token), token=token.read_text())
+        seen.update(mode=_mode(token), token=token.read_text(), address=kwargs.get("address"))
 
     ray = SimpleNamespace(init=init, util=SimpleNamespace(get_node_ip_address=lambda: "127.0.0.1"))
     assert start_local_ray(ray, num_cpus=1) == "127.0.0.1"
     assert seen["mode"] == 0o600 and re.fullmatch("[0-9a-f]{64}", seen["token"])
+    assert seen["address"] == "local"  # a node of its own, not a cluster `ray start` left
     assert _mode(token.parent) == 0o700
     os.chmod(token, 0o644)  # as an earlier run, or Ray itself, left it
     assert private_token_file() == token

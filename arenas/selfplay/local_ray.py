@@ -12,6 +12,9 @@ local node and restores it after: the node's IP is then 127.0.0.1 and every GCS,
 worker and driver port listens on loopback (``docs/guide/selfplay-scale-and-solver.md``,
 "What listens", lists them; ``tests/test_selfplay_ray.py`` checks the sockets).
 
+``ray.init()`` with no address joins the newest cluster ``ray start`` made on this machine
+(or ``RAY_ADDRESS``); `start_local_ray` asks for ``address="local"``, a new node of its own.
+
 Where a Ray version has no such switch the node falls back to Ray's default address and a
 warning says so; Ray's token authentication (on by default in Ray 2.60, never turned
 off here) then guards those ports. Joining a running cluster
@@ -98,6 +101,7 @@ def start_local_ray(ray: Any, num_cpus: int) -> str:
     private_token_file()
     with _single_node_addressing() as switched:
         ray.init(
+            address="local",  # a new node: never the cluster `ray start` left (or RAY_ADDRESS)
             include_dashboard=False,
             log_to_driver=False,
             configure_logging=False,
