@@ -117,6 +117,8 @@ TABLE: list[tuple[str, list[str], list[str]]] = [
     # sweeps: a refused -m sweep leaves no multirun/ folder; a list without -m says so
     ("sweep_refused_job", ["-m", "hydra/launcher=basic", "arena.epochs=0"], ["arena.epochs=0"]),
     ("sweep_bad_value", ["-m", "arena.epochs=abc,1"], ["arena.epochs=abc,1", "Integer"]),
+    # the default (joblib) launcher: a bad point refuses the sweep before any job starts
+    ("sweep_bad_point_joblib", ["-m", "arena.epochs=1,0"], ["arena.epochs=0", ">= 1"]),
     ("list_without_m", ["arena.epochs=1,2"], ["arena.epochs=1,2", "add -m", "arena.epochs=[1,2]"]),
     # a hydra.run.dir / hydra.sweep.dir outside the current folder: the folders it made go too
     ("run_dir_elsewhere", ["arena=caption", "arena.k=1", "hydra.run.dir={outside}/a/b/run"], ["arena.k"]),
