@@ -235,13 +235,28 @@ def test_no_module_defends_its_size_in_a_comment():
     assert [f"{p}:{i}" for p, i, line in _library_lines() if defence.search(line)] == []
 
 
+#: a stream id written as a number where a random stream is made: ``default_rng([seed, 7])``,
+#: ``seed=[seed, 11, update]``, ``self.stream(13)``, ``held_out(..., 0xA7A)``
+INLINE_STREAM = re.compile(
+    r"(default_rng\(|seed=)\[[^\]]*[\[,(+]\s*(0x[0-9A-Fa-f]+|\d+)\s*[,\])+]|"
+    r"\[[^\]]*seed[^\]]*\b0x[0-9A-Fa-f]+\]|held_out\(.*\b0x|\.stream\(\d+\)"
+)
+
+
+def test_the_stream_pattern_catches_numbers_and_spares_names():
+    for text in ("default_rng([seed, 7])", "default_rng([self.seed, 1000 + stream])",
+                 "seed=[self.seed, 11, updates]", "self.stream(13)", "default_rng([s, 0xA7A, n])"):  # fmt: skip
+        assert INLINE_STREAM.search(text), text
+    for text in ("default_rng([seed, EVAL_STREAM, n])", "default_rng([seed, i, j])",
+                 "default_rng(seed)", "self.stream(COLLECT_STREAM)"):  # fmt: skip
+        assert not INLINE_STREAM.search(text), text
+
+
 def test_random_stream_ids_are_named_constants():
-    """``default_rng([seed, 0xA7A])`` hides which stream it is: name it (``ANALYSIS_STREAM``)."""
-    inline = re.compile(
-        r"default_rng\(\[[^\]]*\b0x|\[[^\]]*seed[^\]]*\b0x[0-9A-Fa-f]+\]|held_out\(.*\b0x"
-    )
+    """``default_rng([seed, 7])`` hides which stream it is (and two files that must draw the
+    same one cannot say so): name it (``EVAL_STREAM``), hex or decimal."""
     assert [
-        f"{p}:{i}: {line.strip()}" for p, i, line in _library_lines() if inline.search(line)
+        f"{p}:{i}: {line.strip()}" for p, i, line in _library_lines() if INLINE_STREAM.search(line)
     ] == []
 
 
