@@ -39,7 +39,8 @@ def update_together(
             f"update_together: agents {scaled} use amp=fp16, whose loss scale is per agent; "
             "set agents.<name>.amp=bf16 (or off) for agents that share a loss"
         )
-    for a in agents:
-        a._require_optimizer()
+    idle = [a.name for a in agents if a.optimizer is None]
+    if idle:
+        raise RuntimeError(f"agent {idle[0]!r} has no trainable parameters to update")
     loss.backward()
     return {a.name: a.step_gradients(batch_share, grad_norm) for a in agents}

@@ -23,7 +23,7 @@ def borrowed_params(sublayers: Iterable[nn.Layer]) -> dict[int, str]:
     for layer in sublayers:
         if not (isinstance(layer, Encoder) and layer.built):
             continue
-        for logical, (lender, _) in layer._borrowed.items():
+        for logical, (lender, _) in layer.borrowed.items():
             if id(lender) not in mine:  # sharing between two of my own encoders is mine
                 for p in layer.layers[logical].parameters():
                     out[id(p)] = lender.scope

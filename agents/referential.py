@@ -76,6 +76,7 @@ class _ObjectView(nn.Layer):
                 role or "encoder",
                 slot=role or "encoder",
                 inputs=image_inputs(image_shape),
+                forced={"waveform_input": True} if role == "ear" else None,  # hears waveforms
                 headless=True,
                 features=True,
             )
@@ -266,7 +267,12 @@ class Receiver(Agent):
     def hear(self, waveform: paddle.Tensor) -> paddle.Tensor:
         """The reading [B, 1, H] of spoken messages, waveforms [B, S] (needs ``ear``)."""
         if self.ear is None:
-            raise RuntimeError(f"agents.{self.name}: give an ear (a speech encoder) to hear")
+            from .settings import ConfigError
+
+            raise ConfigError(
+                f"agents.{self.name}.ear is not set: give the listener an ear (a speech "
+                "encoder config, as arena=referential_spoken does) to hear waveforms"
+            )
         return self.ear(waveform).unsqueeze(1)
 
     def forward(self, message: paddle.Tensor) -> paddle.Tensor:

@@ -66,6 +66,8 @@ Scene = tuple[str, str, str, str, str]  # (colour1, shape1, relation, colour2, s
 
 
 HOLDOUT_STREAM = 0x5A  #: random-stream id: the held-out shape combinations
+#: random-stream ids of the scenes drawn for each split: ``[seed, id]``
+TRAIN_STREAM, TEST_STREAM, COMPOSITIONAL_STREAM = 1, 2, 3
 
 
 def shapes_vocabulary() -> list[str]:
@@ -246,9 +248,11 @@ def load_shapes(
     seen = [s for s in scenes if (s[0], s[1], s[2]) not in holdout]
     unseen = [s for s in scenes if (s[0], s[1], s[2]) in holdout]
     return ShapesData(
-        train=_split(seen, n_train, np.random.default_rng([seed, 1]), image_size),
-        test=_split(seen, n_test, np.random.default_rng([seed, 2]), image_size),
-        compositional=_split(unseen, n_compositional, np.random.default_rng([seed, 3]), image_size),
+        train=_split(seen, n_train, np.random.default_rng([seed, TRAIN_STREAM]), image_size),
+        test=_split(seen, n_test, np.random.default_rng([seed, TEST_STREAM]), image_size),
+        compositional=_split(
+            unseen, n_compositional, np.random.default_rng([seed, COMPOSITIONAL_STREAM]), image_size
+        ),
         vocab=shapes_vocabulary(),
         holdout=sorted(holdout),
     )

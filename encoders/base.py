@@ -10,8 +10,7 @@ seed's sharing idiom works:
     enc.build()
 
 After ``build()``, everything is addressed by logical name: `Encoder.get_param`,
-`Encoder.get_gradient`, `Encoder.freeze`, `Encoder.share`,
-`Encoder.summary`, `Encoder.save` / `Encoder.load`.
+`Encoder.get_gradient`, `Encoder.freeze`, `Encoder.share`, `Encoder.summary`, `Encoder.save`.
 
 In static mode (``paddle.enable_static()`` + ``program_guard``) ``build()`` also creates
 the program's feed variables and outputs as attributes, seed style: ``enc.input``,
@@ -33,11 +32,11 @@ from typing import Any
 import paddle
 from paddle import nn
 
+from . import pretrained as external
 from .contract import FEATURES, INPUT_KEYS, LENGTHS, POSITIONS, PREDICTION
 from .gradients import OutputGradients, param_gradient
 from .naming import check_scope_syntax, find_params
 from .pretrained import LoadReport
-from .pretrained import load_pretrained as _load_pretrained
 from .sharing import sharers
 from .specs import (
     EncoderInputError,
@@ -378,9 +377,14 @@ class Encoder(nn.Layer):
                     self._borrowed[name] = (other, other_logical)
             self._fixed |= {p.name for p in new.parameters() if p.stop_gradient}
         else:
-            self.model[logical] = SharedSpec(other, other_logical)
+            self.model[logical] = SharedSpec(other, other_logical, got)
         self._borrowed[logical] = (other, other_logical)
         other._lent.append((weakref.ref(self), logical, other_logical))
+
+    @property
+    def borrowed(self) -> dict[str, tuple[Encoder, str]]:
+        """Layers taken with `share`: ``{logical: (lender encoder, the lender's logical name)}``."""
+        return dict(self._borrowed)
 
     def own_parameters(self) -> list:
         """Parameters this encoder owns (not borrowed through `share`), deduplicated."""
@@ -425,23 +429,19 @@ class Encoder(nn.Layer):
         return self
 
     def save_pretrained(self, path: str | os.PathLike) -> str:
-        """Write scope-free weights that any encoder of this family can ``load_pretrained``.
-
-        For fine-tuning: train, ``save_pretrained``, build a new encoder (any scope, any
-        head), ``load_pretrained(path, strict=False)``. Returns the file's SHA-256.
-        """
-        from .pretrained import save_state
-
+        """Write scope-free weights any encoder of this family (any scope, any head) can
+        ``load_pretrained(path, strict=False)``, for fine-tuning; return the SHA-256."""
         self._require_built()
-        return save_state(self, path)
+        return external.save_state(self.state_dict(), path)
 
     def load_pretrained(
-        self, path: str | os.PathLike, strict: bool = True, source: str | None = None
+        self, path: str | os.PathLike | Mapping, strict: bool = True, source: str | None = None
     ) -> LoadReport:
-        """Load weights from an external file (torchvision, timm, Hugging Face, paddle.vision).
-
-        See `paddlecraft.encoders.pretrained` for the formats, the key mapping an encoder family
-        implements and the returned report (``print(report)`` lists every mismatch);
-        ``source`` skips detecting the file's naming.
-        """
-        return _load_pretrained(self, path, strict=strict, source=source)
+        """Load external weights (torchvision, timm, Hugging Face, paddle.vision; a file or
+        ``{key: array}``); return the report (see `paddlecraft.encoders.pretrained`)."""
+        keys = external.KeyMapping.of(self)
+        external.check_loadable(self._who(), keys, source)
+        if not self._built:
+            self.build()
+        target, linear = self.state_dict(), external.linear_weight_keys(self)
+        return external.copy_pretrained(path, target, linear, keys, self._who(), strict, source)

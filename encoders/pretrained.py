@@ -41,10 +41,10 @@ from __future__ import annotations
 import logging
 import os
 import pickle
-from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass, field, fields
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 import numpy as np
 import paddle
@@ -209,31 +209,42 @@ def _paddle_key(key: str) -> str:
 PADDLECRAFT = "paddlecraft"
 
 
-def save_state(encoder: nn.Layer, path: str | os.PathLike) -> str:
-    """Write ``encoder.state_dict()`` (scope-free keys) as safetensors; return its SHA-256.
+def save_state(state: Mapping[str, paddle.Tensor], path: str | os.PathLike) -> str:
+    """Write an encoder's ``state_dict()`` (scope-free keys) as safetensors; return its SHA-256.
 
     Unlike ``Encoder.save`` (physical names, for checkpoints of the same scope), any encoder
     of the same family, in any scope and with any head, can ``load_pretrained`` this file.
     """
     from .tensorio import save_tensors
 
-    return save_tensors(path, dict(encoder.state_dict()), {"format": "paddlecraft-state-1"})
+    return save_tensors(path, dict(state), {"format": "paddlecraft-state-1"})
 
 
-def load_pretrained(
-    encoder: nn.Layer,
-    path: str | os.PathLike | Mapping[str, np.ndarray],
-    strict: bool = True,
-    source: str | None = None,
-) -> LoadReport:
-    """Copy external weights (a file, or ``{key: array}``) into ``encoder``; return the report.
+@dataclass(frozen=True)
+class KeyMapping:
+    """An encoder family's side of the contract above, as data: how it names external weights.
 
-    See the module docstring for the contract the encoder implements. The encoder is built
-    first if needed. With ``strict`` nothing is copied unless the match is complete.
+    `KeyMapping.of` reads the contract's members from an encoder; a member it lacks keeps the
+    default here (no ``detect_source``: pass ``source=``; no ``pretrained_key``: only files
+    written by `save_state` load).
     """
-    who = f"{type(encoder).__name__}({getattr(encoder, 'scope', '')!r})"
-    own = source == PADDLECRAFT
-    if not own and not hasattr(encoder, "pretrained_key"):
+
+    detect_source: Callable[[list[str]], str] | None = None
+    pretrained_key: Callable[[str, str], str | None] | None = None
+    convert_pretrained: Callable[[dict, str], dict] | None = None
+    paddle_layout_sources: tuple[str, ...] = ("paddle",)
+
+    @classmethod
+    def of(cls, family: object) -> KeyMapping:
+        """The contract's members that ``family`` (an encoder or its class) implements."""
+        names = [f.name for f in fields(cls) if hasattr(family, f.name)]
+        return cls(**{name: getattr(family, name) for name in names})
+
+
+def check_loadable(who: str, keys: KeyMapping, source: str | None) -> None:
+    """Raise `PretrainedLoadError` before anything is built when ``who`` cannot load external
+    weights: no key mapping (and the file is not our own), or static mode."""
+    if source != PADDLECRAFT and keys.pretrained_key is None:
         raise PretrainedLoadError(
             f"{who} has no pretrained key mapping (no pretrained_key method); load its own "
             "checkpoints with .load(path), or implement pretrained_key/detect_source for it"
@@ -243,30 +254,43 @@ def load_pretrained(
             f"{who}: load pretrained weights in dynamic mode (before paddle.enable_static()); "
             "a static program then reads the loaded values from the parameters"
         )
-    if hasattr(encoder, "built") and not encoder.built:
-        encoder.build()
+
+
+def copy_pretrained(
+    path: str | os.PathLike | Mapping[str, np.ndarray],
+    target: Mapping[str, paddle.Tensor],
+    linear_keys: set[str],
+    keys: KeyMapping,
+    who: str,
+    strict: bool = True,
+    source: str | None = None,
+) -> LoadReport:
+    """Copy external weights (a file, or ``{key: array}``) into ``target``; return the report.
+
+    ``target``: a built encoder's ``state_dict()`` (its live tensors, filled in place);
+    ``linear_keys``: its ``nn.Linear`` weights (`linear_weight_keys`); ``keys``: its family's
+    `KeyMapping`; ``who`` names it in messages. With ``strict`` nothing is copied unless the
+    match is complete.
+    """
     arrays = dict(path) if isinstance(path, Mapping) else read_weights(path)
     where = "<arrays>" if isinstance(path, Mapping) else str(path)
-    target = encoder.state_dict()
     if source is None and arrays and all(k in target for k in arrays):
         source = PADDLECRAFT  # written by save_state: the keys are ours already
     if source is None:
-        if not hasattr(encoder, "detect_source"):
+        if keys.detect_source is None:
             raise PretrainedLoadError(f"{who} cannot detect the file's naming: pass source=")
-        source = encoder.detect_source(list(arrays))
+        source = keys.detect_source(list(arrays))
     report = LoadReport(source=source, path=where)
     report.ignored = sorted(k for k in arrays if k.endswith("num_batches_tracked"))
     arrays = {k: v for k, v in arrays.items() if not k.endswith("num_batches_tracked")}
-    convert = getattr(encoder, "convert_pretrained", None)
-    if convert is not None:
-        arrays = convert(arrays, source)
+    if keys.convert_pretrained is not None:
+        arrays = keys.convert_pretrained(arrays, source)
 
-    layouts = (*getattr(encoder, "paddle_layout_sources", ("paddle",)), PADDLECRAFT)
-    transpose = source not in layouts
-    linear_w = linear_weight_keys(encoder) if transpose else set()
+    transpose = source not in (*keys.paddle_layout_sources, PADDLECRAFT)
+    linear_w = linear_keys if transpose else set()
     values: dict[str, np.ndarray] = {}
     for key in sorted(arrays):
-        mapped = key if source == PADDLECRAFT else encoder.pretrained_key(key, source)
+        mapped = key if source == PADDLECRAFT else keys.pretrained_key(key, source)
         mapped = None if mapped is None else _paddle_key(mapped)
         if mapped is None or mapped not in target:
             report.unexpected.append(key)
@@ -298,3 +322,29 @@ def load_pretrained(
         t.set_value(value.astype(str(t.dtype).replace("paddle.", ""), copy=False))
     log.info("%s", report)
     return report
+
+
+class Pretrainable(Protocol):
+    """What `load_pretrained` needs of an encoder: its own ``load_pretrained`` method."""
+
+    def load_pretrained(
+        self,
+        path: str | os.PathLike | Mapping[str, np.ndarray],
+        strict: bool = True,
+        source: str | None = None,
+    ) -> LoadReport: ...
+
+
+def load_pretrained(
+    encoder: Pretrainable,
+    path: str | os.PathLike | Mapping[str, np.ndarray],
+    strict: bool = True,
+    source: str | None = None,
+) -> LoadReport:
+    """``encoder.load_pretrained(path, strict, source)``: copy external weights (a file, or
+    ``{key: array}``) into an encoder, building it first if needed; return the report.
+
+    See the module docstring for the contract the encoder implements. With ``strict``
+    nothing is copied unless the match is complete.
+    """
+    return encoder.load_pretrained(path, strict=strict, source=source)

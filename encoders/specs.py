@@ -37,10 +37,12 @@ class SharedSpec:
     """A logical slot filled by another encoder's built layer (see `Encoder.share`).
 
     ``encoder`` is that other `Encoder` (typed as the
-    layer it is, so that this module does not import the one that uses it)."""
+    layer it is, so that this module does not import the one that uses it);
+    ``signature`` is what it declared for ``logical`` (checked against the borrower's)."""
 
     encoder: nn.Layer
     logical: str
+    signature: tuple
 
 
 @dataclass(frozen=True)
@@ -139,7 +141,7 @@ def build_layers(
                 who,
                 name,
                 declared[name],
-                other._declared[spec.logical],
+                spec.signature,
                 f"{other.scope}.{spec.logical}",
             )
             layers[name] = other.layers[spec.logical]

@@ -57,7 +57,7 @@ class TextDecoder(ConditionedDecoder):
 
     def _forward(self, cond: Tensor, tokens: Tensor) -> dict[str, Tensor]:
         if paddle.in_dynamic_mode():
-            check_token_ids(self, tokens, self.vocab_size)
+            check_token_ids(self._who(), tokens, self.vocab_size)
         h, _ = self._run(cond, tokens, self._initial_state(cond))  # [B, T, H]
         return {"prediction": self.layers["prediction"](h)}  # [B, T, V]
 

@@ -41,11 +41,12 @@ def transformer(d_model: int, heads: int, num_layers: int, ff: int, dropout: flo
     )
 
 
-def check_token_ids(enc: Encoder, tokens: Tensor, vocab_size: int) -> None:
-    # dynamic mode only: a bad id would otherwise surface as a C++ index error
+def check_token_ids(who: str, tokens: Tensor, vocab_size: int) -> None:
+    """Raise `EncoderInputError` naming encoder ``who`` when a token id is outside the
+    vocabulary (dynamic mode only: a bad id would otherwise surface as a C++ index error)."""
     if tokens.size and (int(tokens.min()) < 0 or int(tokens.max()) >= vocab_size):
         raise EncoderInputError(
-            f"{enc._who()} input 'tokens': ids must be in [0, {vocab_size}), got "
+            f"{who} input 'tokens': ids must be in [0, {vocab_size}), got "
             f"[{int(tokens.min())}, {int(tokens.max())}]. Encode with the vocabulary the "
             "encoder was built for (vocab_size=len(vocab))."
         )
@@ -114,7 +115,7 @@ class TextEncoder(Encoder):
 
     def _forward(self, tokens: Tensor) -> dict[str, Tensor]:
         if paddle.in_dynamic_mode():
-            check_token_ids(self, tokens, self.vocab_size)
+            check_token_ids(self._who(), tokens, self.vocab_size)
             if self.arch == "transformer" and tokens.shape[1] > self.max_len:
                 raise EncoderInputError(
                     f"{self._who()} input 'tokens': {tokens.shape[1]} positions but max_len="

@@ -121,7 +121,7 @@ class TransformerTextDecoder(ConditionedDecoder):
 
     def _forward(self, cond: Tensor, tokens: Tensor) -> dict[str, Tensor]:
         if paddle.in_dynamic_mode():
-            check_token_ids(self, tokens, self.vocab_size)
+            check_token_ids(self._who(), tokens, self.vocab_size)
             if tokens.shape[1] > self.max_len:
                 raise EncoderInputError(
                     f"{self._who()} input 'tokens': {tokens.shape[1]} positions but max_len="

@@ -159,7 +159,7 @@ class TransformerTextEncoder(Encoder):
                     f"shape [B, T], got {[list(x.shape) for x in xs]}"
                 )
             tokens = xs[0]
-            check_token_ids(self, tokens, self.vocab_size)
+            check_token_ids(self._who(), tokens, self.vocab_size)
             if tokens.shape[1] > self.max_len:
                 raise EncoderInputError(
                     f"{self._who()} input 'tokens': {tokens.shape[1]} positions but max_len="

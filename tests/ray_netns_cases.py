@@ -56,7 +56,14 @@ def _arena(policy: Policy, workers: int) -> SelfPlayArena:
 
 @pytest.fixture(scope="module")
 def local_ray():
-    ray.init(num_cpus=4, include_dashboard=False, log_to_driver=False, configure_logging=False)
+    # address="local": a node of its own, even where `ray start` left a cluster on the machine
+    ray.init(
+        address="local",
+        num_cpus=4,
+        include_dashboard=False,
+        log_to_driver=False,
+        configure_logging=False,
+    )
     yield
     ray.shutdown()
 

@@ -102,6 +102,8 @@ def test_borrowed_layer_is_deduplicated_and_updated_once_by_its_owner(make_scope
 
     shared_w = a.encoder.layers["hidden_layer_2"].weight
     assert b.encoder.layers["hidden_layer_2"].weight is shared_w
+    assert b.encoder.borrowed == {"hidden_layer_2": (a.encoder, "hidden_layer_2")}
+    assert a.encoder.borrowed == {}
     a_ids = {id(p) for p in a.parameters()}
 
     b_params = b.parameters()
@@ -523,6 +525,15 @@ def test_update_together_refuses_duplicates_and_fp16(make_scope, monkeypatch):
     monkeypatch.setattr(a.amp, "scaler", object())  # as amp=fp16 would set
     with pytest.raises(agents.ConfigError, match="amp=bf16"):
         agents.update_together(a.loss(x, y), [a])
+
+
+def test_update_together_refuses_an_agent_with_nothing_to_update_before_the_backward(make_scope):
+    a, fixed = _clf(make_scope("jb")), _clf(make_scope("jfixed"))
+    fixed.optimizer = None  # as build_optimizer leaves an agent with no own parameters
+    ((x, y),) = _batches(1)
+    with pytest.raises(RuntimeError, match=f"agent '{fixed.name}' has no trainable parameters"):
+        agents.update_together(a.loss(x, y) + fixed.loss(x, y), [a, fixed])
+    assert all(p.grad is None for p in a.parameters())  # refused before any backward
 
 
 def test_an_agent_saved_before_the_namespace_loads(make_scope, tmp_path):

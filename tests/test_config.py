@@ -281,6 +281,19 @@ def test_every_launcher_config_composes_against_its_plugin(launcher, compose_con
         assert cfg.hydra.launcher.ray.remote.num_cpus == 2
 
 
+def test_the_default_sweep_launcher_is_the_one_hydra_md_names(compose_config):
+    """docs/hydra.md once said ``-m`` used the basic launcher while it was joblib: the page's
+    claim is read and checked against what ``-m`` composes without a launcher override."""
+    compose_config("arena=classify")  # the built-in schemas registered
+    page = (CONF.parent / "docs" / "hydra.md").read_text()
+    named = re.search(r"`-m` uses Hydra's (\w+) launcher", page).group(1)
+    with initialize_config_dir(config_dir=str(CONF), version_base="1.3"):
+        cfg = compose("config", return_hydra_config=True)
+    assert named == "joblib" and named in str(cfg.hydra.launcher._target_).lower()
+    assert cfg.hydra.runtime.choices["hydra/launcher"] == "local"
+    assert "`hydra/launcher: local`, which is joblib" in page
+
+
 EXPERIMENTS = sorted(p.stem for p in (CONF / "experiment").glob("*.yaml"))
 
 

@@ -17,6 +17,7 @@ import io
 import json
 import os
 import re
+import shutil
 import subprocess
 import sys
 import types
@@ -97,17 +98,18 @@ def _register_configs_once() -> None:
     register_configs()
 
 
-def compose_command(cmd: db.RunCommand, dry_run: bool = True):
+def compose_command(cmd: db.RunCommand, dry_run: bool = True, cdir: Path | None = None):
     """The config the command composes (in this process), after the run's dry validation
     (``dry_run``: left out for a command that needs what this machine lacks, as its block's
-    marker says, and for prose, which may show a mistake next to its error line)."""
+    marker says, and for prose, which may show a mistake next to its error line).
+    ``cdir``: the ``--config-dir`` folder (default: the example's that the command names)."""
     from paddlecraft.arenas.engine.live.config import expand_shorthand
     from paddlecraft.arenas.engine.validate import validate
     from paddlecraft.own_arena import register_own_arena_schemas
 
     _register_configs_once()
     overrides = expand_shorthand(one_point(cmd))  # as the command line does (trainer.live=true)
-    cdir = user_config_dir(cmd)
+    cdir = cdir or user_config_dir(cmd)
     if cdir is not None:
         overrides.append(f"hydra.searchpath=[file://{cdir}]")
     with user_package(cdir):
@@ -198,6 +200,42 @@ def test_the_docs_sweep_of_their_own_arena_composes_without_a_plus():
     assert len(sweep) == 1 and not sweep[0].not_run
     cfg = compose_command(sweep[0])
     assert cfg.arena.alpha == 0.2 and cfg.arena.temperature == 2.0
+
+
+def test_the_docs_own_arena_file_composes_with_their_sweep(tmp_path):
+    """The arena file docs/write-arena.md shows (not the example's, which it abridges),
+    written to a reader's ``my_conf/arena/distill.yaml`` next to the example's package, runs
+    the page's sweep: it composes and passes the run's dry validation."""
+    (yaml,) = [
+        b for b in BLOCKS if b.page == "docs/write-arena.md" and "mypkg.DistillArena" in b.body
+    ]
+    assert yaml.lang == "yaml" and not yaml.not_run
+    conf = tmp_path / "my_project" / "my_conf"
+    (conf / "arena").mkdir(parents=True)
+    (conf / "arena" / "distill.yaml").write_text(yaml.body)
+    shutil.copytree(ROOT / "examples" / "my_arena" / "mypkg", conf.parent / "mypkg")
+    (sweep,) = [
+        c
+        for c in COMMANDS
+        if c.where.startswith("docs/write-arena.md:") and "arena.alpha=0.2,0.8" in c.args
+    ]
+    try:
+        cfg = compose_command(sweep, cdir=conf)
+    finally:
+        sys.modules.pop("mypkg", None)  # the copy; the example's own is imported elsewhere
+    assert cfg.arena._target_ == "mypkg.DistillArena" and cfg.arena.alpha == 0.2
+    assert cfg.agents.student.encoder.hidden_size == 32 and cfg.agents.teacher.encoder
+
+
+def test_every_log_file_a_page_names_is_the_one_a_run_writes(tiny_run):
+    """``run.log`` was named in four pages while the command writes ``cli.log``: every bare
+    ``*.log`` name in the docs is a file of a real run folder."""
+    names = {
+        name for page in db.pages() for name in re.findall(r"`([\w.-]+\.log)`", page.read_text())
+    }
+    assert "cli.log" in names
+    run_dir = tiny_run(["arena=classify"])
+    assert sorted(n for n in names if not (run_dir / n).is_file()) == []
 
 
 TRANSCRIPTS = [c for c in COMMANDS if c.expect and not c.not_run]

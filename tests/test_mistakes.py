@@ -118,6 +118,8 @@ TABLE: list[tuple[str, list[str], list[str]]] = [
     # sweeps: a refused -m sweep leaves no multirun/ folder; a list without -m says so
     ("sweep_refused_job", ["-m", "hydra/launcher=basic", "arena.epochs=0"], ["arena.epochs=0"]),
     ("sweep_bad_value", ["-m", "arena.epochs=abc,1"], ["arena.epochs=abc,1", "Integer"]),
+    # the default (joblib) launcher: a bad point refuses the sweep before any job starts
+    ("sweep_bad_point_joblib", ["-m", "arena.epochs=1,0"], ["arena.epochs=0", ">= 1"]),
     ("list_without_m", ["arena.epochs=1,2"], ["arena.epochs=1,2", "add -m", "arena.epochs=[1,2]"]),
     # a hydra.run.dir / hydra.sweep.dir outside the current folder: the folders it made go too
     ("run_dir_elsewhere", ["arena=caption", "arena.k=1", "hydra.run.dir={outside}/a/b/run"], ["arena.k"]),
@@ -310,36 +312,89 @@ def test_own_package_next_to_the_config_folder_is_importable(tmp_path, form):
 GROUPS = ("agents", "arena", "data", "trainer", "encoder", "decoder", "game", "chain", "export")
 
 
-def _message(node: ast.AST) -> str:
-    """The literal text of an error message (f-string holes as {})."""
+#: builtin errors that print a traceback: a message naming a setting must not use them
+PLAIN = ("ValueError", "TypeError", "KeyError", "RuntimeError", "IndexError", "LookupError")
+#: library code the scan reads: every layer of the package
+LIBRARY = ("agents", "arenas", "craftdata", "encoders", "paddlecraft")
+
+
+def _message(node: ast.AST, local: dict[str, list[ast.AST]]) -> str:
+    """The literal text of an error message (f-string holes as {}), through ``+``,
+    ``"...".format(...)`` and a message first put in a local name (``local``)."""
     if isinstance(node, ast.Constant) and isinstance(node.value, str):
         return node.value
     if isinstance(node, ast.JoinedStr):
-        return "".join(_message(v) if isinstance(v, ast.Constant) else "{}" for v in node.values)
+        return "".join(
+            _message(v, local) if isinstance(v, ast.Constant) else "{}" for v in node.values
+        )
     if isinstance(node, ast.BinOp):
-        return _message(node.left) + _message(node.right)
+        return _message(node.left, local) + _message(node.right, local)
+    if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute):
+        return _message(node.func.value, local)  # "...".format(...), "...".join(...)
+    if isinstance(node, ast.Name):
+        return " ".join(_message(v, {}) for v in local.get(node.id, []))
     return ""
+
+
+def _plain_setting_errors(tree: ast.AST, names: re.Pattern) -> list[tuple[int, str]]:
+    """``(line, message)`` of each ``raise <PLAIN>(...)`` in ``tree`` whose message names a
+    setting."""
+    found = []
+    scopes = [
+        n
+        for n in ast.walk(tree)
+        if isinstance(n, (ast.Module, ast.FunctionDef, ast.AsyncFunctionDef))
+    ]
+    for scope in scopes:
+        local: dict[str, list[ast.AST]] = {}
+        for node in ast.walk(scope):
+            if isinstance(node, ast.Assign):
+                for target in node.targets:
+                    if isinstance(target, ast.Name):
+                        local.setdefault(target.id, []).append(node.value)
+        for node in ast.walk(scope):
+            if not (isinstance(node, ast.Raise) and isinstance(node.exc, ast.Call)):
+                continue
+            func = node.exc.func
+            name = func.id if isinstance(func, ast.Name) else getattr(func, "attr", "")
+            text = _message(node.exc.args[0], local) if node.exc.args else ""
+            if name in PLAIN and names.search(text):
+                found.append((node.lineno, text))
+    return sorted(set(found))
+
+
+def _setting_names() -> re.Pattern:
+    return re.compile(rf"(?<![\w.])({'|'.join(GROUPS)})(\.[\w<>{{}}%]+|=)")
+
+
+def test_the_plain_error_scan_reads_messages_however_they_are_built():
+    source = """
+def f(x):
+    raise ValueError(f"arena.epochs must be >= 1, got {x}")
+def g(x):
+    msg = "agents.%s.lr must be >= 0" % x
+    raise RuntimeError(msg)
+def h(x):
+    raise KeyError("trainer.{} is unknown".format(x))
+def fine(x):
+    raise ConfigError(f"arena.epochs must be >= 1, got {x}")
+def internal(x):
+    raise ValueError(f"got {x} rows")
+"""
+    found = _plain_setting_errors(ast.parse(source), _setting_names())
+    assert [line for line, _ in found] == [3, 6, 8]
 
 
 def test_no_plain_error_names_a_setting():
     """A setting-naming error is a PaddleCraftError (one error: line), never a bare
-    ValueError / TypeError / KeyError, anywhere in the library."""
-    names = re.compile(rf"(?<![\w.])({'|'.join(GROUPS)})(\.[\w<>{{}}]+|=)")
-    found = []
-    for top in ("agents", "arenas", "craftdata", "encoders", "paddlecraft"):
-        for path in sorted((ROOT / top).rglob("*.py")):
-            for node in ast.walk(ast.parse(path.read_text())):
-                if not (isinstance(node, ast.Raise) and isinstance(node.exc, ast.Call)):
-                    continue
-                func = node.exc.func
-                if not (
-                    isinstance(func, ast.Name)
-                    and func.id in ("ValueError", "TypeError", "KeyError")
-                ):
-                    continue
-                text = _message(node.exc.args[0]) if node.exc.args else ""
-                if names.search(text):
-                    found.append(f"{path.relative_to(ROOT)}:{node.lineno}: {text[:80]}")
+    ValueError / TypeError / KeyError / RuntimeError, anywhere in the library."""
+    names = _setting_names()
+    found = [
+        f"{path.relative_to(ROOT)}:{line}: {text[:80]}"
+        for top in LIBRARY
+        for path in sorted((ROOT / top).rglob("*.py"))
+        for line, text in _plain_setting_errors(ast.parse(path.read_text()), names)
+    ]
     assert found == [], "\n".join(found)
 
 

@@ -10,6 +10,7 @@ pairs from the command line.
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 import sys
 import types
@@ -191,6 +192,97 @@ def test_recognizer_takes_whisper_tiny(chain, compose_config):
     waves = rec.prepare([rng.standard_normal(n).astype(np.float32) * 0.1 for n in (8000, 6000)])
     _train(rec, lambda: rec.loss(waves, ["a red circle", "a blue square"]))
     assert len(rec.transcribe(list(waves))) == 2
+
+
+def test_the_spoken_listener_hears_through_whisper_tiny_by_one_override(compose_config):
+    """``encoder@agents.listener.ear=...`` swaps the ear; the voice follows its sample rate."""
+    from paddlecraft.arenas.engine.app import build_arena
+
+    cfg = compose_config(
+        "arena=referential_spoken", *_encoder("listener", "ear", "whisper_tiny"),
+        "arena.batch_size=4", "arena.steps_per_epoch=1",
+    )  # fmt: skip
+    paddle.seed(0)
+    agents = build_agents(cfg)
+    ear = agents["listener"].ear.encoder
+    assert type(ear).__name__ == "WhisperStyleEncoder"
+    arena = build_arena(cfg, agents)
+    assert arena.voice.sample_rate == ear.sample_rate == 16000
+    before = [p.numpy().copy() for p in ear.parameters()]
+    assert np.isfinite(arena.train_step(next(iter(arena.batches(0))))["loss"])
+    assert any(not np.array_equal(a, p.numpy()) for a, p in zip(before, ear.parameters()))
+
+
+#: every built-in arena, and each chain and game that changes its agents
+VARIANTS = (
+    [[f"arena={p.stem}"] for p in sorted((ROOT / "conf" / "arena").glob("*.yaml"))]
+    + [["arena=caption", f"chain={p.stem}"] for p in sorted((ROOT / "conf" / "chain").glob("*.yaml"))]
+    + [["arena=selfplay", f"game={p.stem}"] for p in sorted((ROOT / "conf" / "game").glob("*.yaml"))]
+)  # fmt: skip
+
+
+def _slot_table() -> set[str]:
+    """The ``agent.slot`` names of docs/agents.md's slot table."""
+    text = (ROOT / "docs" / "agents.md").read_text().split("| arena | agent.slot |", 1)[1]
+    rows = [line.split("|")[2] for line in text.splitlines()[2:] if line.startswith("|")]
+    rows = rows[: next((i for i, r in enumerate(rows) if not r.strip()), len(rows))]
+    return {name for row in rows for name in re.findall(r"`(\w+\.\w+)`", row)}
+
+
+def test_every_encoder_slot_is_in_the_slot_table_and_swapped_by_one_override(compose_config):
+    """docs/agents.md: "one override form swaps the encoder of any slot of any agent". Each
+    agent key holding an encoder or decoder in a built-in arena is a row of the page's table
+    and a Hydra choice (``encoder@agents.<slot>`` / ``decoder@...``), not an inline block."""
+    from hydra import compose, initialize_config_dir
+    from omegaconf import OmegaConf
+
+    compose_config("arena=classify")  # the built-in schemas registered
+    table, seen, inline = _slot_table(), set(), []
+    for overrides in VARIANTS:
+        with initialize_config_dir(config_dir=str(ROOT / "conf"), version_base="1.3"):
+            cfg = compose("config", overrides=overrides, return_hydra_config=True)
+        choices = set(cfg.hydra.runtime.choices)
+        agents = OmegaConf.to_container(cfg.agents, resolve=False)
+        for agent, settings in agents.items():
+            for key, value in settings.items():
+                if not (isinstance(value, dict) and str(value.get("_target_", "")).startswith(
+                    "paddlecraft.encoders."
+                )):  # fmt: skip
+                    continue
+                slot = f"{agent}.{key}"
+                seen.add(slot)
+                if not {f"encoder@agents.{slot}", f"decoder@agents.{slot}"} & choices:
+                    inline.append(f"{' '.join(overrides)}: {slot}")
+    assert inline == [], "put the slot's encoder in the defaults list (a conf/encoder file)"
+    assert sorted(seen - table) == [], "add a row to docs/agents.md's slot table"
+    assert sorted(table - seen) == []  # and the table names no slot that is not there
+    assert {"generator.encoder", "listener.ear", "recognizer.encoder"} <= seen
+
+
+def test_an_encoder_config_takes_one_straight_path_to_a_built_encoder(monkeypatch, make_scope):
+    """Issue 35: a config went base -> instantiate -> plug -> instantiate ... (three visits
+    each). Now every step runs once, in order, inside `build_encoder`: checked, sized,
+    size-checked, built, contract- and input-checked."""
+    import paddlecraft.agents.plug as plug
+
+    steps = ("check_targets", "sized_config", "check_sizes", "check_takes_images",
+             "instantiate", "check_contract", "check_image_input")  # fmt: skip
+    calls: list[str] = []
+
+    def counted(name):
+        real = getattr(plug, name)
+        return lambda *a, **k: (calls.append(name), real(*a, **k))[1]
+
+    for name in steps:
+        monkeypatch.setattr(plug, name, counted(name))
+    mlp = {"_target_": "paddlecraft.encoders.ImageMLPEncoder", "hidden_size": 8}
+    agent = Classifier(make_scope("path"), encoder=mlp, input_shape=[1, 4, 4], num_classes=3)
+    # a classifier reads its encoder's own head, so no feature-contract check
+    assert calls == [s for s in steps if s != "check_contract"]
+    assert agent.encoder.built and agent.encoder.input_size == 16  # sized from the data
+    calls.clear()
+    Discriminator(make_scope("path"), encoder=mlp, input_shape=[1, 4, 4])  # reads features
+    assert calls == list(steps)
 
 
 def test_presets_stay_shorthands_and_the_one_form_overrides_them(compose_config):

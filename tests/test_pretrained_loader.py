@@ -21,7 +21,7 @@ from paddlecraft.encoders import (
     load_pretrained,
     read_weights,
 )
-from paddlecraft.encoders.pretrained import rename_prefix
+from paddlecraft.encoders.pretrained import KeyMapping, copy_pretrained, rename_prefix
 
 
 class TinyNet(nn.Layer):
@@ -98,6 +98,30 @@ def test_paddle_save_file_roundtrips_through_restricted_unpickler(scope, tmp_pat
     x = paddle.randn([5, 4])
     src.eval(), enc.eval()
     np.testing.assert_allclose(enc(x).numpy(), src(x).numpy(), rtol=0, atol=1e-6)
+
+
+def test_the_loader_takes_data_a_state_dict_and_a_key_mapping_not_an_encoder():
+    """copy_pretrained fills any ``state_dict()`` (here a bare nn.Linear's) from the family's
+    `KeyMapping`; `KeyMapping.of` reads only the contract's members an encoder has."""
+    lin = nn.Linear(4, 3)
+    w = np.arange(12, dtype="float32").reshape(3, 4)  # torch layout [out, in]
+    b = np.ones(3, "float32")
+    keys = KeyMapping(pretrained_key=lambda key, source: rename_prefix(key, [("net.", "")]))
+    report = copy_pretrained(
+        {"net.weight": w, "net.bias": b},
+        lin.state_dict(),
+        {"weight"},
+        keys,
+        "Linear",
+        True,
+        "torch",
+    )
+    assert report.ok and report.matched == ["weight", "bias"]
+    np.testing.assert_array_equal(lin.weight.numpy(), w.T)
+    np.testing.assert_array_equal(lin.bias.numpy(), b)
+    mapping = KeyMapping.of(TinyEncoder)
+    assert mapping.detect_source is not None and mapping.pretrained_key is not None
+    assert mapping.convert_pretrained is None and mapping.paddle_layout_sources == ("paddle",)
 
 
 class _Shell:

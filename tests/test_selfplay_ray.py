@@ -8,11 +8,14 @@ from __future__ import annotations
 
 import contextlib
 import os
+import re
 import shutil
 import socket
+import stat
 import subprocess
 import sys
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 
@@ -110,7 +113,42 @@ def test_a_local_ray_listens_on_loopback_only_as_the_guide_says(make_scope):
     finally:
         pool.close()
     assert not ray.is_initialized()
+    if "RAY_AUTH_MODE" not in os.environ and "RAY_AUTH_TOKEN" not in os.environ:
+        token = Path(os.environ.get("RAY_AUTH_TOKEN_PATH") or Path.home() / ".ray" / "auth_token")
+        assert _mode(token) == 0o600  # as Ray left it after reading it
     names = {name for name, _ in found}
     assert {"gcs_server", "raylet", "driver", "worker"} <= names, found
     assert names <= set(documented), found
     assert {ip for _, ip in found} <= LOOPBACK, found
+
+
+def _mode(path: Path) -> int:
+    return stat.S_IMODE(path.stat().st_mode)
+
+
+def test_the_ray_token_file_is_the_owners_only(tmp_path, monkeypatch):
+    """Ray writes ``~/.ray/auth_token`` 0644; a local Ray started here finds it 0600."""
+    from paddlecraft.arenas.selfplay.local_ray import private_token_file, start_local_ray
+
+    home = tmp_path / "home"
+    monkeypatch.setenv("HOME", str(home))
+    for var in ("RAY_AUTH_MODE", "RAY_AUTH_TOKEN", "RAY_AUTH_TOKEN_PATH"):
+        monkeypatch.delenv(var, raising=False)
+    token = home / ".ray" / "auth_token"
+    seen = {}
+
+    def init(**kwargs):  # what Ray's ray.init finds when it reads the token
+        seen.update(mode=_mode(token), token=token.read_text(), address=kwargs.get("address"))
+
+    ray = SimpleNamespace(init=init, util=SimpleNamespace(get_node_ip_address=lambda: "127.0.0.1"))
+    assert start_local_ray(ray, num_cpus=1) == "127.0.0.1"
+    assert seen["mode"] == 0o600 and re.fullmatch("[0-9a-f]{64}", seen["token"])
+    assert seen["address"] == "local"  # a node of its own, not a cluster `ray start` left
+    assert _mode(token.parent) == 0o700
+    os.chmod(token, 0o644)  # as an earlier run, or Ray itself, left it
+    assert private_token_file() == token
+    assert _mode(token) == 0o600 and token.read_text() == seen["token"]  # tightened, kept
+    own = tmp_path / "keys" / "ray.token"
+    assert private_token_file({"RAY_AUTH_TOKEN_PATH": str(own)}) == own and _mode(own) == 0o600
+    assert private_token_file({"RAY_AUTH_MODE": "disabled"}) is None  # Ray reads no file
+    assert private_token_file({"RAY_AUTH_TOKEN": "in-the-environment"}) is None

@@ -32,6 +32,10 @@ from .connect_four import ConnectFour
 from .core import U64
 
 _INSTALL = "pip install paddlecraft[solver]"
+#: random-stream ids: the games that yield the judged positions ``[seed, id]``, and the
+#: solver's tie-breaks when it plays a player ``[seed, id]``
+POSITIONS_STREAM = 2025
+SOLVER_GAMES_STREAM = 42
 
 
 def _core() -> Any:
@@ -151,7 +155,7 @@ def solver_positions(
     kept, at a ply drawn uniformly from ``0..max_ply``, if the game is not over there and
     its legal moves do not all have the same exact value. Cached per process.
     """
-    rng = np.random.default_rng([seed, 2025])
+    rng = np.random.default_rng([seed, POSITIONS_STREAM])
     tactical, strong = TacticalPlayer(ConnectFour), SolverPlayer(max_depth=6)
     planes, masks, values, plies = [], [], [], []
     kept = 0
@@ -261,7 +265,7 @@ def versus_solver(player: Player, games: int = 1, seed: int = 0) -> dict[str, fl
     every game. Returns ``win_rate`` and ``plies`` (mean game length: how long the
     player survives when it loses).
     """
-    rng = np.random.default_rng([seed, 42])
+    rng = np.random.default_rng([seed, SOLVER_GAMES_STREAM])
     solver = SolverPlayer()
     g = ConnectFour(games)
     while not g.done.all():

@@ -76,6 +76,10 @@ log = logging.getLogger("paddlecraft")
 
 __all__ = ["GanArena", "GanConfig"]
 
+#: random-stream ids of the fixed noise: ``[seed, NOISE_STREAM + k]``, k = 1 evaluation,
+#: 2 the picture grid, 3 the final evaluation
+NOISE_STREAM = 1000
+
 Metrics = dict[str, paddle.Tensor]
 
 
@@ -166,7 +170,7 @@ class GanArena(Arena):
         self.last_grid: np.ndarray | None = None
 
     def _noise(self, n: int, stream: int, per_row: bool = False):
-        rng = np.random.default_rng([self.seed, 1000 + stream])
+        rng = np.random.default_rng([self.seed, NOISE_STREAM + stream])
         z = rng.standard_normal((n, self.generator.latent_dim)).astype(np.float32)
         if not self.conditional:
             return z, None

@@ -41,6 +41,8 @@ __all__ = ["GanData", "SampledSplit", "eval_sample"]
 
 #: salt of the evaluation sample's seed (per split: train 0, test 1)
 _SAMPLE_SALT = 11
+#: random-stream id of the real images the metrics compare with: ``[seed, id]``
+REFERENCE_STREAM = 7
 
 
 def eval_sample(n: int, limit: int | None, seed: int, split: int) -> np.ndarray:
@@ -200,7 +202,7 @@ class GanData:
     def reference(self, n: int) -> np.ndarray:
         """``n`` (at most) real training images [n, C, H, W] for the metrics, seeded, in order."""
         x = self.arrays("train")[0]
-        order = np.random.default_rng([self.seed, 7]).permutation(len(x))
+        order = np.random.default_rng([self.seed, REFERENCE_STREAM]).permutation(len(x))
         return x[np.sort(order[: min(n, len(x))])]
 
     def _decode(self, split: LazySplit, salt: int) -> tuple[np.ndarray, np.ndarray]:

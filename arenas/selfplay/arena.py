@@ -36,7 +36,7 @@ from paddlecraft.encoders.tensorio import atomic_write_json
 from ..engine import Arena
 from ..games import Player, TicTacToe
 from .analysis import game_spec, outcomes, result_rates, tictactoe_losing_lines
-from .collect import LEARNER, Collector
+from .collect import COLLECT_STREAM, LEARNER, Collector
 from .config import SelfPlayConfig, check_settings
 from .league import (
     LeagueTable,
@@ -54,6 +54,9 @@ from .updates import apply_update
 from .workers import Controller, play_games, require_ray
 
 log = logging.getLogger("paddlecraft")
+
+#: random-stream ids (``[seed, id, ...]``): minibatches, evaluation games, the perfect-move rate
+MINIBATCH_STREAM, EVAL_STREAM, SOLVER_EVAL_STREAM = 13, 7, 17
 
 
 class SelfPlayArena(Arena):
@@ -164,7 +167,7 @@ class SelfPlayArena(Arena):
         return iter(range(epoch * self.steps_per_epoch_, (epoch + 1) * self.steps_per_epoch_))
 
     def stream(self, purpose: int) -> np.random.Generator:
-        """This update's random stream for one purpose (11 collection, 13 minibatches)."""
+        """This update's random stream for one purpose (`COLLECT_STREAM`, `MINIBATCH_STREAM`)."""
         return np.random.default_rng([self.seed, purpose, self.updates])
 
     def searching_now(self) -> bool:
@@ -188,7 +191,7 @@ class SelfPlayArena(Arena):
         """Play this update's training games; record them in the league and, against pool
         snapshots, in the snapshot rule's scores."""
         rollout, played = self.collector.collect(
-            self.updates, self.games_now(), self.algo_now(), self.stream(11), self.pool
+            self.updates, self.games_now(), self.algo_now(), self.stream(COLLECT_STREAM), self.pool
         )
         pool_scores = []
         for name, o in played:
@@ -249,7 +252,7 @@ class SelfPlayArena(Arena):
         return out
 
     def _evaluate(self, plan: Mapping[str, int], final: bool) -> dict[str, float]:
-        rng = np.random.default_rng([self.seed, 7, self.evaluations])
+        rng = np.random.default_rng([self.seed, EVAL_STREAM, self.evaluations])
         self.evaluations += 1
         out: dict[str, float] = {}
         players: list[tuple[str, Mapping[str, int], Any]] = [("", plan, None)]
@@ -301,7 +304,7 @@ class SelfPlayArena(Arena):
         )
         out: dict[str, float] = {}
         for prefix, player in (("", PolicyPlayer(self.policy)), ("search_", searcher)):
-            rng = np.random.default_rng([self.seed, 17])
+            rng = np.random.default_rng([self.seed, SOLVER_EVAL_STREAM])
             for k, v in perfect_move_rate(player, positions, rng).items():
                 out[f"{prefix}{k}"] = v
         return out
@@ -421,7 +424,7 @@ class SelfPlayArena(Arena):
     def _update(self, rollout: dict[str, Any]) -> dict[str, float]:
         """Train on the step's games with the current update's algorithm (`.updates`)."""
         return apply_update(
-            self.algo_now(), self.policy, rollout, self.spec, self.cfg, self.stream(13),
+            self.algo_now(), self.policy, rollout, self.spec, self.cfg, self.stream(MINIBATCH_STREAM),
             self.replay,
         )  # fmt: skip
 

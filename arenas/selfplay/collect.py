@@ -24,6 +24,9 @@ from .workers import (
 )
 
 LEARNER = "latest"
+#: random-stream id of an update's training games: ``[seed, COLLECT_STREAM, update]`` (the
+#: arena draws the plan from it; worker ``w`` plays from ``[..., w]``)
+COLLECT_STREAM = 11
 
 
 class Collector:
@@ -101,7 +104,7 @@ class Collector:
         seats[rows, 1 - learner_seat] = opp  # 0 for self-play games: both seats learn
         if self.cfg.workers.count:
             winner, records, moves = self._collectors().play(
-                seats, self._wire_plan(plan), seed=[self.seed, 11, updates], record=0
+                seats, self._wire_plan(plan), seed=[self.seed, COLLECT_STREAM, updates], record=0
             )
         else:
             controllers = [self._controller(k, entry, rng) for k, entry in enumerate(plan)]

@@ -12,10 +12,19 @@ local node and restores it after: the node's IP is then 127.0.0.1 and every GCS,
 worker and driver port listens on loopback (``docs/guide/selfplay-scale-and-solver.md``,
 "What listens", lists them; ``tests/test_selfplay_ray.py`` checks the sockets).
 
+``ray.init()`` with no address joins the newest cluster ``ray start`` made on this machine
+(or ``RAY_ADDRESS``); `start_local_ray` asks for ``address="local"``, a new node of its own.
+
 Where a Ray version has no such switch the node falls back to Ray's default address and a
 warning says so; Ray's token authentication (on by default in Ray 2.60, never turned
 off here) then guards those ports. Joining a running cluster
 (``arena.workers.ray_address``) does not come here: that is the explicit way out.
+
+Ray writes the token it generates for a new local cluster (``~/.ray/auth_token``) with the
+process's umask, readable by every user of the machine (0644), and reads an existing one
+as it finds it. `private_token_file` makes that file the owner's only (0600) before
+``ray.init`` reads it: it writes the token itself when there is none (Ray then uses it) and
+tightens one that an earlier run or an older Ray left readable.
 """
 
 from __future__ import annotations
@@ -23,7 +32,10 @@ from __future__ import annotations
 import contextlib
 import importlib
 import logging
-from collections.abc import Iterator
+import os
+import secrets
+from collections.abc import Iterator, Mapping
+from pathlib import Path
 from typing import Any
 
 log = logging.getLogger("paddlecraft")
@@ -54,11 +66,42 @@ def _single_node_addressing() -> Iterator[bool]:
         setattr(constants, _SWITCH, before)
 
 
+def private_token_file(environ: Mapping[str, str] | None = None) -> Path | None:
+    """The token file a new local Ray reads, made readable by its owner only (0600).
+
+    With token authentication on (``RAY_AUTH_MODE`` unset, Ray's default, or ``token``) and
+    no ``RAY_AUTH_TOKEN`` in the environment, Ray reads ``RAY_AUTH_TOKEN_PATH`` or
+    ``~/.ray/auth_token``: a missing file is created with a fresh random token (256 bits,
+    as Ray makes them) in an owner-only folder, an existing one is set to 0600. Returns the
+    file, or None where Ray reads no file (authentication off, or the token in the
+    environment).
+    """
+    env = os.environ if environ is None else environ
+    if env.get("RAY_AUTH_MODE", "token").lower() != "token" or env.get("RAY_AUTH_TOKEN"):
+        return None
+    path = Path(env.get("RAY_AUTH_TOKEN_PATH") or Path.home() / ".ray" / "auth_token")
+    path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+    try:
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    except FileExistsError:
+        try:
+            os.chmod(path, 0o600)
+        except PermissionError:  # another user's file: say so, Ray still reads it
+            log.warning("Ray's token file %s is not yours and may be readable by others", path)
+        return path
+    with os.fdopen(fd, "w") as f:
+        f.write(secrets.token_hex(32))
+    return path
+
+
 def start_local_ray(ray: Any, num_cpus: int) -> str:
     """Start a local Ray (no dashboard, the driver's logging left alone) whose processes
-    listen on loopback only; returns the node's IP address (``127.0.0.1``)."""
+    listen on loopback only, its token file private (`private_token_file`); returns the
+    node's IP address (``127.0.0.1``)."""
+    private_token_file()
     with _single_node_addressing() as switched:
         ray.init(
+            address="local",  # a new node: never the cluster `ray start` left (or RAY_ADDRESS)
             include_dashboard=False,
             log_to_driver=False,
             configure_logging=False,

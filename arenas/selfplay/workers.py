@@ -12,11 +12,11 @@ updates on all of them, exactly as with in-process collection.
     python run.py arena=selfplay game=connect_four arena.workers.count=8 \
         arena.workers.ray_address=auto
 
-With no ``workers.ray_address`` a local Ray starts in this process when none is running (nothing
+With no ``workers.ray_address`` a local Ray starts in this process when it has none (nothing
 to set up on a laptop). Ray is the optional extra ``ray`` (``pip install
 paddlecraft[ray]``), imported only here.
 
-Worker ``w`` samples from ``np.random.default_rng([seed, 11, update, w])``: a run is
+Worker ``w`` samples from ``np.random.default_rng([seed, COLLECT_STREAM, update, w])``: a run is
 reproducible (and resumable) for a given worker count; a different count plays
 different (equally distributed) games. A worker that dies (its process killed, its node
 lost) is restarted by Ray and its slice replayed from the same seed and weights, so the
