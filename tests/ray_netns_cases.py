@@ -196,30 +196,6 @@ def test_run_py_path_with_workers_finishes(local_ray, tmp_path):
     assert not [a for a in ray.util.list_named_actors()]  # nothing named left behind
 
 
-def test_two_simulated_nodes_share_the_games():
-    from ray.cluster_utils import Cluster
-
-    if ray.is_initialized():
-        ray.shutdown()
-    cluster = Cluster(initialize_head=True, head_node_args={"num_cpus": 1})
-    cluster.add_node(num_cpus=1)
-    try:
-        ray.init(address=cluster.address, log_to_driver=False, configure_logging=False)
-        cluster.wait_for_nodes()
-        pool = RayCollectors(2, CONFIG, "tictactoe", {}, name="two_nodes")
-        nodes = {node for node, _ in pool.nodes}
-        assert len(nodes) == 2  # one worker on each simulated node
-        n = 20
-        winner, recs, _ = pool.play(np.zeros((n, 2), np.int64),
-                                    [("learner", weights_of(_policy()))], seed=[1])  # fmt: skip
-        games = np.concatenate([r["game"] for r in recs])
-        assert len(winner) == n and set(games.tolist()) == set(range(n))  # both halves played
-        pool.close()
-    finally:
-        ray.shutdown()
-        cluster.shutdown()
-
-
 # ----------------------------------------------------------------- stop and pause mid-collection
 def _slow_random(folder: Path, seconds: float) -> RandomPlayer:
     """The random anchor, made to hold a worker's slice: once ``folder/arm`` exists, its
@@ -351,3 +327,27 @@ def test_pause_mid_collection_cancels_the_slices_and_resume_is_bit_identical(
     assert seen["pause_s"] < 5 and seen["answer"]["step"] == 1, seen
     assert seen["paused"]["state"] == "paused" and seen["paused"]["step"] == 1
     assert _same(weights, ray_reference)
+
+
+def test_two_simulated_nodes_share_the_games():
+    from ray.cluster_utils import Cluster
+
+    if ray.is_initialized():
+        ray.shutdown()
+    cluster = Cluster(initialize_head=True, head_node_args={"num_cpus": 1})
+    cluster.add_node(num_cpus=1)
+    try:
+        ray.init(address=cluster.address, log_to_driver=False, configure_logging=False)
+        cluster.wait_for_nodes()
+        pool = RayCollectors(2, CONFIG, "tictactoe", {}, name="two_nodes")
+        nodes = {node for node, _ in pool.nodes}
+        assert len(nodes) == 2  # one worker on each simulated node
+        n = 20
+        winner, recs, _ = pool.play(np.zeros((n, 2), np.int64),
+                                    [("learner", weights_of(_policy()))], seed=[1])  # fmt: skip
+        games = np.concatenate([r["game"] for r in recs])
+        assert len(winner) == n and set(games.tolist()) == set(range(n))  # both halves played
+        pool.close()
+    finally:
+        ray.shutdown()
+        cluster.shutdown()
