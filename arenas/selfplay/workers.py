@@ -103,8 +103,10 @@ class _Collector:
 
     def play(
         self, task: dict, plan: list[PlanEntry]
-    ) -> tuple[np.ndarray, list[dict[str, np.ndarray]], int]:
-        """Play one slice; a ``ray.cancel`` of this call ends it before the next move."""
+    ) -> tuple[np.ndarray, list[dict[str, np.ndarray]], int] | None:
+        """Play one slice; a ``ray.cancel`` of this call ends it before the next move,
+        returning None (nobody reads it; an exception would be reported by Ray as an
+        unhandled error when its reference is dropped)."""
         import ray
 
         context = ray.get_runtime_context()
@@ -113,7 +115,10 @@ class _Collector:
             if context.is_canceled():
                 raise StepInterrupted("the learner cancelled this slice (stop or pause)")
 
-        return play_task({**task, "plan": plan}, self.spec, self._net, self.baselines, check)
+        try:
+            return play_task({**task, "plan": plan}, self.spec, self._net, self.baselines, check)
+        except StepInterrupted:
+            return None
 
 
 class RayCollectors:
