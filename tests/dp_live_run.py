@@ -2,9 +2,10 @@
 
 Run under ``python -m paddle.distributed.launch --nproc_per_node 2``. The digits
 classifier trains ``k + 3`` steps with ``trainer.live`` on. At the end of step ``k``,
-rank 0 queues, on its own live control, a ``set`` of the learning rate and a ``pause``;
-a thread resumes the run ``--pause`` seconds later. Every rank records, per step, the
-learning rate its optimizer trained with and when the step ended, then its final weights:
+rank 0 queues, on its own live control, a ``set`` of the learning rate, an ``evaluate``
+and a ``pause``; a thread resumes the run ``--pause`` seconds later. Every rank records,
+per step, the learning rate its optimizer trained with and when the step ended, the steps
+it evaluated at, then its final weights:
 ``OUT/rank<r>.json`` and ``OUT/weights_<r>.npz``; the run folder is ``OUT/run``.
 """
 
@@ -39,16 +40,18 @@ def main() -> None:
     from paddlecraft.arenas.engine.live.control import LiveControl
 
     class Probe(Callback):
-        """Records the learning rate of each step; on rank 0, sets and pauses at step k."""
+        """Records the learning rate of each step and the steps evaluated at; on rank 0, sets
+        the learning rate, evaluates and pauses at step k."""
 
         def __init__(self, live: LiveControl) -> None:
-            self.live, self.steps = live, []
+            self.live, self.steps, self.evaluations = live, [], []
 
         def on_step_end(self, loop, metrics) -> None:  # before the live control's step end
             lr = loop.arena.agents["classifier"].optimizer.get_lr()
             self.steps.append({"step": loop.step, "lr": lr, "time": time.monotonic()})
             if rank() == 0 and loop.step == args.k:
                 self.live.submit("set", {"agents.classifier.lr": NEW_LR})
+                self.live.submit("evaluate")
                 self.live.submit("pause")
 
                 def resume_later() -> None:
@@ -57,13 +60,18 @@ def main() -> None:
 
                 threading.Thread(target=resume_later, daemon=True).start()
 
+        def on_eval_end(self, loop, metrics) -> None:
+            self.evaluations.append(loop.step)
+
         def on_run_end(self, loop) -> None:
             agent = loop.arena.agents["classifier"]
             np.savez(
                 args.out / f"weights_{rank()}.npz",
                 **{p.name: p.numpy() for p in agent.parameters()},
             )
-            (args.out / f"rank{rank()}.json").write_text(json.dumps({"steps": self.steps}))
+            (args.out / f"rank{rank()}.json").write_text(
+                json.dumps({"steps": self.steps, "evaluations": self.evaluations})
+            )
 
     real = engine_app.trainer_callbacks
 

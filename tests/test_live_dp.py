@@ -1,6 +1,6 @@
-"""A live data-parallel run: a ``set`` and a ``pause`` applied by rank 0 at step k reach
-rank 1 at step k, and a pause longer than a collective may wait (gloo: 30 s) ends in a
-resume, not a crash. Two processes under ``paddle.distributed.launch`` run
+"""A live data-parallel run: a ``set``, an ``evaluate`` and a ``pause`` applied by rank 0
+at step k reach rank 1 at step k, and a pause longer than a collective may wait (gloo:
+30 s) ends in a resume, not a crash. Two processes under ``paddle.distributed.launch`` run
 ``tests/dp_live_run.py``."""
 
 from __future__ import annotations
@@ -33,12 +33,14 @@ def _run(tmp_path: Path, pause: float, heartbeat: float | None) -> tuple[list[di
     follower = worker_logs["workerlog.1"]
     assert f"live: set from rank 0 applied at step {K}: " in follower, follower[-2000:]
     assert "{'agents.classifier.lr': {'from': 0.001, 'to': 0.0005}}" in follower
-    ranks = [json.loads((out / f"rank{r}.json").read_text())["steps"] for r in (0, 1)]
+    ranks = [json.loads((out / f"rank{r}.json").read_text()) for r in (0, 1)]
     return ranks, out
 
 
 def _check(ranks: list[dict], out: Path, pause: float) -> None:
-    zero, one = ranks
+    zero, one = (r["steps"] for r in ranks)
+    # the live evaluate at step k ran on both ranks (the run has no other evaluation)
+    assert ranks[0]["evaluations"] == ranks[1]["evaluations"] == [K], ranks
     lrs = [s["lr"] for s in one]
     # rank 1 trained step k with the old rate and every later step with the new one
     assert lrs == [0.001] * K + [0.0005] * 3 == [s["lr"] for s in zero], (zero, one)
@@ -47,7 +49,8 @@ def _check(ranks: list[dict], out: Path, pause: float) -> None:
     a, b = np.load(out / "weights_0.npz"), np.load(out / "weights_1.npz")
     assert sorted(a) == sorted(b) and all(np.array_equal(a[k], b[k]) for k in a)
     log = [json.loads(x) for x in (out / "run" / "control.jsonl").read_text().splitlines()]
-    assert [(c["command"], c["step"]) for c in log] == [("set", K), ("pause", K), ("resume", K)]
+    assert [(c["command"], c["step"]) for c in log] == [
+        ("set", K), ("pause", K), ("evaluate", K), ("resume", K)]  # fmt: skip
     results = json.loads((out / "run" / "results.json").read_text())
     assert results["status"] == "finished" and results["step"] == K + 3
 

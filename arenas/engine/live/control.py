@@ -89,6 +89,7 @@ class LiveControl(Callback):
         #: data-parallel: seconds between rank 0's broadcasts while it is paused
         self.heartbeat_s = 5.0
         self._applied: list[tuple[str, dict[str, Any]]] = []
+        self._deferred: list[Command] = []  # data-parallel: evaluations run after the broadcast
 
     # ------------------------------------------------------------------ LiveContext
     @property
@@ -249,7 +250,8 @@ class LiveControl(Callback):
         does so at the same step. While rank 0 is paused it broadcasts again every
         `heartbeat_s` seconds (with what it applied meanwhile) and the other ranks wait for
         the next one: none waits in a single broadcast longer than the collective backend
-        allows (gloo gives up after 30 s)."""
+        allows (gloo gives up after 30 s). An evaluation command runs after the broadcast,
+        on every rank at once, so no rank waits in a collective while another evaluates."""
         import paddle.distributed as dist
 
         while True:
@@ -260,6 +262,12 @@ class LiveControl(Callback):
             applied, paused = box[0]
             if not self.serve:
                 self._follow(loop, applied)
+            deferred, self._deferred = self._deferred, []
+            for cmd in deferred:
+                try:
+                    cmd.future.set_result(self._apply(loop, cmd))
+                except Exception as e:  # noqa: BLE001 (the handler reports it)
+                    cmd.future.set_exception(e)
             if not paused:
                 return
             if self.serve:
@@ -296,6 +304,10 @@ class LiveControl(Callback):
                 break
             if not cmd.future.set_running_or_notify_cancel():
                 continue
+            if self._dp and cmd.name == "evaluate":  # every rank evaluates after `_share`
+                self._applied.append((cmd.name, cmd.args))
+                self._deferred.append(cmd)
+                continue
             try:
                 cmd.future.set_result(self._apply(loop, cmd))
             except Exception as e:  # noqa: BLE001 (a refused set: the handler answers 400)
@@ -322,7 +334,7 @@ class LiveControl(Callback):
             fields["changes"] = apply_live_changes(
                 loop, cmd.args, checkpoint=lambda: self._checkpoint(loop)
             )
-        if self._dp and cmd.name in ("stop", "set", "evaluate"):
+        if self._dp and cmd.name in ("stop", "set"):
             self._applied.append((cmd.name, cmd.args))
         self.record(cmd.name, **fields)
         self.events.publish({"kind": "command", "command": cmd.name, "step": loop.step,
