@@ -23,9 +23,9 @@ lost) is restarted by Ray and its slice replayed from the same seed and weights,
 run goes on exactly as if nothing had happened. A worker that raises ends the run with
 a `CollectorError` carrying its traceback's last line (the whole one is logged).
 
-A stop, pause, SIGTERM or Ctrl-C during a collection takes effect within a fraction of a
-second: the learner waits for its workers in short `ray.wait` slices and polls the arena's
-``check_interrupt`` between them. When that raises, every outstanding slice is cancelled
+A stop, pause, SIGTERM or Ctrl-C during a collection takes effect within a second: the
+learner waits for its workers in short `ray.wait` calls (`RayCollectors.poll_s`) and polls
+the arena's ``check_interrupt`` between them. When that raises, every outstanding slice is cancelled
 (``ray.cancel``) and the step is abandoned like an in-process collection's (the engine
 puts the RNG streams back; a resume re-runs the step exactly). Ray refuses
 ``force=True`` for actor methods; for a running actor method it sets a flag, which each
