@@ -21,6 +21,7 @@ from paddlecraft.agents import Policy
 from paddlecraft.arenas import SelfPlayArena, register_configs
 from paddlecraft.arenas.engine import run_arena, standard_callbacks
 from paddlecraft.arenas.engine.app import run_from_config
+from paddlecraft.arenas.engine.interrupt import StepInterrupted
 from paddlecraft.arenas.engine.rng import seed_everything
 from paddlecraft.arenas.games import GameSpec, RandomPlayer, TicTacToe, make_baseline
 from paddlecraft.arenas.selfplay.league import weights_of
@@ -331,6 +332,24 @@ def test_pause_mid_collection_cancels_the_slices_and_resume_is_bit_identical(
     gc.collect()  # the cancelled slices' references are dropped: Ray logs errors then
     time.sleep(1)
     assert "Unhandled error" not in caplog.text
+
+
+def test_an_interruption_while_the_workers_start_closes_them(local_ray, monkeypatch):
+    """A stop in a run's first step, while the pool's actors start, ends the pool there."""
+    closed = []
+    real_close = RayCollectors.close
+
+    def close(self):
+        closed.append(len(self.actors))
+        real_close(self)
+
+    def stop_now():
+        raise StepInterrupted("a stop")
+
+    monkeypatch.setattr(RayCollectors, "close", close)
+    with pytest.raises(StepInterrupted):
+        RayCollectors(2, CONFIG, "tictactoe", {}, name="starting", check=stop_now)
+    assert closed == [2] and ray.is_initialized()  # its actors killed, the test's Ray kept
 
 
 def test_two_simulated_nodes_share_the_games():

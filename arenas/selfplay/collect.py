@@ -156,6 +156,7 @@ class Collector:
                 name=f"{self.policy.name}_collector",
                 threads_per_worker=workers.threads,
                 address=workers.ray_address,
+                check=self.check_interrupt,
             )
         return self._pool_workers
 

@@ -134,6 +134,8 @@ class RayCollectors:
         address: a running Ray cluster (``auto``, ``ray://host:10001``, ``host:6379``);
             ``None`` joins this process's Ray if one is initialised, else starts a local one.
         retries: times a dead worker's slice is replayed (on the restarted worker).
+        check: called while waiting for the workers to start (the arena's
+            ``check_interrupt``); what it raises closes the pool and propagates.
     """
 
     #: seconds the learner waits for results between two interruption checks
@@ -149,6 +151,7 @@ class RayCollectors:
         threads_per_worker: int = 1,
         address: str | None = None,
         retries: int = 3,
+        check: Callable[[], None] | None = None,
     ) -> None:
         if workers < 1:
             raise ConfigError(
@@ -179,7 +182,13 @@ class RayCollectors:
         ]
         self.restarts = 0  #: slices replayed after a worker died
         self.bytes_sent = 0  #: pickled task bytes sent by the last play()
-        self.nodes = self._call(lambda w: self.actors[w].where.remote(), range(self.workers))
+        try:
+            self.nodes = self._call(
+                lambda w: self.actors[w].where.remote(), range(self.workers), check
+            )
+        except BaseException:  # a stop while they start: leave nothing running
+            self.close()
+            raise
         log.info("self-play collection: %d Ray workers", self.workers)
 
     def play(
