@@ -191,7 +191,7 @@ def _sections(size: str) -> dict[str, Callable[[], dict]]:
             pick(6.0, 2.0, 0.05), games=pick(1024, 1024, 16), workers=pick((1, 2), (1, 2), (1,))
         ),
         "peak_rss": lambda: peak_rss(size),
-        "live": lambda: live_bench.bench_live(pick(600, 300, 3), pick(6, 4, 1)),
+        "live": lambda: live_bench.bench_live(pick(300, 150, 3), pick(12, 8, 1)),
     }
 
 

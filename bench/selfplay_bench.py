@@ -122,7 +122,7 @@ def bench_arena(
     from paddlecraft.arenas import register_configs
     from paddlecraft.arenas.engine.app import build_agents, build_arena
     from paddlecraft.arenas.engine.rng import seed_everything
-    from paddlecraft.arenas.selfplay.workers import play_games
+    from paddlecraft.arenas.selfplay.playing import play_games
 
     register_configs()
     overrides = ["arena=selfplay", "game=connect_four_ppo"]  # the PPO training mix

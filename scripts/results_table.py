@@ -62,9 +62,9 @@ SECTIONS: dict[str, tuple[str, str]] = {
     "export": ("Export", "Exported models checked against the eager forward."),
     "names": ("Names API", "The seed's five cases as assertions."),
     "live": (
-        "Live runs",
-        "`trainer.live=true` against the same run without it, and the status endpoint while "
-        "the run trains (`python bench/run.py --only live`; docs/live.md).",
+        "Live runs and online learning",
+        "Digits streamed into a `data=stream` run; `trainer.live=true` against the same run "
+        "without it, and the status endpoint while the run trains (docs/live.md).",
     ),
     "testing": ("Testing", "Wall times of the test tiers and the smoke run (docs/testing.md)."),
 }

@@ -3,8 +3,11 @@ loopback interface exists there). Not collected on its own (no ``test_`` prefix)
 
 from __future__ import annotations
 
+import gc
 import os
 import signal
+import threading
+import time
 from pathlib import Path
 
 import numpy as np
@@ -12,19 +15,18 @@ import psutil
 import pytest
 import ray
 from hydra import compose, initialize_config_dir
+from live_kit import AtSteps, Client
 
 from paddlecraft.agents import Policy
 from paddlecraft.arenas import SelfPlayArena, register_configs
+from paddlecraft.arenas.engine import run_arena, standard_callbacks
 from paddlecraft.arenas.engine.app import run_from_config
+from paddlecraft.arenas.engine.interrupt import StepInterrupted
 from paddlecraft.arenas.engine.rng import seed_everything
-from paddlecraft.arenas.games import GameSpec, TicTacToe, make_baseline
+from paddlecraft.arenas.games import GameSpec, RandomPlayer, TicTacToe, make_baseline
 from paddlecraft.arenas.selfplay.league import weights_of
-from paddlecraft.arenas.selfplay.workers import (
-    CollectorError,
-    RayCollectors,
-    _play_task,
-    frozen_policy,
-)
+from paddlecraft.arenas.selfplay.playing import frozen_policy, play_task
+from paddlecraft.arenas.selfplay.workers import CollectorError, RayCollectors
 
 ROOT = Path(__file__).resolve().parents[1]
 TTT_MLP = {
@@ -41,7 +43,7 @@ def _policy() -> Policy:
     return Policy(f"pol{next(_names)}", **CONFIG, seed=0)
 
 
-def _arena(policy: Policy, workers: int) -> SelfPlayArena:
+def _arena(policy: Policy, workers: int, **settings) -> SelfPlayArena:
     return SelfPlayArena(
         {"policy": policy},
         data="tictactoe",
@@ -51,6 +53,7 @@ def _arena(policy: Policy, workers: int) -> SelfPlayArena:
                 "train_anchors": {"random": 0.25}},
         eval={"games": {"random": 4}},
         workers={"count": workers},
+        **settings,
     )  # fmt: skip
 
 
@@ -113,7 +116,7 @@ def test_slices_are_bit_identical_to_playing_them_here_with_the_same_seeds(pool)
     for w in range(2):
         lo, hi = bounds[w], bounds[w + 1]
         task = {"seats": seats[lo:hi], "plan": plan, "seed": [0, 11, 5, w], "record": 0}
-        win, recs, _ = _play_task(task, spec, net, {"random": make_baseline("random", TicTacToe)})
+        win, recs, _ = play_task(task, spec, net, {"random": make_baseline("random", TicTacToe)})
         assert np.array_equal(got[0][lo:hi], win)
         mine = [r for r in got[1] if lo <= r["game"].min() < hi]
         assert len(mine) == len(recs)
@@ -131,7 +134,7 @@ def test_a_raising_worker_is_one_line_and_the_workers_survive(pool):
         pool.play(seats, [("oracle", None)], seed=[0])
     msg = str(e.value)
     assert "unknown controller kind 'oracle'" in msg and "\n" not in msg
-    assert "in _play_task" in e.value.remote_traceback  # the remote frames
+    assert "in play_task" in e.value.remote_traceback  # the remote frames
     winner, _, moves = pool.play(seats, [("learner", weights_of(_policy()))], seed=[0])
     assert len(winner) == 4 and moves >= 20
 
@@ -200,6 +203,160 @@ def test_run_py_path_with_workers_finishes(local_ray, tmp_path):
     value = run_from_config(cfg, tmp_path)
     assert 0.0 <= value <= 1.0 and (tmp_path / "results.json").is_file()
     assert not [a for a in ray.util.list_named_actors()]  # nothing named left behind
+
+
+# ----------------------------------------------------------------- stop and pause mid-collection
+def _slow_random(folder: Path, seconds: float) -> RandomPlayer:
+    """The random anchor, made to hold a worker's slice: once ``folder/arm`` exists, its
+    next move (in each worker) first waits ``seconds`` unless Ray cancels the slice, and
+    leaves ``folder/playing_<pid>`` meanwhile. Its moves are the random anchor's (same
+    draws), so a run with it plays what a run without it plays. Defined here so that Ray
+    ships the class by value to the workers."""
+
+    class SlowOnceRandom(RandomPlayer):
+        def __init__(self) -> None:
+            self.waited = False
+
+        def act(self, observations, action_masks, rng=None):
+            if not self.waited and (folder / "arm").exists():
+                self.waited = True
+                (folder / f"playing_{os.getpid()}").touch()
+                context, end = ray.get_runtime_context(), time.monotonic() + seconds
+                while time.monotonic() < end and not context.is_canceled():
+                    time.sleep(0.02)
+            return super().act(observations, action_masks, rng)
+
+    return SlowOnceRandom()
+
+
+def _ray_run(run_dir: Path, *extra, slow: Path | None = None, resume: bool = False, live=False):
+    """Three updates of the test arena on two Ray workers through the engine's loop, the
+    workers closed after (as run.py's ``with arena``). With ``slow``, the workers' random
+    anchor is `_slow_random` (armed at the end of step 1). Returns (summary, weights,
+    the workers' process ids)."""
+    seed_everything(0)
+    policy = Policy("learner", **CONFIG, seed=0)
+    with _arena(policy, 2, epochs=1, steps_per_epoch=3) as arena:
+        if slow is not None:
+            arena.collector._pool_workers = RayCollectors(
+                2, CONFIG, "tictactoe", {"random": _slow_random(slow, 120)}, name="slow"
+            )
+            extra = (*extra, AtSteps([1], lambda loop, c: (slow / "arm").touch()))
+        cbs = [*standard_callbacks(progress=False, live=live), *extra]
+        out = run_arena(arena, run_dir, cbs, resume=resume)
+        pids = [pid for _, pid in arena.collector._collectors().nodes]
+        weights = {k: v.copy() for k, v in weights_of(policy).items()}
+    return out, weights, pids
+
+
+@pytest.fixture(scope="module")
+def ray_reference(local_ray, tmp_path_factory):
+    """The weights of an uninterrupted Ray run."""
+    return _ray_run(tmp_path_factory.mktemp("plain"))[1]
+
+
+@pytest.fixture(scope="module")
+def stopped(local_ray, tmp_path_factory):
+    """A live run stopped while a worker holds step 2's collection (for two minutes):
+    ``(summary, timings, the workers' process ids, run folder)``."""
+    run_dir, slow = tmp_path_factory.mktemp("stopped") / "run", tmp_path_factory.mktemp("slow")
+    took: dict = {}
+
+    def stop_while_a_worker_plays():
+        _wait_for(lambda: list(slow.glob("playing_*")), 60, "a worker inside step 2")
+        took["t0"] = time.monotonic()
+        took["answer"] = Client(run_dir).post("/api/stop").json()  # returns once applied
+        took["applied_s"] = time.monotonic() - took["t0"]
+
+    threading.Thread(target=stop_while_a_worker_plays, daemon=True).start()
+    out, _, pids = _ray_run(run_dir, slow=slow, live=True)
+    took["ended_s"] = time.monotonic() - took["t0"]
+    return out, took, pids, run_dir
+
+
+def _same(a: dict, b: dict) -> bool:
+    return a.keys() == b.keys() and bool(a) and all(np.array_equal(a[k], b[k]) for k in a)
+
+
+def _wait_for(predicate, timeout: float, what: str):
+    end = time.monotonic() + timeout
+    while time.monotonic() < end:
+        if value := predicate():
+            return value
+        time.sleep(0.02)
+    raise AssertionError(f"timed out waiting for {what}")
+
+
+def _gone(pid: int) -> bool:
+    try:
+        return psutil.Process(pid).status() == psutil.STATUS_ZOMBIE
+    except psutil.NoSuchProcess:
+        return True
+
+
+def test_stop_mid_collection_ends_within_seconds_and_the_workers_are_gone(stopped):
+    """The stop is applied within seconds (the step abandoned, its slices cancelled), the
+    run ends stopped at step 1, and ``arena.close()`` ends the workers' processes."""
+    out, took, pids, _ = stopped
+    assert out["status"] == "stopped" and out["step"] == 1, out
+    assert took["answer"]["step"] == 1 and took["applied_s"] < 5 and took["ended_s"] < 15, took
+    _wait_for(lambda: all(_gone(pid) for pid in pids), 10, f"the workers {pids} to end")
+
+
+@pytest.mark.slow
+def test_a_run_stopped_mid_collection_resumes_to_the_uninterrupted_weights(stopped, ray_reference):
+    out, weights, _ = _ray_run(stopped[3], resume=True)
+    assert out["status"] == "finished" and out["step"] == 3
+    assert _same(weights, ray_reference)
+
+
+@pytest.mark.slow
+def test_pause_mid_collection_cancels_the_slices_and_resume_is_bit_identical(
+    ray_reference, tmp_path, caplog
+):
+    """A live pause while a worker plays step 2 is applied within seconds (the step
+    abandoned, its slices cancelled, no error printed for them); after resume the run ends
+    with the weights of a run never paused."""
+    run_dir, slow = tmp_path / "run", tmp_path / "slow"
+    slow.mkdir()
+    seen: dict = {}
+
+    def pause_while_a_worker_plays():
+        _wait_for(lambda: list(slow.glob("playing_*")), 60, "a worker inside step 2")
+        t0 = time.monotonic()
+        seen["answer"] = Client(run_dir).post("/api/pause").json()  # returns once applied
+        seen["pause_s"] = time.monotonic() - t0
+        time.sleep(0.5)
+        seen["paused"] = Client(run_dir).get("/api/status").json()
+        Client(run_dir).post("/api/resume")
+
+    threading.Thread(target=pause_while_a_worker_plays, daemon=True).start()
+    out, weights, _ = _ray_run(run_dir, slow=slow, live=True)
+    assert out["status"] == "finished" and out["step"] == 3
+    assert seen["pause_s"] < 5 and seen["answer"]["step"] == 1, seen
+    assert seen["paused"]["state"] == "paused" and seen["paused"]["step"] == 1
+    assert _same(weights, ray_reference)
+    gc.collect()  # the cancelled slices' references are dropped: Ray logs errors then
+    time.sleep(1)
+    assert "Unhandled error" not in caplog.text
+
+
+def test_an_interruption_while_the_workers_start_closes_them(local_ray, monkeypatch):
+    """A stop in a run's first step, while the pool's actors start, ends the pool there."""
+    closed = []
+    real_close = RayCollectors.close
+
+    def close(self):
+        closed.append(len(self.actors))
+        real_close(self)
+
+    def stop_now():
+        raise StepInterrupted("a stop")
+
+    monkeypatch.setattr(RayCollectors, "close", close)
+    with pytest.raises(StepInterrupted):
+        RayCollectors(2, CONFIG, "tictactoe", {}, name="starting", check=stop_now)
+    assert closed == [2] and ray.is_initialized()  # its actors killed, the test's Ray kept
 
 
 def test_two_simulated_nodes_share_the_games():

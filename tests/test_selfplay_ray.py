@@ -1,8 +1,7 @@
 """Self-play collection on Ray actors, run inside a fresh network namespace so that every
 packet stays on the loopback interface (Ray binds to the machine's non-loopback address
-otherwise). The cases live in ``tests/ray_netns_cases.py``; this test re-launches pytest
-on them under ``unshare -n`` (one Ray start for all of them, plus one for the simulated
-two-node cluster)."""
+otherwise). The cases live in ``tests/ray_netns_cases.py``; two tests re-launch pytest on
+them under ``unshare -n``, one on the fast cases and one (marked slow) on the slow ones."""
 
 from __future__ import annotations
 
@@ -22,12 +21,14 @@ import pytest
 ROOT = Path(__file__).resolve().parents[1]
 
 
-def test_ray_collection_cases_in_a_loopback_only_namespace():
+def _namespace_cases(marker: str) -> None:
+    """Run the cases of ``tests/ray_netns_cases.py`` selected by ``-m marker`` inside a
+    fresh network namespace (one Ray start for them, plus one for the two-node cluster)."""
     if shutil.which("unshare") is None or shutil.which("ip") is None:
         pytest.fail("these tests need unshare(1) and ip(8) (util-linux, iproute2)")
     inner = (
         f"ip link set lo up && {sys.executable} -m pytest -q -x -p no:cacheprovider "
-        f"{ROOT / 'tests' / 'ray_netns_cases.py'}"
+        f"-m '{marker}' {ROOT / 'tests' / 'ray_netns_cases.py'}"
     )
     env = {**os.environ, "OMP_NUM_THREADS": "1", "RAY_AUTH_MODE": "disabled"}
     proc = subprocess.run(
@@ -35,6 +36,17 @@ def test_ray_collection_cases_in_a_loopback_only_namespace():
     )
     assert proc.returncode == 0, proc.stdout[-6000:] + proc.stderr[-3000:]
     assert " passed" in proc.stdout and "failed" not in proc.stdout
+
+
+def test_ray_collection_cases_in_a_loopback_only_namespace():
+    _namespace_cases("not slow")
+
+
+@pytest.mark.slow
+def test_slow_ray_collection_cases_in_a_loopback_only_namespace():
+    """Exactness of a Ray step abandoned mid-collection (a pause, a stop), against an
+    uninterrupted run's weights."""
+    _namespace_cases("slow")
 
 
 def test_missing_ray_is_one_error_line_naming_the_extra(monkeypatch, make_scope):

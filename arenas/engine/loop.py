@@ -20,6 +20,8 @@ from itertools import islice
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from paddlecraft.agents.distributed import world_size
+
 from .base import StepAborted
 from .interrupt import StepGate, StepInterrupted
 from .rng import capture_rng, restore_rng
@@ -280,4 +282,5 @@ class Loop:
             os._exit(130)  # second Ctrl-C: leave now (checkpoints on disk are atomic)
         name = signal.Signals(signum).name
         self.request_stop(f"{name} received", "interrupted")
-        self.gate.request()  # an interruptible arena abandons its step at once
+        if world_size() == 1:  # a data-parallel rank may not leave a step its peers are in
+            self.gate.request()  # an interruptible arena abandons its step at once

@@ -48,10 +48,11 @@ from .league import (
 )
 from .plan import evaluation_plan
 from .player import PolicyPlayer, SearchPlayer
+from .playing import Controller, play_games
 from .plots import rating_history_chart, save
 from .replay import ReplayBuffer
 from .updates import apply_update
-from .workers import Controller, play_games, require_ray
+from .workers import require_ray
 
 log = logging.getLogger("paddlecraft")
 
@@ -77,8 +78,8 @@ class SelfPlayArena(Arena):
     """
 
     Config = SelfPlayConfig
-    #: a stop, pause or signal abandons an in-process collection between moves (nothing
-    #: of the step is applied before its games end); collection workers finish their slice
+    #: a stop, pause or signal abandons a collection between moves (nothing of the step is
+    #: applied before its games end); collection workers' slices are cancelled (`.workers`)
     interruptible = True
 
     def __init__(

@@ -14,14 +14,8 @@ from paddlecraft.agents import Policy
 
 from .analysis import outcomes
 from .league import OpponentPool, weights_of
-from .workers import (
-    Controller,
-    PlanEntry,
-    RayCollectors,
-    frozen_policy,
-    make_controller,
-    play_games,
-)
+from .playing import Controller, PlanEntry, frozen_policy, make_controller, play_games
+from .workers import RayCollectors
 
 LEARNER = "latest"
 #: random-stream id of an update's training games: ``[seed, COLLECT_STREAM, update]`` (the
@@ -51,8 +45,9 @@ class Collector:
     ) -> None:
         self.policy, self.spec, self.baselines = policy, spec, baselines
         self.train_anchors, self.cfg, self.seed = train_anchors, cfg, seed
-        #: called before each move of an in-process collection (the arena's
-        #: ``check_interrupt``: a stop or pause abandons the step there)
+        #: called before each move of an in-process collection and while waiting for
+        #: collection workers (the arena's ``check_interrupt``: a stop or pause abandons
+        #: the step there)
         self.check_interrupt = check_interrupt
         self._twins: list[Policy] = []
         self._pool_workers: RayCollectors | None = None
@@ -104,7 +99,11 @@ class Collector:
         seats[rows, 1 - learner_seat] = opp  # 0 for self-play games: both seats learn
         if self.cfg.workers.count:
             winner, records, moves = self._collectors().play(
-                seats, self._wire_plan(plan), seed=[self.seed, COLLECT_STREAM, updates], record=0
+                seats,
+                self._wire_plan(plan),
+                seed=[self.seed, COLLECT_STREAM, updates],
+                record=0,
+                check=self.check_interrupt,  # a stop or pause cancels the workers' slices
             )
         else:
             controllers = [self._controller(k, entry, rng) for k, entry in enumerate(plan)]
@@ -160,6 +159,7 @@ class Collector:
                 name=f"{self.policy.name}_collector",
                 threads_per_worker=workers.threads,
                 address=workers.ray_address,
+                check=self.check_interrupt,
             )
         return self._pool_workers
 

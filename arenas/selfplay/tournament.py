@@ -42,7 +42,7 @@ from ..engine.plots import interval_chart, save, to_bgr
 from ..games import GAMES, GameSpec, Player, make_baseline
 from .analysis import outcomes
 from .player import PolicyPlayer, SearchPlayer, load_policy
-from .workers import play_games
+from .playing import play_games
 
 log = logging.getLogger("paddlecraft")
 

@@ -22,6 +22,17 @@ different (equally distributed) games. A worker that dies (its process killed, i
 lost) is restarted by Ray and its slice replayed from the same seed and weights, so the
 run goes on exactly as if nothing had happened. A worker that raises ends the run with
 a `CollectorError` carrying its traceback's last line (the whole one is logged).
+
+A stop, pause, SIGTERM or Ctrl-C during a collection takes effect within a second: the
+learner waits for its workers in short `ray.wait` calls (`RayCollectors.poll_s`) and polls
+the arena's ``check_interrupt`` between them. When that raises, every outstanding slice is cancelled
+(``ray.cancel``) and the step is abandoned like an in-process collection's (the engine
+puts the RNG streams back; a resume re-runs the step exactly). Ray refuses
+``force=True`` for actor methods; for a running actor method it sets a flag, which each
+worker reads before every move (as the in-process collection checks before every move),
+and a slice not yet started never runs. Cancelling keeps the workers and their networks:
+a pause costs no restart, and a resumed step is played by the same workers. A stop ends
+the run, whose ``arena.close()`` kills the workers.
 """
 
 from __future__ import annotations
@@ -40,83 +51,12 @@ from paddlecraft.agents import Policy
 from paddlecraft.agents.settings import ConfigError
 
 from ..engine.base import StepAborted
+from ..engine.interrupt import StepInterrupted
 from ..games import GameSpec, Player
-from .alphazero import search_controller
-from .league import OpponentPool, Snapshot
 from .local_ray import start_local_ray
+from .playing import PlanEntry, frozen_policy, play_task
 
 log = logging.getLogger("paddlecraft")
-
-#: a controller maps (planes, masks) of the games where it moves to actions and a dict of
-#: per-move arrays to record (``{"logp", "value"}`` for PPO, ``{"pi", "root_value"}`` for
-#: search), or None
-Controller = Callable[[np.ndarray, np.ndarray], tuple[np.ndarray, Any]]
-
-#: one seat-controller of a collection plan: ``("learner", weights)`` samples and records
-#: log-probabilities and values; ``("search", (weights, arena.search))`` plays with
-#: PUCT search and records visit distributions; ``("snapshot", weights)`` samples;
-#: ``("anchor", name)`` is a scripted baseline
-PlanEntry = tuple[str, Any]
-
-
-def play_games(
-    spec: GameSpec,
-    n: int,
-    seat_controllers: np.ndarray,
-    controllers: Sequence[Controller],
-    record: int | None = None,
-    check: Callable[[], None] | None = None,
-) -> tuple[np.ndarray, list[dict[str, np.ndarray]], int]:
-    """Play ``n`` games of ``spec`` to the end, all at once.
-
-    ``seat_controllers[g, s]`` is the index in ``controllers`` that plays seat ``s`` of
-    game ``g``; each move, every controller gets one batched call with the boards it has
-    to move on. Returns ``(winner [n], records, total moves)``, where ``records`` holds,
-    per move, the boards, masks, actions and recorded arrays of controller ``record``.
-    ``check`` is called before each move (the arena's ``check_interrupt``: a stop or a
-    pause abandons the collection there).
-    """
-    game = spec.make(n)
-    records: list[dict[str, np.ndarray]] = []
-    moves = 0
-    ply = 0
-    while not game.done.all():
-        if check is not None:
-            check()
-        idx = np.flatnonzero(~game.done)
-        planes, masks = game.observe(idx)
-        who = seat_controllers[idx, game.to_move[idx]]
-        actions = np.zeros(len(idx), np.int64)
-        for c in np.unique(who):
-            sel = who == c
-            a, extra = controllers[c](planes[sel], masks[sel])
-            actions[sel] = a
-            if record is not None and c == record:
-                records.append(
-                    {
-                        "ply": np.full(int(sel.sum()), ply),
-                        "game": idx[sel],
-                        "obs": planes[sel],
-                        "mask": masks[sel],
-                        "action": a,
-                        **(extra or {}),
-                    }
-                )
-        game.step(actions, idx)
-        moves += len(idx)
-        ply += 1
-    return game.winner.copy(), records, moves
-
-
-def frozen_policy(name: str, config: Mapping[str, Any]) -> Policy:
-    """An opponent network: ``paddlecraft.agents.Policy`` with ``config``, in eval mode, never trained.
-
-    Built seeded, so building one never draws from a global stream (resume-safe); its
-    initial weights are overwritten by whatever it is loaded with.
-    """
-    policy = Policy(name, **{**config, "seed": 0})
-    policy.eval()
-    return policy
 
 
 class CollectorError(StepAborted):
@@ -163,8 +103,22 @@ class _Collector:
 
     def play(
         self, task: dict, plan: list[PlanEntry]
-    ) -> tuple[np.ndarray, list[dict[str, np.ndarray]], int]:
-        return _play_task({**task, "plan": plan}, self.spec, self._net, self.baselines)
+    ) -> tuple[np.ndarray, list[dict[str, np.ndarray]], int] | None:
+        """Play one slice; a ``ray.cancel`` of this call ends it before the next move,
+        returning None (nobody reads it; an exception would be reported by Ray as an
+        unhandled error when its reference is dropped)."""
+        import ray
+
+        context = ray.get_runtime_context()
+
+        def check() -> None:
+            if context.is_canceled():
+                raise StepInterrupted("the learner cancelled this slice (stop or pause)")
+
+        try:
+            return play_task({**task, "plan": plan}, self.spec, self._net, self.baselines, check)
+        except StepInterrupted:
+            return None
 
 
 class RayCollectors:
@@ -180,7 +134,12 @@ class RayCollectors:
         address: a running Ray cluster (``auto``, ``ray://host:10001``, ``host:6379``);
             ``None`` joins this process's Ray if one is initialised, else starts a local one.
         retries: times a dead worker's slice is replayed (on the restarted worker).
+        check: called while waiting for the workers to start (the arena's
+            ``check_interrupt``); what it raises closes the pool and propagates.
     """
+
+    #: seconds the learner waits for results between two interruption checks
+    poll_s = 0.1
 
     def __init__(
         self,
@@ -192,6 +151,7 @@ class RayCollectors:
         threads_per_worker: int = 1,
         address: str | None = None,
         retries: int = 3,
+        check: Callable[[], None] | None = None,
     ) -> None:
         if workers < 1:
             raise ConfigError(
@@ -222,7 +182,13 @@ class RayCollectors:
         ]
         self.restarts = 0  #: slices replayed after a worker died
         self.bytes_sent = 0  #: pickled task bytes sent by the last play()
-        self.nodes = self._call(lambda w: self.actors[w].where.remote(), range(self.workers))
+        try:
+            self.nodes = self._call(
+                lambda w: self.actors[w].where.remote(), range(self.workers), check
+            )
+        except BaseException:  # a stop while they start: leave nothing running
+            self.close()
+            raise
         log.info("self-play collection: %d Ray workers", self.workers)
 
     def play(
@@ -231,12 +197,15 @@ class RayCollectors:
         plan: Sequence[PlanEntry],
         seed: Sequence[int],
         record: int | None = 0,
+        check: Callable[[], None] | None = None,
     ) -> tuple[np.ndarray, list[dict[str, np.ndarray]], int]:
         """Play the games of ``seats [n, 2]`` (indices into ``plan``) across the workers.
 
         Games are split into contiguous slices, one per worker; worker ``w`` samples
         with ``np.random.default_rng([*seed, w])``. Returns what `play_games`
-        returns for all ``n`` games (record game indices are global).
+        returns for all ``n`` games (record game indices are global). ``check`` (the
+        arena's ``check_interrupt``) is called while waiting; what it raises cancels
+        every unfinished slice and is raised here.
         """
         n = len(seats)
         bounds = np.linspace(0, n, self.workers + 1).astype(int)
@@ -249,7 +218,7 @@ class RayCollectors:
         self.bytes_sent = len(pickle.dumps(list(plan))) + sum(
             len(pickle.dumps(t)) for t in tasks.values()
         )
-        results = self._call(lambda w: self.actors[w].play.remote(tasks[w], plan_ref), tasks)
+        results = self._call(lambda w: self.actors[w].play.remote(tasks[w], plan_ref), tasks, check)
         winners: list[np.ndarray] = []
         records: list[dict[str, np.ndarray]] = []
         moves = 0
@@ -262,46 +231,95 @@ class RayCollectors:
             moves += m
         return np.concatenate(winners), records, moves
 
-    def _call(self, submit: Callable[[int], Any], workers: Iterable[int]) -> list[Any]:
+    def _call(
+        self,
+        submit: Callable[[int], Any],
+        workers: Iterable[int],
+        check: Callable[[], None] | None = None,
+    ) -> list[Any]:
         """Results of ``submit(w)`` for every worker, in order; a slice whose worker died
-        is submitted again (Ray restarts the actor) up to ``retries`` times."""
+        is submitted again (Ray restarts the actor) up to ``retries`` times. With
+        ``check``, results are awaited in `poll_s` slices with ``check()`` between them;
+        whatever it raises (or a Ctrl-C) cancels the unfinished calls and propagates."""
         ray = self.ray
         workers = list(workers)
         refs = {w: submit(w) for w in workers}
         out: dict[int, Any] = {}
         tries = dict.fromkeys(workers, 0)
-        while refs:
-            w, ref = next(iter(refs.items()))
-            try:
-                out[w] = ray.get(ref)
-                del refs[w]
-            except ray.exceptions.RayActorError as e:
-                tries[w] += 1
-                if tries[w] > self.retries or not self._await_restart(w):
-                    raise CollectorError(
-                        f"self-play collector {w} died and could not be restarted "
-                        f"({type(e).__name__})"
-                    ) from None
-                log.warning("self-play collector %d died; replaying its slice (%d)", w, tries[w])
-                self.restarts += 1
-                refs[w] = submit(w)
-            except ray.exceptions.RayTaskError as e:
-                for other in refs.values():  # no result left behind
-                    with contextlib.suppress(Exception):
-                        ray.get(other)
-                text = str(e)
-                last = [line for line in text.splitlines() if line.strip()][-1].strip()
-                log.error("self-play collector %d failed:\n%s", w, text)
-                raise CollectorError(f"self-play collector {w} failed: {last}", text) from None
+        try:
+            while refs:
+                w, ref = self._next_ready(refs, check)
+                try:
+                    out[w] = ray.get(ref)
+                    del refs[w]
+                except ray.exceptions.RayActorError as e:
+                    tries[w] += 1
+                    if tries[w] > self.retries or not self._await_restart(w, check=check):
+                        raise CollectorError(
+                            f"self-play collector {w} died and could not be restarted "
+                            f"({type(e).__name__})"
+                        ) from None
+                    log.warning(
+                        "self-play collector %d died; replaying its slice (%d)", w, tries[w]
+                    )
+                    self.restarts += 1
+                    refs[w] = submit(w)
+                except ray.exceptions.RayTaskError as e:
+                    del refs[w]
+                    for other in refs.values():  # no result left behind
+                        with contextlib.suppress(Exception):
+                            ray.get(other)
+                    refs.clear()
+                    text = str(e)
+                    last = [line for line in text.splitlines() if line.strip()][-1].strip()
+                    log.error("self-play collector %d failed:\n%s", w, text)
+                    raise CollectorError(f"self-play collector {w} failed: {last}", text) from None
+        except BaseException:
+            self._cancel(refs.values())
+            raise
         return [out[w] for w in workers]
 
-    def _await_restart(self, w: int, timeout: float = 300.0) -> bool:
+    def _next_ready(
+        self, refs: Mapping[int, Any], check: Callable[[], None] | None
+    ) -> tuple[int, Any]:
+        """``(worker, ref)`` of a finished call among ``refs``; without ``check``, the
+        first worker's (waiting for it), else whichever finishes first, with ``check()``
+        called every `poll_s` seconds."""
+        if check is None:
+            return next(iter(refs.items()))
+        by_ref = {ref: w for w, ref in refs.items()}
+        while True:
+            check()
+            ready, _ = self.ray.wait(list(by_ref), num_returns=1, timeout=self.poll_s)
+            if ready:
+                return by_ref[ready[0]], ready[0]
+
+    def _cancel(self, refs: Iterable[Any]) -> None:
+        """Cancel unfinished actor calls: a queued one never runs, a running one ends
+        before its next move (the worker polls Ray's cancellation flag)."""
+        cancelled = 0
+        for ref in refs:
+            with contextlib.suppress(Exception):  # finished, or its worker is gone
+                self.ray.cancel(ref)  # force=True is refused for actor methods
+                cancelled += 1
+        if cancelled:
+            log.info("self-play collection: %d unfinished slices cancelled", cancelled)
+
+    def _await_restart(
+        self, w: int, timeout: float = 300.0, check: Callable[[], None] | None = None
+    ) -> bool:
         """Wait until Ray has restarted worker ``w`` (it answers again); False if it is
-        dead for good (restarts used up) or not back within ``timeout`` seconds."""
+        dead for good (restarts used up) or not back within ``timeout`` seconds. ``check``
+        is called while waiting (what it raises propagates)."""
         ray, end = self.ray, time.monotonic() + timeout
         while time.monotonic() < end:
+            ref = self.actors[w].where.remote()
+            answer_by = min(end, time.monotonic() + 30)
+            while time.monotonic() < answer_by and not ray.wait([ref], timeout=self.poll_s)[0]:
+                if check is not None:
+                    check()
             try:
-                ray.get(self.actors[w].where.remote(), timeout=30)
+                ray.get(ref, timeout=0)
                 return True
             except ray.exceptions.ActorDiedError:
                 return False
@@ -318,54 +336,3 @@ class RayCollectors:
         if self.started_ray and self.ray.is_initialized():
             self.ray.shutdown()
             self.started_ray = False
-
-
-# ---------------------------------------------------------------------- worker side
-KINDS = ("learner", "search", "snapshot", "anchor")
-
-
-def make_controller(
-    kind: str, actor: Any, rng: np.random.Generator, rules: Any = None, search: Any = None
-) -> Controller:
-    """The one controller factory of collection, in the learner's process and in workers.
-
-    ``actor`` is the network (``learner``: samples and records log-probabilities and
-    values; ``snapshot``: samples; ``search``: PUCT search on ``rules`` with the ``search``
-    settings, ``arena.search``, recording visit targets) or a scripted `Player`
-    (``anchor``). Every draw comes from ``rng``.
-    """
-    if kind == "anchor":
-        return lambda o, m: (actor.act(o, m, rng=rng), None)
-    if kind == "search":
-        return search_controller(actor, rules, search, rng)
-    if kind == "learner":
-        return lambda o, m: _with_info(actor.act(o, m, greedy=False, rng=rng, return_info=True))
-    if kind == "snapshot":
-        return lambda o, m: (actor.act(o, m, greedy=False, rng=rng), None)
-    raise ValueError(f"unknown controller kind {kind!r}: {' | '.join(KINDS)}")
-
-
-def _play_task(
-    task: dict, spec: GameSpec, net: Callable[[int], Any], baselines: Mapping[str, Player]
-) -> tuple[np.ndarray, list[dict[str, np.ndarray]], int]:
-    """A worker's slice: the plan's weights loaded into its own networks, then played."""
-    rng = np.random.default_rng(task["seed"])
-    controllers: list[Controller] = []
-    for k, (kind, arg) in enumerate(task["plan"]):
-        if kind not in KINDS:
-            make_controller(kind, None, rng)  # raises, naming the kinds
-        search = None
-        if kind == "anchor":
-            actor = baselines[arg]
-        else:
-            actor = net(k)
-            weights, search = arg if kind == "search" else (arg, None)
-            OpponentPool.load_into(actor, Snapshot(kind, 0, weights))
-        controllers.append(make_controller(kind, actor, rng, spec.rules, search))
-    seats = np.asarray(task["seats"])
-    return play_games(spec, len(seats), seats, controllers, task["record"])
-
-
-def _with_info(out: tuple[np.ndarray, np.ndarray, np.ndarray]) -> tuple[np.ndarray, Any]:
-    a, logp, value = out
-    return a, {"logp": logp, "value": value}

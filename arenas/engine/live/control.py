@@ -86,7 +86,10 @@ class LiveControl(Callback):
         self._t0 = time.monotonic()
         self._step0 = 0
         self._dp = False  # data-parallel: rank 0 hands its applied commands to the others
+        #: data-parallel: seconds between rank 0's broadcasts while it is paused
+        self.heartbeat_s = 5.0
         self._applied: list[tuple[str, dict[str, Any]]] = []
+        self._deferred: list[Command] = []  # data-parallel: evaluations run after the broadcast
 
     # ------------------------------------------------------------------ LiveContext
     @property
@@ -201,7 +204,7 @@ class LiveControl(Callback):
         self.events.publish({"kind": "train", "step": loop.step, "epoch": loop.epoch,
                              **_finite(metrics)})  # fmt: skip
         if self.serve and (self._bell.is_set() or self.state == "paused"):
-            self.at_boundary(loop)
+            self.at_boundary(loop, max_wait=self.heartbeat_s if self._dp else None)
         if self._dp:
             self._share(loop)
 
@@ -225,30 +228,54 @@ class LiveControl(Callback):
             loop.at_boundary.remove(self.at_boundary)
 
     # ------------------------------------------------------------------ the boundary
-    def at_boundary(self, loop: Loop) -> None:
-        """Apply what is queued; while paused, wait here for more (a resume or a stop)."""
+    def at_boundary(self, loop: Loop, max_wait: float | None = None) -> None:
+        """Apply what is queued; while paused, wait here for more (a resume or a stop), or
+        at most ``max_wait`` seconds (then return paused)."""
+        end = None if max_wait is None else time.monotonic() + max_wait
         while True:
             self._bell.clear()
             self._drain(loop)
             if self.state != "paused" or loop.stop_reason is not None:
                 break
+            if end is not None and time.monotonic() >= end:
+                break
             self._bell.wait(0.25)  # wakes for a command; the timeout lets a signal's stop in
         loop.gate.clear()
-        if not self._commands.empty():  # queued while we cleared: keep the request
+        if not self._commands.empty() and not self._dp:  # queued while we cleared
             loop.gate.request()
 
     def _share(self, loop: Loop) -> None:
         """Data-parallel: rank 0 broadcasts the commands it applied at this boundary; the
         other ranks apply the ones that change the run (stop, set, evaluate), so every rank
-        does so at the same step."""
+        does so at the same step. While rank 0 is paused it broadcasts again every
+        `heartbeat_s` seconds (with what it applied meanwhile) and the other ranks wait for
+        the next one: none waits in a single broadcast longer than the collective backend
+        allows (gloo gives up after 30 s). An evaluation command runs after the broadcast,
+        on every rank at once, so no rank waits in a collective while another evaluates."""
         import paddle.distributed as dist
 
-        box: list[Any] = [self._applied if self.serve else None]
-        dist.broadcast_object_list(box, src=0)
-        self._applied = []
-        if self.serve:
-            return
-        for name, args in box[0]:
+        while True:
+            paused = self.serve and self.state == "paused" and loop.stop_reason is None
+            box: list[Any] = [(self._applied, paused) if self.serve else None]
+            dist.broadcast_object_list(box, src=0)
+            self._applied = []
+            applied, paused = box[0]
+            if not self.serve:
+                self._follow(loop, applied)
+            deferred, self._deferred = self._deferred, []
+            for cmd in deferred:
+                try:
+                    cmd.future.set_result(self._apply(loop, cmd))
+                except Exception as e:  # noqa: BLE001 (the handler reports it)
+                    cmd.future.set_exception(e)
+            if not paused:
+                return
+            if self.serve:
+                self.at_boundary(loop, max_wait=self.heartbeat_s)
+
+    def _follow(self, loop: Loop, applied: list[tuple[str, dict[str, Any]]]) -> None:
+        """A data-parallel follower applies the commands rank 0 applied at this step."""
+        for name, args in applied:
             if name == "stop":
                 loop.request_stop("stopped from the live endpoint", "stopped")
             elif name == "evaluate":
@@ -256,7 +283,8 @@ class LiveControl(Callback):
             elif name == "set":
                 from .changes import apply_live_changes
 
-                apply_live_changes(loop, args, write=False)
+                changes = apply_live_changes(loop, args, write=False)
+                log.info("live: set from rank 0 applied at step %d: %s", loop.step, changes)
 
     def _drain(self, loop: Loop) -> None:
         while True:
@@ -275,6 +303,10 @@ class LiveControl(Callback):
             except queue.Empty:
                 break
             if not cmd.future.set_running_or_notify_cancel():
+                continue
+            if self._dp and cmd.name == "evaluate":  # every rank evaluates after `_share`
+                self._applied.append((cmd.name, cmd.args))
+                self._deferred.append(cmd)
                 continue
             try:
                 cmd.future.set_result(self._apply(loop, cmd))
@@ -302,7 +334,7 @@ class LiveControl(Callback):
             fields["changes"] = apply_live_changes(
                 loop, cmd.args, checkpoint=lambda: self._checkpoint(loop)
             )
-        if self._dp and cmd.name in ("stop", "set", "evaluate"):
+        if self._dp and cmd.name in ("stop", "set"):
             self._applied.append((cmd.name, cmd.args))
         self.record(cmd.name, **fields)
         self.events.publish({"kind": "command", "command": cmd.name, "step": loop.step,
