@@ -32,6 +32,7 @@ if [ -z "${PADDLECRAFT_CHROMIUM:-}" ] && ! command -v chromium >/dev/null 2>&1 \
 fi
 .venv/bin/python -m ruff check .
 # one pytest worker per core (pytest-xdist); a test file stays on one worker, so its
-# module fixtures are built once (docs/testing.md)
-if [ "$#" -eq 0 ]; then set -- -m "not slow" -n auto --dist loadfile; fi
+# module fixtures are built once; files are handed out in collection order, the heavy
+# ones first (tests/conftest.py HEAVY_FIRST; docs/testing.md)
+if [ "$#" -eq 0 ]; then set -- -m "not slow" -n auto --dist loadfile --no-loadscope-reorder; fi
 exec .venv/bin/python -m pytest -q "$@"

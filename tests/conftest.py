@@ -89,3 +89,35 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
                 red=True,
             )
         session.exitstatus = pytest.ExitCode.TESTS_FAILED
+
+
+#: test files whose tests take tens of seconds each (a namespace of Ray workers, a wheel
+#: installed into a fresh venv, multi-process runs), most expensive first. `scripts/test.sh`
+#: hands files to its workers in collection order (``--no-loadscope-reorder``): these go
+#: first, so the many quick files fill in behind them instead of one worker finishing a
+#: long file alone at the end (xdist's default order, by test count, puts them last).
+HEAVY_FIRST = (
+    "test_selfplay_ray.py",
+    "test_wheel.py",
+    "test_bench.py",
+    "test_smoke.py",
+    "test_distributed.py",
+    "test_mistakes.py",
+    "test_live_dp.py",
+    "test_own_arena.py",
+    "test_summary.py",
+    "test_live_cli.py",
+    "test_export.py",
+    "test_cli.py",
+    "test_doc_commands.py",
+    "test_transformer_decoder.py",
+)
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Heavy files (`HEAVY_FIRST`) first, in that order; every other test keeps its place."""
+    missing = [f for f in HEAVY_FIRST if not (ROOT / "tests" / f).is_file()]
+    if missing:  # a renamed file would silently lose its place
+        raise pytest.UsageError(f"tests/conftest.py HEAVY_FIRST names no such file: {missing}")
+    rank = {name: i for i, name in enumerate(HEAVY_FIRST)}
+    items.sort(key=lambda it: rank.get(it.path.name, len(rank)))  # stable: the rest keep order
