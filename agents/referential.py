@@ -182,16 +182,7 @@ class Sender(Agent):
         seq = [ctx]  # transformer: the context token, then each symbol's embedding
         symbols, onehots, logps, ents = [], [], [], []
         for _ in range(self.max_len):
-            if self.cell == "transformer":
-                if len(seq) > 1:
-                    seq[-1] = self.symbol_in(seq[-1])
-                tokens = paddle.stack(seq, axis=1)  # [B, t, H]
-                n = tokens.shape[1]
-                hid = self.rnn(tokens, _causal_mask(n))[:, -1]  # [B, H]
-            elif self.cell == "gru":
-                hid, state = self.rnn(prev, state)
-            else:
-                hid, state = self.rnn(prev, state)
+            hid, state = self._advance(prev, state, seq)
             logits = self.out(hid)  # [B, V]
             if channel == "gs":
                 y, sym = gumbel_symbols(logits, temperature, noise=not greedy)  # [B, V], [B]
@@ -211,6 +202,34 @@ class Sender(Agent):
             out["log_prob"] = paddle.stack(logps, axis=1)  # [B, L]
             out["entropy"] = paddle.stack(ents, axis=1)  # [B, L]
         return out
+
+    def _advance(self, prev: paddle.Tensor, state: Any, seq: list) -> tuple[paddle.Tensor, Any]:
+        """One recurrent step: the hidden output [B, H] after the previous symbol's embedding
+        ``prev`` [B, E] (transformer: over ``seq``, the context and every embedding so far)."""
+        if self.cell == "transformer":
+            if len(seq) > 1:
+                seq[-1] = self.symbol_in(seq[-1])
+            tokens = paddle.stack(seq, axis=1)  # [B, t, H]
+            return self.rnn(tokens, _causal_mask(tokens.shape[1]))[:, -1], state
+        return self.rnn(prev, state)
+
+    def teacher_forced(self, x: paddle.Tensor, symbols: paddle.Tensor) -> paddle.Tensor:
+        """Logits [B, L, V] of each position about objects ``x`` [B, ...] when the message so
+        far is ``symbols`` int64 [B, L] (what a new speaker imitating a teacher learns from)."""
+        ctx = self.view(x)  # [B, H]
+        b = ctx.shape[0]
+        if self.cell == "linear":  # positions do not read each other
+            return _linear(self.out, ctx).reshape([b, self.max_len, self.vocab_size])
+        said = F.one_hot(symbols, self.vocab_size).astype(ctx.dtype)  # [B, L, V]
+        prev = paddle.zeros([b, self.embed.weight.shape[1]])  # [B, E]
+        state: Any = ctx if self.cell == "gru" else (ctx, paddle.zeros_like(ctx))
+        seq, out = [ctx], []
+        for t in range(self.max_len):
+            hid, state = self._advance(prev, state, seq)
+            out.append(self.out(hid))  # [B, V]
+            prev = self.embed(said[:, t])  # [B, E]
+            seq.append(prev)
+        return paddle.stack(out, axis=1)  # [B, L, V]
 
 
 @dataclass

@@ -13,7 +13,12 @@ from paddlecraft.agents import Receiver, Sender
 from paddlecraft.arenas import check_arena
 from paddlecraft.arenas.engine.app import run_arena
 from paddlecraft.arenas.engine.callbacks import standard_callbacks
-from paddlecraft.arenas.referential import ReferentialArena, attribute_world, load_shape_objects
+from paddlecraft.arenas.referential import (
+    ReferentialArena,
+    attribute_world,
+    egg_world,
+    load_shape_objects,
+)
 from paddlecraft.arenas.referential.population import steps_to_reach
 from paddlecraft.errors import ConfigError
 
@@ -194,6 +199,60 @@ def test_listener_resets_start_listeners_afresh_and_resume_bit_identically(scope
     )
     with pytest.raises(ConfigError, match="reset_listeners_every"):
         scoped(reset_listeners_every=-1)
+
+
+def test_egg_split_holds_out_value_zero_as_egg_does():
+    w = egg_world(2, 10, 0.1, seed=0)
+    # EGG data.split_holdout: 81 objects without a 0 (8 of them, int(0.1 * 81), uniform
+    # hold-out), 18 with exactly one 0 (the test split), (0, 0) left out
+    assert (len(w.train), len(w.test), len(w.more["uniform"])) == (73, 18, 8)
+    assert (w.train.meanings != 0).all() and (w.more["uniform"].meanings != 0).all()
+    assert ((w.test.meanings == 0).sum(1) == 1).all()
+    assert np.array_equal(w.test.scored, w.test.meanings != 0)  # judged on the other attribute
+    seen = {tuple(m) for m in w.train.meanings}
+    assert not seen & {tuple(m) for m in w.more["uniform"].meanings}
+    assert np.array_equal(egg_world(2, 10, 0.1, seed=0).train.meanings, w.train.meanings)
+    with pytest.raises(ConfigError, match="arena.holdout"):
+        egg_world(2, 10, 0.0, seed=0)
+
+
+def test_egg_split_judges_only_the_seen_attributes(scoped):
+    arena = scoped(n_val=5, vocab_size=8)
+    arena.world = egg_world(2, 5, 0.25, seed=0)  # 16 without a 0: 4 uniform, 12 train; 8 test
+    listener, test = arena.listeners[0], arena.world.test
+    batch = {"target": np.arange(len(test))}
+    h = listener(listener.to_tensor(np.zeros((len(test), 2), np.int64)))  # [8, 2, H]
+    guess = listener.reconstruct(h).argmax(-1).numpy()[:, -1]  # [8, 2]
+    right_seen = ((guess == test.meanings) | ~test.scored).all(1).mean()
+    _, acc = arena.outcome(listener, listener.to_tensor(np.zeros((8, 2), np.int64)), test, batch)
+    assert acc.numpy()[:, -1].mean() == pytest.approx(right_seen)
+    assert right_seen > (guess == test.meanings).all(1).mean()  # the mask matters here
+    m = arena.evaluate()
+    assert {"train_accuracy", "test_accuracy", "uniform_accuracy"} <= set(m)
+
+
+def test_iterated_learning_passes_the_language_to_new_agents(scoped):
+    arena = scoped(epochs=3, steps_per_epoch=100, batch_size=32, iterated_every=300,
+                   imitation_steps=300)  # fmt: skip
+    for e in range(arena.epochs):
+        for b in arena.batches(e):
+            arena.train_step(b)
+    train = arena.world.train
+    old = arena.messages(arena.speakers[0], train.x)
+    before = arena.evaluate()["train_accuracy"]
+    weights = {k: v.numpy().copy() for k, v in arena.speakers[0].state_dict().items()}
+    arena.train_step(next(iter(arena.batches(3))))  # step 300: a new generation first
+    new = arena.speakers[0].state_dict()
+    assert any(not np.allclose(weights[k], new[k].numpy()) for k in weights)
+    # the new speaker says what the old one said (it learned, it was not copied), and the
+    # new listener understands it as well as the old pair did
+    assert (arena.messages(arena.speakers[0], train.x) == old).all(1).mean() >= 0.9
+    assert before >= 0.6 and arena.evaluate()["train_accuracy"] >= before - 0.15
+    assert "resume from a checkpoint is bit-identical" in check_arena(
+        scoped(steps_per_epoch=10, batch_size=8, iterated_every=2, imitation_steps=3), steps=5
+    )
+    with pytest.raises(ConfigError, match="imitation_steps"):
+        scoped(iterated_every=10, imitation_steps=0)
 
 
 def test_reinforce_population_resumes_bit_identically(scoped):
