@@ -157,7 +157,7 @@ class Sender(Agent):
         """Speak about objects ``x`` [B, ...].
 
         Returns ``symbols`` int64 [B, L]; with ``channel="gs"`` also ``onehot`` [B, L, V]
-        (straight-through: one-hot forward, soft gradient); with ``"reinforce"`` also
+        (straight-through: one-hot forward, soft gradient) and ``logits`` [B, L, V]; with ``"reinforce"`` also
         ``log_prob`` [B, L] and ``entropy`` [B, L] of each symbol.
         """
         from .channel import categorical_sample, gumbel_symbols
@@ -168,7 +168,7 @@ class Sender(Agent):
             every = _linear(self.out, ctx).reshape([b, self.max_len, self.vocab_size])  # [B, L, V]
             if channel == "gs":
                 y, sym = gumbel_symbols(every, temperature, noise=not greedy)  # [B, L, V], [B, L]
-                return {"symbols": sym, "onehot": y}
+                return {"symbols": sym, "onehot": y, "logits": every}
             flat = every.reshape([b * self.max_len, self.vocab_size])
             sym, lp, ent = categorical_sample(flat, greedy=greedy)
             shape = [b, self.max_len]
@@ -180,13 +180,14 @@ class Sender(Agent):
         prev = paddle.zeros([b, self.embed.weight.shape[1]])  # [B, E] start of message
         state: Any = ctx if self.cell == "gru" else (ctx, paddle.zeros_like(ctx))
         seq = [ctx]  # transformer: the context token, then each symbol's embedding
-        symbols, onehots, logps, ents = [], [], [], []
+        symbols, onehots, logps, ents, scores = [], [], [], [], []
         for _ in range(self.max_len):
             hid, state = self._advance(prev, state, seq)
             logits = self.out(hid)  # [B, V]
             if channel == "gs":
                 y, sym = gumbel_symbols(logits, temperature, noise=not greedy)  # [B, V], [B]
                 onehots.append(y)
+                scores.append(logits)
             else:
                 sym, lp, ent = categorical_sample(logits, greedy=greedy)
                 y = F.one_hot(sym, self.vocab_size)
@@ -198,6 +199,7 @@ class Sender(Agent):
         out = {"symbols": paddle.stack(symbols, axis=1)}  # [B, L]
         if channel == "gs":
             out["onehot"] = paddle.stack(onehots, axis=1)  # [B, L, V]
+            out["logits"] = paddle.stack(scores, axis=1)  # [B, L, V]
         else:
             out["log_prob"] = paddle.stack(logps, axis=1)  # [B, L]
             out["entropy"] = paddle.stack(ents, axis=1)  # [B, L]

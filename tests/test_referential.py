@@ -255,6 +255,26 @@ def test_iterated_learning_passes_the_language_to_new_agents(scoped):
         scoped(iterated_every=10, imitation_steps=0)
 
 
+@pytest.mark.parametrize("cell", ["linear", "gru"])
+def test_gs_entropy_bonus_subtracts_the_speakers_entropy(scoped, cell):
+    plain, bonus = scoped(cell=cell), scoped(cell=cell, gs_entropy_coef=0.5)
+    for a, b in zip(plain.agents.values(), bonus.agents.values()):
+        b.set_state_dict(a.state_dict())
+    batch = next(iter(plain.batches(0)))
+    paddle.seed(7)
+    base, _, _ = plain.play(plain.speakers[0], plain.listeners[0], batch)
+    paddle.seed(7)
+    loss, _, spoken = bonus.play(bonus.speakers[0], bonus.listeners[0], batch)
+    p = np.exp(spoken["logits"].numpy())  # [B, L, V]
+    p /= p.sum(-1, keepdims=True)
+    entropy = -(p * np.log(p)).sum(-1).mean()
+    assert spoken["logits"].shape == [32, 2, 8]  # [B, L, V]
+    assert float(loss) == pytest.approx(float(base) - 0.5 * entropy, rel=1e-5)
+    assert entropy > 1.0  # untrained: near log(8), so the bonus is not a no-op
+    with pytest.raises(ConfigError, match="gs_entropy_coef"):
+        scoped(gs_entropy_coef=-1.0)
+
+
 def test_reinforce_population_resumes_bit_identically(scoped):
     arena = scoped(speakers=2, listeners=1, channel="reinforce", steps_per_epoch=10, batch_size=8)
     assert "resume from a checkpoint is bit-identical" in check_arena(arena, steps=3)

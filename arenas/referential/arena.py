@@ -216,6 +216,9 @@ class ReferentialArena(Arena):
         loss = loss_b.mean()
         if learns_by_reward:
             loss = loss + self.reinforce_loss(speaker, spoken, w, loss_b)
+        elif c.channel == "gs" and c.gs_entropy_coef > 0 and speaker_learns:
+            logp = F.log_softmax(spoken["logits"], axis=-1)  # [B, L, V]
+            loss = loss + c.gs_entropy_coef * (logp.exp() * logp).sum(-1).mean()  # - entropy
         return loss, acc, spoken
 
     def reinforce_loss(

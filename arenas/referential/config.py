@@ -37,6 +37,9 @@ class ReferentialConfig(ArenaConfig):
     temperature_end: float = 1.0  #: ... after temperature_decay_steps (geometric)
     temperature_decay_steps: int = 0  #: 0: constant temperature
     entropy_coef: float = 0.01  #: reinforce: the speaker's entropy bonus
+    #: gs: a bonus on the entropy of the speaker's symbol distributions (0: off), against
+    #: symbols that fall out of use
+    gs_entropy_coef: float = 0.0
     speakers: int = 1  #: population size (speaker, speaker_1, ...)
     listeners: int = 1  #: population size (listener, listener_1, ...)
     newcomer_steps: int = 0  #: after training, teach a new listener this many steps (0: off)
@@ -95,5 +98,7 @@ def check_settings(c: ReferentialConfig) -> None:
             "arena.iterated_every: iterated learning teaches written messages; set "
             "arena.spoken=false or arena.iterated_every=0"
         )
+    if c.gs_entropy_coef < 0:
+        raise ConfigError(f"arena.gs_entropy_coef must be >= 0 (0: off), got {c.gs_entropy_coef}")
     if c.temperature <= 0 or c.temperature_end <= 0:
         raise ConfigError("arena.temperature and arena.temperature_end must be > 0")
