@@ -448,3 +448,14 @@ def test_fast_paths_equal_the_paddle_calls_they_replace():
         _cross_entropy(logits, label).numpy(),
         F.cross_entropy(logits, label, reduction="none").numpy(),
     )
+
+
+def test_egg_experiment_is_its_split_and_grid(compose_config):
+    cfg = compose_config("arena=referential", "+experiment=egg_compo", "arena.n_values=5")
+    assert cfg.data.loader._target_ == "paddlecraft.arenas.referential.egg_world"
+    a, sp, li = cfg.arena, cfg.agents.speaker, cfg.agents.listener
+    assert (a.n_attributes, a.n_values, a.vocab_size, a.max_len, a.holdout) == (2, 5, 100, 2, 0.1)
+    assert (sp.cell, li.cell, sp.embed_size, li.embed_size) == ("gru", "gru", 5, 30)
+    assert (sp.vocab_size, li.n_values) == (100, 5)  # the agents follow the arena's sizes
+    default = compose_config("arena=referential")
+    assert default.arena.vocab_size == 64 and default.agents.speaker.vocab_size == 64
