@@ -271,6 +271,8 @@ def test_gs_entropy_bonus_subtracts_the_speakers_entropy(scoped, cell):
     assert spoken["logits"].shape == [32, 2, 8]  # [B, L, V]
     assert float(loss) == pytest.approx(float(base) - 0.5 * entropy, rel=1e-5)
     assert entropy > 1.0  # untrained: near log(8), so the bonus is not a no-op
+    resumed = scoped(cell=cell, gs_entropy_coef=0.5, steps_per_epoch=10, batch_size=8)
+    assert "resume from a checkpoint is bit-identical" in check_arena(resumed, steps=3)
     with pytest.raises(ConfigError, match="gs_entropy_coef"):
         scoped(gs_entropy_coef=-1.0)
 
