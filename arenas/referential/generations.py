@@ -14,17 +14,39 @@ generation, so a resumed run replays it exactly.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import Any, Protocol
 
 import numpy as np
+import paddle
 
 from paddlecraft.agents import Agent
 from paddlecraft.paddle_private import cross_entropy as _cross_entropy
 
-if TYPE_CHECKING:
-    from .arena import ReferentialArena
+from .worlds import World
 
-__all__ = ["due", "fresh", "iterate", "reset_listeners"]
+
+class Game(Protocol):
+    """What a new generation needs of a referential game (the arena, seen from here)."""
+
+    cfg: Any  #: the game's settings (``batch_size``, ``imitation_steps``)
+    seed: int  #: the run seed
+    world: World
+    speakers: list[Agent]
+    listeners: list[Agent]
+
+    def messages(self, speaker: Agent, x: np.ndarray) -> np.ndarray:
+        """Greedy messages int64 [N, L] about objects ``x``."""
+
+    def outcome(
+        self, listener: Agent, message: paddle.Tensor, split: Any, batch: dict[str, Any]
+    ) -> tuple[paddle.Tensor, paddle.Tensor]:
+        """Loss and accuracy after each symbol, both [B, L]."""
+
+    def stop_weights(self, spoken: dict[str, paddle.Tensor]) -> paddle.Tensor:
+        """[B, L]: where each message ends."""
+
+
+__all__ = ["Game", "due", "fresh", "iterate", "reset_listeners"]
 
 IMITATION_STREAM = 0x171  #: random-stream id of the imitation batches: ``[seed, id, gen, step]``
 
@@ -43,13 +65,13 @@ def fresh(agent: Agent, run_seed: int, gen: int) -> None:
     agent.build_optimizer()
 
 
-def reset_listeners(arena: ReferentialArena, gen: int) -> None:
+def reset_listeners(arena: Game, gen: int) -> None:
     """Every listener starts again (generation ``gen``)."""
     for li in arena.listeners:
         fresh(li, arena.seed, gen)
 
 
-def iterate(arena: ReferentialArena, gen: int) -> None:
+def iterate(arena: Game, gen: int) -> None:
     """One iterated-learning generation: each speaker's language, taught to a fresh speaker
     and a fresh listener for ``arena.cfg.imitation_steps`` steps (speaker ``i`` teaches the
     new speaker ``i``; the listeners learn from the teachers drawn as in training)."""
