@@ -461,3 +461,15 @@ def test_egg_experiment_is_its_split_and_grid(compose_config):
     assert (sp.vocab_size, li.n_values) == (100, 5)  # the agents follow the arena's sizes
     default = compose_config("arena=referential")
     assert default.arena.vocab_size == 64 and default.agents.speaker.vocab_size == 64
+
+
+def test_gru_experiment_is_gru_agents_with_entropy_and_iterated_learning(compose_config):
+    cfg = compose_config("arena=referential", "+experiment=referential_gru")
+    a = cfg.arena
+    assert (cfg.agents.speaker.cell, cfg.agents.listener.cell) == ("gru", "gru")
+    assert (a.gs_entropy_coef, a.iterated_every, a.imitation_steps, a.vocab_size) == (
+        0.1,
+        1500,
+        200,
+        64,
+    )
