@@ -158,7 +158,7 @@ class Sender(Agent):
         """Speak about objects ``x`` [B, ...].
 
         Returns ``symbols`` int64 [B, L]; with ``channel="gs"`` also ``onehot`` [B, L, V]
-        (straight-through: one-hot forward, soft gradient); with ``"reinforce"`` also
+        (straight-through: one-hot forward, soft gradient) and ``logits`` [B, L, V]; with ``"reinforce"`` also
         ``log_prob`` [B, L] and ``entropy`` [B, L] of each symbol.
         """
         from .channel import categorical_sample, gumbel_symbols
@@ -169,7 +169,7 @@ class Sender(Agent):
             every = _linear(self.out, ctx).reshape([b, self.max_len, self.vocab_size])  # [B, L, V]
             if channel == "gs":
                 y, sym = gumbel_symbols(every, temperature, noise=not greedy)  # [B, L, V], [B, L]
-                return {"symbols": sym, "onehot": y}
+                return {"symbols": sym, "onehot": y, "logits": every}
             flat = every.reshape([b * self.max_len, self.vocab_size])
             sym, lp, ent = categorical_sample(flat, greedy=greedy)
             shape = [b, self.max_len]
@@ -181,22 +181,14 @@ class Sender(Agent):
         prev = paddle.zeros([b, self.embed.weight.shape[1]])  # [B, E] start of message
         state: Any = ctx if self.cell == "gru" else (ctx, paddle.zeros_like(ctx))
         seq = [ctx]  # transformer: the context token, then each symbol's embedding
-        symbols, onehots, logps, ents = [], [], [], []
+        symbols, onehots, logps, ents, scores = [], [], [], [], []
         for _ in range(self.max_len):
-            if self.cell == "transformer":
-                if len(seq) > 1:
-                    seq[-1] = self.symbol_in(seq[-1])
-                tokens = paddle.stack(seq, axis=1)  # [B, t, H]
-                n = tokens.shape[1]
-                hid = self.rnn(tokens, _causal_mask(n))[:, -1]  # [B, H]
-            elif self.cell == "gru":
-                hid, state = self.rnn(prev, state)
-            else:
-                hid, state = self.rnn(prev, state)
+            hid, state = self._advance(prev, state, seq)
             logits = self.out(hid)  # [B, V]
             if channel == "gs":
                 y, sym = gumbel_symbols(logits, temperature, noise=not greedy)  # [B, V], [B]
                 onehots.append(y)
+                scores.append(logits)
             else:
                 sym, lp, ent = categorical_sample(logits, greedy=greedy)
                 y = F.one_hot(sym, self.vocab_size)
@@ -208,10 +200,39 @@ class Sender(Agent):
         out = {"symbols": paddle.stack(symbols, axis=1)}  # [B, L]
         if channel == "gs":
             out["onehot"] = paddle.stack(onehots, axis=1)  # [B, L, V]
+            out["logits"] = paddle.stack(scores, axis=1)  # [B, L, V]
         else:
             out["log_prob"] = paddle.stack(logps, axis=1)  # [B, L]
             out["entropy"] = paddle.stack(ents, axis=1)  # [B, L]
         return out
+
+    def _advance(self, prev: paddle.Tensor, state: Any, seq: list) -> tuple[paddle.Tensor, Any]:
+        """One recurrent step: the hidden output [B, H] after the previous symbol's embedding
+        ``prev`` [B, E] (transformer: over ``seq``, the context and every embedding so far)."""
+        if self.cell == "transformer":
+            if len(seq) > 1:
+                seq[-1] = self.symbol_in(seq[-1])
+            tokens = paddle.stack(seq, axis=1)  # [B, t, H]
+            return self.rnn(tokens, _causal_mask(tokens.shape[1]))[:, -1], state
+        return self.rnn(prev, state)
+
+    def teacher_forced(self, x: paddle.Tensor, symbols: paddle.Tensor) -> paddle.Tensor:
+        """Logits [B, L, V] of each position about objects ``x`` [B, ...] when the message so
+        far is ``symbols`` int64 [B, L] (what a new speaker imitating a teacher learns from)."""
+        ctx = self.view(x)  # [B, H]
+        b = ctx.shape[0]
+        if self.cell == "linear":  # positions do not read each other
+            return _linear(self.out, ctx).reshape([b, self.max_len, self.vocab_size])
+        said = F.one_hot(symbols, self.vocab_size).astype(ctx.dtype)  # [B, L, V]
+        prev = paddle.zeros([b, self.embed.weight.shape[1]])  # [B, E]
+        state: Any = ctx if self.cell == "gru" else (ctx, paddle.zeros_like(ctx))
+        seq, out = [ctx], []
+        for t in range(self.max_len):
+            hid, state = self._advance(prev, state, seq)
+            out.append(self.out(hid))  # [B, V]
+            prev = self.embed(said[:, t])  # [B, E]
+            seq.append(prev)
+        return paddle.stack(out, axis=1)  # [B, L, V]
 
 
 @dataclass

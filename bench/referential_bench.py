@@ -2,7 +2,7 @@
 game written in plain PyTorch.
 
 The same game as ``conf/arena/referential.yaml``: attribute world 2 x 10 (one-hot inputs,
-90 training objects), batch 32, vocabulary 16, 2 symbols (sizes read from the config); linear agents (the default
+90 training objects), batch 32, vocabulary 64 (16 when its figures were measured), 2 symbols (sizes read from the config); linear agents (the default
 ``cell: linear``): the speaker a linear object embedding (128) and a linear map to both
 positions' logits, one Gumbel-softmax straight-through sample per symbol (temperature 1);
 the listener a linear reading (128) of the symbols so far after each symbol and a linear

@@ -13,7 +13,12 @@ from paddlecraft.agents import Receiver, Sender
 from paddlecraft.arenas import check_arena
 from paddlecraft.arenas.engine.app import run_arena
 from paddlecraft.arenas.engine.callbacks import standard_callbacks
-from paddlecraft.arenas.referential import ReferentialArena, attribute_world, load_shape_objects
+from paddlecraft.arenas.referential import (
+    ReferentialArena,
+    attribute_world,
+    egg_world,
+    load_shape_objects,
+)
 from paddlecraft.arenas.referential.population import steps_to_reach
 from paddlecraft.errors import ConfigError
 
@@ -196,6 +201,82 @@ def test_listener_resets_start_listeners_afresh_and_resume_bit_identically(scope
         scoped(reset_listeners_every=-1)
 
 
+def test_egg_split_holds_out_value_zero_as_egg_does():
+    w = egg_world(2, 10, 0.1, seed=0)
+    # EGG data.split_holdout: 81 objects without a 0 (8 of them, int(0.1 * 81), uniform
+    # hold-out), 18 with exactly one 0 (the test split), (0, 0) left out
+    assert (len(w.train), len(w.test), len(w.more["uniform"])) == (73, 18, 8)
+    assert (w.train.meanings != 0).all() and (w.more["uniform"].meanings != 0).all()
+    assert ((w.test.meanings == 0).sum(1) == 1).all()
+    assert np.array_equal(w.test.scored, w.test.meanings != 0)  # judged on the other attribute
+    seen = {tuple(m) for m in w.train.meanings}
+    assert not seen & {tuple(m) for m in w.more["uniform"].meanings}
+    assert np.array_equal(egg_world(2, 10, 0.1, seed=0).train.meanings, w.train.meanings)
+    with pytest.raises(ConfigError, match="arena.holdout"):
+        egg_world(2, 10, 0.0, seed=0)
+
+
+def test_egg_split_judges_only_the_seen_attributes(scoped):
+    arena = scoped(n_val=5, vocab_size=8)
+    arena.world = egg_world(2, 5, 0.25, seed=0)  # 16 without a 0: 4 uniform, 12 train; 8 test
+    listener, test = arena.listeners[0], arena.world.test
+    batch = {"target": np.arange(len(test))}
+    h = listener(listener.to_tensor(np.zeros((len(test), 2), np.int64)))  # [8, 2, H]
+    guess = listener.reconstruct(h).argmax(-1).numpy()[:, -1]  # [8, 2]
+    right_seen = ((guess == test.meanings) | ~test.scored).all(1).mean()
+    _, acc = arena.outcome(listener, listener.to_tensor(np.zeros((8, 2), np.int64)), test, batch)
+    assert acc.numpy()[:, -1].mean() == pytest.approx(right_seen)
+    assert right_seen > (guess == test.meanings).all(1).mean()  # the mask matters here
+    m = arena.evaluate()
+    assert {"train_accuracy", "test_accuracy", "uniform_accuracy"} <= set(m)
+
+
+def test_iterated_learning_passes_the_language_to_new_agents(scoped):
+    arena = scoped(epochs=3, steps_per_epoch=100, batch_size=32, iterated_every=300,
+                   imitation_steps=300)  # fmt: skip
+    for e in range(arena.epochs):
+        for b in arena.batches(e):
+            arena.train_step(b)
+    train = arena.world.train
+    old = arena.messages(arena.speakers[0], train.x)
+    before = arena.evaluate()["train_accuracy"]
+    weights = {k: v.numpy().copy() for k, v in arena.speakers[0].state_dict().items()}
+    arena.train_step(next(iter(arena.batches(3))))  # step 300: a new generation first
+    new = arena.speakers[0].state_dict()
+    assert any(not np.allclose(weights[k], new[k].numpy()) for k in weights)
+    # the new speaker says what the old one said (it learned, it was not copied), and the
+    # new listener understands it as well as the old pair did
+    assert (arena.messages(arena.speakers[0], train.x) == old).all(1).mean() >= 0.9
+    assert before >= 0.6 and arena.evaluate()["train_accuracy"] >= before - 0.15
+    assert "resume from a checkpoint is bit-identical" in check_arena(
+        scoped(steps_per_epoch=10, batch_size=8, iterated_every=2, imitation_steps=3), steps=5
+    )
+    with pytest.raises(ConfigError, match="imitation_steps"):
+        scoped(iterated_every=10, imitation_steps=0)
+
+
+@pytest.mark.parametrize("cell", ["linear", "gru"])
+def test_gs_entropy_bonus_subtracts_the_speakers_entropy(scoped, cell):
+    plain, bonus = scoped(cell=cell), scoped(cell=cell, gs_entropy_coef=0.5)
+    for a, b in zip(plain.agents.values(), bonus.agents.values()):
+        b.set_state_dict(a.state_dict())
+    batch = next(iter(plain.batches(0)))
+    paddle.seed(7)
+    base, _, _ = plain.play(plain.speakers[0], plain.listeners[0], batch)
+    paddle.seed(7)
+    loss, _, spoken = bonus.play(bonus.speakers[0], bonus.listeners[0], batch)
+    p = np.exp(spoken["logits"].numpy())  # [B, L, V]
+    p /= p.sum(-1, keepdims=True)
+    entropy = -(p * np.log(p)).sum(-1).mean()
+    assert spoken["logits"].shape == [32, 2, 8]  # [B, L, V]
+    assert float(loss) == pytest.approx(float(base) - 0.5 * entropy, rel=1e-5)
+    assert entropy > 1.0  # untrained: near log(8), so the bonus is not a no-op
+    resumed = scoped(cell=cell, gs_entropy_coef=0.5, steps_per_epoch=10, batch_size=8)
+    assert "resume from a checkpoint is bit-identical" in check_arena(resumed, steps=3)
+    with pytest.raises(ConfigError, match="gs_entropy_coef"):
+        scoped(gs_entropy_coef=-1.0)
+
+
 def test_reinforce_population_resumes_bit_identically(scoped):
     arena = scoped(speakers=2, listeners=1, channel="reinforce", steps_per_epoch=10, batch_size=8)
     assert "resume from a checkpoint is bit-identical" in check_arena(arena, steps=3)
@@ -368,4 +449,27 @@ def test_fast_paths_equal_the_paddle_calls_they_replace():
     np.testing.assert_array_equal(
         _cross_entropy(logits, label).numpy(),
         F.cross_entropy(logits, label, reduction="none").numpy(),
+    )
+
+
+def test_egg_experiment_is_its_split_and_grid(compose_config):
+    cfg = compose_config("arena=referential", "+experiment=egg_compo", "arena.n_values=5")
+    assert cfg.data.loader._target_ == "paddlecraft.arenas.referential.egg_world"
+    a, sp, li = cfg.arena, cfg.agents.speaker, cfg.agents.listener
+    assert (a.n_attributes, a.n_values, a.vocab_size, a.max_len, a.holdout) == (2, 5, 100, 2, 0.1)
+    assert (sp.cell, li.cell, sp.embed_size, li.embed_size) == ("gru", "gru", 5, 30)
+    assert (sp.vocab_size, li.n_values) == (100, 5)  # the agents follow the arena's sizes
+    default = compose_config("arena=referential")
+    assert default.arena.vocab_size == 64 and default.agents.speaker.vocab_size == 64
+
+
+def test_gru_experiment_is_gru_agents_with_entropy_and_iterated_learning(compose_config):
+    cfg = compose_config("arena=referential", "+experiment=referential_gru")
+    a = cfg.arena
+    assert (cfg.agents.speaker.cell, cfg.agents.listener.cell) == ("gru", "gru")
+    assert (a.gs_entropy_coef, a.iterated_every, a.imitation_steps, a.vocab_size) == (
+        0.1,
+        1500,
+        200,
+        64,
     )

@@ -16,7 +16,7 @@ from paddlecraft.agents.referential import Receiver, Sender
 
 from .arena import ReferentialArena, ReferentialConfig
 from .metrics import analyse, bosdis, message_entropy, posdis, topsim
-from .worlds import World, attribute_world, load_digit_objects, load_shape_objects
+from .worlds import World, attribute_world, egg_world, load_digit_objects, load_shape_objects
 
 #: Hydra schemas this family adds (see arenas.engine.register_schemas)
 SCHEMAS = {
@@ -36,6 +36,7 @@ __all__ = [
     "attribute_world",
     "bosdis",
     "categorical_sample",
+    "egg_world",
     "gumbel_softmax_st",
     "load_digit_objects",
     "load_shape_objects",

@@ -30,7 +30,7 @@ from paddlecraft.arenas.engine import Arena
 from paddlecraft.arenas.engine.rng import capture_rng, restore_rng
 from paddlecraft.paddle_private import cross_entropy as _cross_entropy
 
-from . import population
+from . import generations, population
 from .checks import check_candidates
 from .config import ReferentialConfig, check_settings
 from .metrics import analyse
@@ -163,7 +163,13 @@ class ReferentialArena(Arena):
             b, n, a = h.shape[0], h.shape[1], want.shape[-1]
             want = listener.to_tensor(np.broadcast_to(want[:, None, :, None], (b, n, a, 1)))
             ce = _cross_entropy(logits, want)  # [B, L, A, 1]
-            acc = (logits.argmax(-1, keepdim=True) == want).astype("float32").min([-2, -1])
+            right = logits.argmax(-1, keepdim=True) == want  # [B, L, A, 1]
+            if split.scored is not None:  # attributes not judged count as right
+                free = ~split.scored[batch["target"]]  # [B, A]
+                right = right | listener.to_tensor(
+                    np.broadcast_to(free[:, None, :, None], (b, n, a, 1))
+                )
+            acc = right.astype("float32").min([-2, -1])
             return ce.sum([-2, -1]), acc  # [B, L] summed over attributes
         cand = listener.to_tensor(split.x[batch["candidates"]])  # [B, K, ...]
         scores = listener.score(h, cand)  # [B, L, K]
@@ -210,6 +216,9 @@ class ReferentialArena(Arena):
         loss = loss_b.mean()
         if learns_by_reward:
             loss = loss + self.reinforce_loss(speaker, spoken, w, loss_b)
+        elif c.channel == "gs" and c.gs_entropy_coef > 0 and speaker_learns:
+            logp = F.log_softmax(spoken["logits"], axis=-1)  # [B, L, V]
+            loss = loss + c.gs_entropy_coef * (logp.exp() * logp).sum(-1).mean()  # - entropy
         return loss, acc, spoken
 
     def reinforce_loss(
@@ -230,23 +239,12 @@ class ReferentialArena(Arena):
         self.baselines[i].update(float(reward.mean()))
         return -(adv * logp).mean() - self.cfg.entropy_coef * ent.mean()
 
-    def reset_listeners(self) -> None:
-        """Fresh weights and optimizer state for every listener; generation ``steps done //
-        reset_listeners_every`` and the run seed seed them, so a resume resets identically."""
-        gen = self.steps_done // self.cfg.reset_listeners_every
-        for li in self.listeners:
-            seed = ((self.seed * 7919 + (li.seed or 0)) * 7919 + gen) % 2**31
-            li.set_state_dict(type(li)(li.name, **{**li.config, "seed": seed}).state_dict())
-            li.build_optimizer()
-
     def train_step(self, batch: dict[str, Any]) -> dict[str, float]:
-        every, until = self.cfg.reset_listeners_every, self.cfg.reset_listeners_until
-        if (
-            every
-            and 0 < self.steps_done <= (until or self.steps_done)
-            and not self.steps_done % every
-        ):
-            self.reset_listeners()
+        c, step = self.cfg, self.steps_done
+        if generations.due(step, c.iterated_every, c.iterated_until):
+            generations.iterate(self, step // c.iterated_every)
+        elif generations.due(step, c.reset_listeners_every, c.reset_listeners_until):
+            generations.reset_listeners(self, step // c.reset_listeners_every)
         i, j = batch["pair"]
         speaker, listener = self.speakers[i], self.listeners[j]
         for agent in (speaker, listener):
@@ -300,7 +298,7 @@ class ReferentialArena(Arena):
 
     def evaluate(self) -> dict[str, float]:
         rng = capture_rng()
-        splits = {"train": self.world.train, "test": self.world.test}
+        splits = self.splits()
         batches = {k: self.eval_batch(k, s) for k, s in splits.items()}
         msgs = {
             sp.name: {k: self.messages(sp, s.x[batches[k]["target"]]) for k, s in splits.items()}
@@ -325,10 +323,7 @@ class ReferentialArena(Arena):
             ]
             self.snr_curve = [float(v) for v in curve]
         restore_rng(rng)
-        out = {
-            "train_accuracy": float(acc["train"].mean()),
-            "test_accuracy": float(acc["test"].mean()),
-        }
+        out = {f"{k}_accuracy": float(acc[k].mean()) for k in splits}  # train, test, more
         # cross-play on every evaluated object: the held-out split alone (10 objects in the
         # default world) moves in steps of 0.1, coarser than the 0.05 the gap is judged by
         out.update(population.crossplay_metrics(acc["all"]))
@@ -344,6 +339,10 @@ class ReferentialArena(Arena):
             )
         self.last = {"messages": msgs, "batches": batches, "crossplay": acc}
         return out
+
+    def splits(self) -> dict[str, ObjectSplit]:
+        """Every evaluated split by name: ``train``, ``test`` and the world's ``more``."""
+        return {"train": self.world.train, "test": self.world.test, **self.world.more}
 
     def analyse(self, msgs: dict[str, np.ndarray], batches: dict[str, dict]) -> dict[str, float]:
         """Language measures of one speaker over (up to analysis_size) train + test objects."""
@@ -425,7 +424,7 @@ class ReferentialArena(Arena):
         return write_artifacts(
             run_dir,
             self.last,
-            {"train": self.world.train, "test": self.world.test},
+            self.splits(),
             [s.name for s in self.speakers],
             [li.name for li in self.listeners],
             self.history,

@@ -37,6 +37,9 @@ class ReferentialConfig(ArenaConfig):
     temperature_end: float = 1.0  #: ... after temperature_decay_steps (geometric)
     temperature_decay_steps: int = 0  #: 0: constant temperature
     entropy_coef: float = 0.01  #: reinforce: the speaker's entropy bonus
+    #: gs: a bonus on the entropy of the speaker's symbol distributions (0: off), against
+    #: symbols that fall out of use
+    gs_entropy_coef: float = 0.0
     speakers: int = 1  #: population size (speaker, speaker_1, ...)
     listeners: int = 1  #: population size (listener, listener_1, ...)
     newcomer_steps: int = 0  #: after training, teach a new listener this many steps (0: off)
@@ -45,6 +48,11 @@ class ReferentialConfig(ArenaConfig):
     reset_listeners_every: int = 0
     #: no listener reset after this step (0: to the end), so the last listeners learn in full
     reset_listeners_until: int = 0
+    #: iterated learning (Ren et al. 2020): every N steps (0: never) fresh speakers and
+    #: listeners learn the old speakers' language for imitation_steps, then interact
+    iterated_every: int = 0
+    iterated_until: int = 0  #: no new generation after this step (0: to the end)
+    imitation_steps: int = 300  #: iterated learning: steps of the imitation phase
     spoken: bool = False  #: voice each symbol (eSpeak NG) through noise; needs reinforce
     snr_db: float = 20.0  #: spoken: signal-to-noise ratio of training and evaluation (dB)
     eval_snrs: list = field(default_factory=lambda: [-10.0, -5.0, 0.0, 5.0, 10.0, 20.0])
@@ -79,5 +87,18 @@ def check_settings(c: ReferentialConfig) -> None:
             "arena.reset_listeners_every and arena.reset_listeners_until must be >= 0 "
             f"(0: off / to the end), got {c.reset_listeners_every}, {c.reset_listeners_until}"
         )
+    if c.iterated_every < 0 or c.iterated_until < 0 or c.imitation_steps < 1:
+        raise ConfigError(
+            "arena.iterated_every and arena.iterated_until must be >= 0 (0: off / to the end) "
+            f"and arena.imitation_steps >= 1, got {c.iterated_every}, {c.iterated_until}, "
+            f"{c.imitation_steps}"
+        )
+    if c.iterated_every and c.spoken:
+        raise ConfigError(
+            "arena.iterated_every: iterated learning teaches written messages; set "
+            "arena.spoken=false or arena.iterated_every=0"
+        )
+    if c.gs_entropy_coef < 0:
+        raise ConfigError(f"arena.gs_entropy_coef must be >= 0 (0: off), got {c.gs_entropy_coef}")
     if c.temperature <= 0 or c.temperature_end <= 0:
         raise ConfigError("arena.temperature and arena.temperature_end must be > 0")

@@ -2,7 +2,10 @@
 
 - `attribute_world`: every combination of ``n_attributes`` attributes with ``n_values``
   values, seen as concatenated one-hot vectors; a share of the *combinations* is held out
-  (every single value still occurs in training), as EGG's compo_vs_generalization.
+  (every single value still occurs in training).
+- `egg_world`: the same objects split by EGG's compo_vs_generalization protocol: value 0
+  of every attribute never occurs in training; the test split is the objects with exactly
+  one 0, scored on their other attributes; a uniform share of the rest is held out too.
 - `load_shape_objects`: one shape per image with its shape, colour, size and position
   (quadrant), drawn with the caption world's OpenCV shapes.
 - `load_digit_objects`: scikit-learn's 8x8 digits, the digit as the one attribute.
@@ -13,7 +16,7 @@
 from __future__ import annotations
 
 import itertools
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
@@ -24,6 +27,7 @@ __all__ = [
     "ObjectSplit",
     "World",
     "attribute_world",
+    "egg_world",
     "load_digit_objects",
     "load_shape_objects",
     "world_from_data",
@@ -33,16 +37,19 @@ SHAPE_ATTRIBUTES = ("shape", "colour", "size", "position")
 
 
 ATTRIBUTE_WORLD_STREAM = 0xA77  #: random-stream id: the attribute world's held-out combinations
+EGG_WORLD_STREAM = 0xE66  #: random-stream id: EGG split's uniform hold-out
 SHAPE_OBJECTS_STREAM = 0x5A9E  #: random-stream id: the shape objects drawn
 
 
 @dataclass(frozen=True)
 class ObjectSplit:
     """Objects ``x`` [N, ...] float32 and their attribute values ``meanings`` int64 [N, A]
-    (None when unknown)."""
+    (None when unknown); ``scored`` bool [N, A]: the attributes a reconstruction is judged
+    on (None: all of them)."""
 
     x: np.ndarray
     meanings: np.ndarray | None = None
+    scored: np.ndarray | None = None
 
     def __len__(self) -> int:
         return len(self.x)
@@ -50,12 +57,14 @@ class ObjectSplit:
 
 @dataclass(frozen=True)
 class World:
-    """A train and a test split of objects, and the names of their attributes."""
+    """A train and a test split of objects, the names of their attributes, and further
+    evaluated splits by name (``more``: each reported as ``<name>_accuracy``)."""
 
     train: ObjectSplit
     test: ObjectSplit
     attributes: tuple[str, ...] = ()
     name: str = "objects"
+    more: dict[str, ObjectSplit] = field(default_factory=dict)
 
 
 def _one_hot(meanings: np.ndarray, n_values: int) -> np.ndarray:
@@ -107,6 +116,47 @@ def attribute_world(n_attributes: int, n_values: int, holdout: float, seed: int)
         ObjectSplit(_one_hot(te, n_values), te),
         tuple(f"attribute_{i}" for i in range(n_attributes)),
         "attributes",
+    )
+
+
+def egg_world(n_attributes: int, n_values: int, holdout: float, seed: int) -> World:
+    """EGG compo_vs_generalization's split (``data.split_holdout`` + ``split_train_test``).
+
+    Objects with no attribute at value 0 are the training pool; ``holdout`` of them, drawn
+    by ``seed``, form the ``uniform`` split (unseen combinations of seen values). The test
+    split is every object with exactly one attribute at 0 (a value never seen in training),
+    judged on its other attributes only (``scored``), as EGG's generalisation hold-out;
+    objects with two or more 0s are left out, as there.
+    """
+    if n_attributes < 2 or n_values < 3:
+        raise ConfigError(
+            "arena.split=egg needs arena.n_attributes >= 2 and arena.n_values >= 3 (value 0 "
+            f"is held out and the other attributes are scored), got {n_attributes}, {n_values}"
+        )
+    if not 0.0 < holdout < 1.0:
+        raise ConfigError(
+            f"arena.holdout: with arena.split=egg the uniform hold-out share in (0, 1), e.g. "
+            f"0.1 as EGG's, got {holdout}"
+        )
+    total = n_values**n_attributes
+    if total > 200_000:
+        raise ConfigError(
+            f"arena.n_values ** arena.n_attributes = {total} objects: too many to enumerate "
+            "(keep it under 200000)"
+        )
+    every = np.array(list(itertools.product(range(n_values), repeat=n_attributes)), np.int64)
+    zeros = (every == 0).sum(1)  # [N]
+    pool, gen = every[zeros == 0], every[zeros == 1]
+    rng = np.random.default_rng([seed, EGG_WORLD_STREAM])
+    order = rng.permutation(len(pool))
+    n_uniform = int(holdout * len(pool))  # EGG: int(p_hold_out * n)
+    uni, tr = pool[np.sort(order[:n_uniform])], pool[np.sort(order[n_uniform:])]
+    return World(
+        ObjectSplit(_one_hot(tr, n_values), tr),
+        ObjectSplit(_one_hot(gen, n_values), gen, gen != 0),
+        tuple(f"attribute_{i}" for i in range(n_attributes)),
+        "attributes (EGG split)",
+        {"uniform": ObjectSplit(_one_hot(uni, n_values), uni)},
     )
 
 
