@@ -34,5 +34,10 @@ fi
 # one pytest worker per core (pytest-xdist); a test file stays on one worker, so its
 # module fixtures are built once; files are handed out in collection order, the heavy
 # ones first (tests/conftest.py HEAVY_FIRST; docs/testing.md)
-if [ "$#" -eq 0 ]; then set -- -m "not slow" -n auto --dist loadfile --no-loadscope-reorder; fi
+if [ "$#" -eq 0 ]; then
+  set -- -m "not slow" -n auto --dist loadfile --no-loadscope-reorder
+  # one thread per worker (and per run a test starts): the workers are the parallelism;
+  # Paddle's default here, a thread per core in every process, oversubscribes the cores
+  export OMP_NUM_THREADS="${OMP_NUM_THREADS:-1}"
+fi
 exec .venv/bin/python -m pytest -q "$@"
