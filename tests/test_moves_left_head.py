@@ -8,11 +8,11 @@ import gc
 
 import numpy as np
 import pytest
-from selfplay_kit import merged
+from selfplay_kit import replay_arena as _arena
 
 from paddlecraft.agents import Agent, Policy
 from paddlecraft.agents.settings import ConfigError
-from paddlecraft.arenas import SelfPlayArena, check_arena
+from paddlecraft.arenas import check_arena
 from paddlecraft.arenas.engine.rng import seed_everything
 from paddlecraft.arenas.selfplay import SearchPlayer
 from paddlecraft.arenas.selfplay.alphazero import (
@@ -104,18 +104,6 @@ def test_settings_are_checked(make_scope):
         _policy(make_scope("w"), moves_left_weight=0.05)
     with pytest.raises(ConfigError, match=r"moves_left_weight=-1.0: must be >= 0"):
         _policy(make_scope("n"), moves_left=True, moves_left_weight=-1.0)
-
-
-def _arena(policy, **kw):
-    base = {
-        "data": "tictactoe", "algo": "alphazero", "epochs": 2, "steps_per_epoch": 2,
-        "games_per_step": 8, "augment_mirror": True,
-        "update": {"minibatch_size": 16, "epochs": 2, "replay": 300},
-        "search": {"simulations": 6},
-        "league": {"snapshot_every": 1, "latest_ratio": 1.0},
-        "eval": {"games": {"random": 2, "minimax": 2}},
-    }  # fmt: skip
-    return SelfPlayArena({"policy": policy}, **merged(base, kw))
 
 
 def test_saved_policy_searches_as_trained(make_scope, tmp_path):

@@ -5,11 +5,11 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from selfplay_kit import merged
+from selfplay_kit import replay_arena as _arena
 
 from paddlecraft.agents import Agent, Policy
 from paddlecraft.agents.settings import ConfigError
-from paddlecraft.arenas import SelfPlayArena, check_arena
+from paddlecraft.arenas import check_arena
 from paddlecraft.arenas.engine.rng import seed_everything
 from paddlecraft.arenas.selfplay import SearchPlayer
 from paddlecraft.arenas.selfplay.alphazero import outcome_samples, search_controller
@@ -79,18 +79,6 @@ def test_replay_buffer_keeps_the_newest_rows_and_round_trips():
         buf.add({"x": np.arange(2)})
     with pytest.raises(ValueError, match="arena.update.replay=5"):
         ReplayBuffer(6).load_state(buf.state())
-
-
-def _arena(policy, **kw):
-    base = {
-        "data": "tictactoe", "algo": "alphazero", "epochs": 2, "steps_per_epoch": 2,
-        "games_per_step": 8, "augment_mirror": True,
-        "update": {"minibatch_size": 16, "epochs": 2, "replay": 300},
-        "search": {"simulations": 6},
-        "league": {"snapshot_every": 1, "latest_ratio": 1.0},
-        "eval": {"games": {"random": 2, "minimax": 2}},
-    }  # fmt: skip
-    return SelfPlayArena({"policy": policy}, **merged(base, kw))
 
 
 def test_search_updates_fill_the_buffer_and_draw_from_it(make_scope):
