@@ -13,7 +13,7 @@ from paddlecraft.arenas import check_arena
 from paddlecraft.arenas.engine.rng import seed_everything
 from paddlecraft.arenas.selfplay import SearchPlayer
 from paddlecraft.arenas.selfplay.alphazero import outcome_samples, search_controller
-from paddlecraft.arenas.selfplay.replay import ReplayBuffer
+from paddlecraft.arenas.selfplay.replay import ReplayBuffer, average_duplicates, position_ids
 
 TTT_MLP = {"_target_": "paddlecraft.encoders.ImageMLPEncoder", "hidden_size": 32}
 
@@ -81,6 +81,39 @@ def test_replay_buffer_keeps_the_newest_rows_and_round_trips():
         ReplayBuffer(6).load_state(buf.state())
 
 
+def test_duplicate_positions_train_toward_their_mean_targets():
+    rng = np.random.default_rng(0)
+    obs = (rng.random((6, 3, 3, 2)) < 0.4).astype(np.float32)
+    obs[3] = obs[0]
+    obs[5] = obs[0]  # rows 0, 3, 5: one position; 1, 2, 4 each alone
+    obs[4, 0, 0, 0] = 0.5  # not binary: compared byte for byte
+    ids, count = position_ids(obs)
+    assert count == 4 and ids[0] == ids[3] == ids[5] and len({ids[1], ids[2], ids[4], ids[0]}) == 4
+    pi = np.eye(9, dtype=np.float32)[[0, 1, 2, 3, 4, 6]]
+    data = {"obs": obs, "mask": obs[..., 0].reshape(6, 9) == 0, "pi": pi,
+            "z": np.array([1, 0.5, -1, -1, 0, 0.5], np.float32),
+            "moves_left": np.array([3, 4, 5, 6, 7, 9], np.float32)}  # fmt: skip
+    out = average_duplicates(data)
+    assert np.allclose(out["z"], [1 / 6, 0.5, -1, 1 / 6, 0, 1 / 6])
+    assert np.allclose(out["moves_left"], [6, 4, 5, 6, 7, 6])
+    expect = np.zeros(9)
+    expect[[0, 3, 6]] = 1 / 3  # the three visit distributions, averaged
+    assert np.allclose(out["pi"][[0, 3, 5]], expect) and np.array_equal(out["pi"][1], pi[1])
+    assert out["obs"] is obs and out["mask"] is data["mask"] and out["z"].dtype == np.float32
+    buf = ReplayBuffer(10)
+    buf.add(data)
+    (batch,) = buf.minibatches(1, 6, np.random.default_rng(0), average=True)
+    order = position_ids(np.concatenate([obs, batch["obs"]]))[0]  # each drawn row's source
+    src = [int(np.flatnonzero(order[:6] == i)[0]) for i in order[6:]]
+    assert np.allclose(batch["z"], out["z"][src]) and np.array_equal(buf.arrays["z"][:6], data["z"])
+
+
+def test_position_averaging_needs_search_updates(make_scope):
+    policy = Policy(make_scope("pa"), encoder=TTT_MLP, obs_shape=[3, 3, 2], num_actions=9)
+    with pytest.raises(ConfigError, match="average_duplicates=true .* arena.algo=ppo"):
+        _arena(policy, algo="ppo", update={"replay": 0, "average_duplicates": True})
+
+
 def test_search_updates_fill_the_buffer_and_draw_from_it(make_scope):
     seed_everything(0)
     policy = Policy(make_scope("rb"), encoder=TTT_MLP, obs_shape=[3, 3, 2], num_actions=9)
@@ -96,12 +129,12 @@ def test_search_updates_fill_the_buffer_and_draw_from_it(make_scope):
     assert np.allclose(pi.sum(1), 1) and (pi[~mask] == 0).all()
 
 
-def test_replay_and_discount_resume_bit_identically():
+def test_replay_discount_and_position_averaging_resume_bit_identically():
     seed_everything(0)
     policy = Policy(
         "policy", encoder=TTT_MLP, obs_shape=[3, 3, 2], num_actions=9, seed=0, value_discount=0.9
     )
-    passed = check_arena(_arena(policy), steps=2)
+    passed = check_arena(_arena(policy, update={"average_duplicates": True}), steps=2)
     assert "resume from a checkpoint is bit-identical" in passed
 
 

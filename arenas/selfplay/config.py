@@ -64,6 +64,10 @@ class UpdateConfig:
     """Search updates: keep the last N samples (mirror images included) and draw every
     minibatch from them, ``epochs`` x the update's new samples per update (0: train on the
     update's own samples only). PPO and A2C learn from their own update's games only."""
+    average_duplicates: bool = False
+    """Search updates: train each sample toward the mean targets (visit distribution,
+    outcome) of every sample of the same position in the replay window, or in the update's
+    own samples without one (the Oracle series' position averaging)."""
 
     def check(self, at: str = "arena.update") -> None:
         """Refuse values no update can use, naming ``<at>.<key>``."""
@@ -276,6 +280,13 @@ def check_settings(cfg: SelfPlayConfig) -> None:
             f"samples, and arena.algo={cfg.algo} with arena.search.updates=0 makes none (PPO "
             "and A2C learn from their own games only); set arena.algo=alphazero or "
             "arena.search.updates, or arena.update.replay=0"
+        )
+    if cfg.update.average_duplicates and cfg.algo != "alphazero" and not cfg.search.updates:
+        raise ConfigError(
+            "arena.update.average_duplicates=true averages the targets of search updates, and "
+            f"arena.algo={cfg.algo} with arena.search.updates=0 makes none; set "
+            "arena.algo=alphazero or arena.search.updates, or "
+            "arena.update.average_duplicates=false"
         )
     cfg.league.check()
     cfg.eval.check()

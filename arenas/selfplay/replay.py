@@ -7,6 +7,12 @@ the search updates keep the last ``N`` samples (mirror images included) and each
 gradient steps draws its minibatch uniformly from that window; an update makes as many
 steps as ``arena.update.epochs`` passes over its own new samples would (at least one).
 
+With ``arena.update.average_duplicates`` every minibatch's targets (``pi``, ``z`` and the
+moves-left head's) are the means over all the window's samples of the same position (the
+Oracle Connect Four series' "position averaging"): an opening reached in hundreds of games
+trains toward its average result and search, not toward one game's. The stored samples stay
+as played; the means are computed once per update, from the window as it then is.
+
 The buffer is part of the arena's checkpointed state (its arrays go to
 ``arena.safetensors``), so a resumed run draws the same minibatches as an uninterrupted one.
 """
@@ -19,6 +25,40 @@ from typing import Any
 import numpy as np
 
 from paddlecraft.errors import ConfigError
+
+#: the arrays that are targets (averaged over duplicate positions); the rest are inputs
+TARGETS = ("pi", "z", "moves_left")
+
+
+def position_ids(obs: np.ndarray) -> tuple[np.ndarray, int]:
+    """``(ids int64 [N], count)``: one id per distinct row of ``obs`` ``[N, ...]`` (rows are
+    equal when every value is), ids in ``0..count-1``. Exact: binary planes are compared
+    packed to bits, other observations byte for byte."""
+    flat = np.ascontiguousarray(obs.reshape(len(obs), -1))
+    if flat.dtype != np.bool_ and np.array_equal(flat, flat != 0):
+        flat = np.packbits(flat != 0, axis=1)  # [N, ceil(D / 8)] uint8, same equality
+    rows = np.ascontiguousarray(flat).view(np.dtype((np.void, flat.dtype.itemsize * flat.shape[1])))
+    _, ids = np.unique(rows.ravel(), return_inverse=True)
+    ids = ids.reshape(-1).astype(np.int64)
+    return ids, int(ids.max()) + 1 if len(ids) else 0
+
+
+def average_duplicates(arrays: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
+    """``arrays`` with each target (`TARGETS`) replaced by its mean over the rows whose
+    ``obs`` are the same position; inputs are returned as they are."""
+    ids, count = position_ids(arrays["obs"])
+    n = np.bincount(ids, minlength=count).astype(np.float64)  # [positions]
+    out = dict(arrays)
+    for key in TARGETS:
+        if key not in arrays:
+            continue
+        v = np.asarray(arrays[key])
+        cols = v.reshape(len(v), -1).astype(np.float64)  # [N, k]
+        means = np.stack(
+            [np.bincount(ids, cols[:, j], minlength=count) / n for j in range(cols.shape[1])], 1
+        )  # [positions, k]
+        out[key] = means[ids].reshape(v.shape).astype(v.dtype)
+    return out
 
 
 class ReplayBuffer:
@@ -58,14 +98,19 @@ class ReplayBuffer:
         self.size = min(self.capacity, self.size + n)
 
     def minibatches(
-        self, steps: int, size: int, rng: np.random.Generator
+        self, steps: int, size: int, rng: np.random.Generator, average: bool = False
     ) -> Iterator[dict[str, np.ndarray]]:
         """``steps`` minibatches of ``size`` samples drawn uniformly (with replacement
-        across minibatches, without within one when the buffer holds enough)."""
+        across minibatches, without within one when the buffer holds enough). With
+        ``average`` their targets are the window's means per position
+        (`average_duplicates`)."""
         size = min(size, self.size)
+        arrays = {k: v[: self.size] for k, v in self.arrays.items()}
+        if average:
+            arrays = average_duplicates(arrays)
         for _ in range(steps):
             rows = rng.choice(self.size, size, replace=False)
-            yield {k: v[rows] for k, v in self.arrays.items()}
+            yield {k: v[rows] for k, v in arrays.items()}
 
     # ------------------------------------------------------------------ checkpoints
     def state(self) -> dict[str, Any]:

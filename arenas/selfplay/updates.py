@@ -21,7 +21,7 @@ from ..games import GameSpec
 from .alphazero import alphazero_step, moves_left_targets, outcome_samples
 from .config import SelfPlayConfig, UpdateConfig
 from .ppo import a2c_step, average, gae_samples, minibatches, mirror_samples, ppo_step
-from .replay import ReplayBuffer
+from .replay import ReplayBuffer, average_duplicates
 
 #: (a step's rollout (``records``, ``winner``, ``n``), the game, ``arena.update``, the
 #: policy) -> training samples (arrays by name)
@@ -96,9 +96,11 @@ def apply_update(
     if replay is not None and rule.replays:
         replay.add(data)
         steps = max(1, round(u.epochs * n / u.minibatch_size))
-        batches = replay.minibatches(steps, u.minibatch_size, rng)
+        batches = replay.minibatches(steps, u.minibatch_size, rng, u.average_duplicates)
         stats = [rule.step(policy, b, u) for b in batches]
         return {**average(stats), "replay_size": float(len(replay))}
+    if u.average_duplicates and rule.replays:
+        data = average_duplicates(data)
     epochs, size = (1, n) if rule.full_batch else (u.epochs, u.minibatch_size)
     stats = [
         rule.step(policy, {k: v[j] for k, v in data.items()}, u)
