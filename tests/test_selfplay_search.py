@@ -9,6 +9,7 @@ from charts import assert_chart
 from selfplay_kit import merged
 
 from paddlecraft.agents import Policy
+from paddlecraft.agents.settings import ConfigError
 from paddlecraft.arenas import SelfPlayArena, check_arena, search_player
 from paddlecraft.arenas.engine.rng import seed_everything
 from paddlecraft.arenas.games import ConnectFour, TicTacToe, random_legal
@@ -87,10 +88,45 @@ def test_completed_q_targets_are_the_search_improved_policy(make_scope):
     assert np.isfinite(m["loss"]) and m["policy_loss"] > 0
 
 
+def test_playout_cap_randomisation_trains_on_the_full_searches_only(make_scope):
+    """search.full_fraction < 1 (KataGo): a share of the moves gets the full search with
+    noise and becomes a sample; the rest a fast search, played and not trained on."""
+    from paddlecraft.arenas.selfplay.alphazero import search_controller
+    from paddlecraft.arenas.selfplay.updates import apply_update
+
+    seed_everything(0)
+    policy = Policy(make_scope("pcr"), encoder=TTT_MLP, obs_shape=[3, 3, 2], num_actions=9)
+    cap = {"full_fraction": 0.5, "fast_simulations": 2}
+    arena = _az_arena(policy, search=cap, update={"replay": 1000})
+    g = TicTacToe(40)
+    g.step(random_legal(g.legal_mask(), np.random.default_rng(1)))
+    planes, masks = g.observe()
+    act = search_controller(policy, TicTacToe, arena.cfg.search, np.random.default_rng(5))
+    _, info = act(planes, masks)
+    full = info["full_search"]
+    assert 10 < full.sum() < 30  # about half of 40
+    visits = np.round(info["pi"] * np.where(full, 8, 2)[:, None])  # back to visit counts
+    assert np.allclose(info["pi"] * np.where(full, 8, 2)[:, None], visits, atol=1e-4)
+    assert (info["pi"][~masks] == 0).all()
+    arena._take_snapshot()
+    rollout = arena._collect()
+    trained = sum(int(r["full_search"].sum()) for r in rollout["records"])
+    assert 0 < trained < rollout["metrics"]["positions"]
+    m = apply_update("alphazero", policy, rollout, arena.spec, arena.cfg, np.random.default_rng(0),
+                     arena.replay)  # fmt: skip
+    assert m["replay_size"] == 2 * trained  # the full searches' samples and their mirror images
+    for bad, expect in (({"full_fraction": 0.0}, "arena.search.full_fraction"),
+                        ({**cap, "fast_simulations": 9}, r"arena.search.fast_simulations=9: must be in \[1, ")):  # fmt: skip
+        with pytest.raises(ConfigError, match=expect):
+            _az_arena(policy, search=bad)
+
+
 def test_alphazero_run_resumes_bit_identically():
+    """With playout cap randomisation on: its draws come from the run's streams too."""
     seed_everything(0)
     policy = Policy("policy", encoder=TTT_MLP, obs_shape=[3, 3, 2], num_actions=9, seed=0)
-    passed = check_arena(_az_arena(policy), steps=2)
+    arena = _az_arena(policy, search={"full_fraction": 0.5, "fast_simulations": 2})
+    passed = check_arena(arena, steps=2)
     assert "resume from a checkpoint is bit-identical" in passed
 
 

@@ -28,7 +28,7 @@ from typing import Any
 import numpy as np
 
 from ..games.core import BoardGame
-from ..games.search import PUCTSearch, choose_moves, completed_q_policy
+from ..games.search import PUCTSearch, SearchResult, choose_moves, completed_q_policy
 
 
 def search_controller(
@@ -42,20 +42,26 @@ def search_controller(
     policy target: the visit distribution, or the completed-Q policy
     (`completed_q_policy`).
     """
-    search = PUCTSearch(
-        rules,
-        simulations=cfg.simulations,
+    settings = dict(
         c_puct=cfg.c_puct,
         dirichlet_alpha=cfg.dirichlet_alpha,
         noise_fraction=cfg.noise_fraction,
         **policy.search_settings(),  # its evaluator, value discount and moves-left utility
     )
+    search = PUCTSearch(rules, simulations=cfg.simulations, **settings)
+    capped = cfg.full_fraction < 1.0  # playout cap randomisation
+    fast = PUCTSearch(rules, simulations=cfg.fast_simulations, **settings) if capped else None
 
     def act(planes: np.ndarray, masks: np.ndarray) -> tuple[np.ndarray, dict[str, np.ndarray]]:
         cur, mask = rules.from_planes(planes)
         training = policy.training
         policy.eval()  # once per search, not once per simulation
-        res = search.search(cur, mask, rng, noise=True)
+        if fast is None:
+            res = search.search(cur, mask, rng, noise=True)
+            full = None
+        else:
+            full = rng.random(len(cur)) < cfg.full_fraction  # [n] searched in full
+            res = _split_search(search, fast, cur, mask, full, rng)
         if training:
             policy.train()
         ply = planes.reshape(len(planes), -1).sum(axis=1)  # stones on the board
@@ -65,10 +71,44 @@ def search_controller(
             pi = completed_q_policy(res)  # [n, A]
         else:
             pi = res.visits / res.visits.sum(axis=1, keepdims=True)  # [n, A]
-        return actions, {"pi": pi.astype(np.float32), "root_value": res.value.astype(np.float32)}
+        out = {"pi": pi.astype(np.float32), "root_value": res.value.astype(np.float32)}
+        if full is not None:
+            out["full_search"] = full  # [n] bool: a training sample (`outcome_samples`)
+        return actions, out
 
     act.search = search  # type: ignore[attr-defined]  # the tree it plays with
     return act
+
+
+def _split_search(
+    search: PUCTSearch,
+    fast: PUCTSearch,
+    cur: np.ndarray,
+    mask: np.ndarray,
+    full: np.ndarray,
+    rng: np.random.Generator,
+) -> SearchResult:
+    """One result for all positions: those marked ``full`` searched by ``search`` with root
+    noise, the rest by ``fast`` without (KataGo's fast searches)."""
+    parts = [
+        (rows, s.search(cur[rows], mask[rows], rng, noise=noisy))
+        for rows, s, noisy in (
+            (np.flatnonzero(full), search, True),
+            (np.flatnonzero(~full), fast, False),
+        )  # fmt: skip
+        if len(rows)
+    ]
+    first = parts[0][1]
+    merged = {}
+    for name, value in vars(first).items():
+        if value is None:
+            merged[name] = None
+            continue
+        out = np.zeros((len(cur), *value.shape[1:]), value.dtype)
+        for rows, res in parts:
+            out[rows] = getattr(res, name)
+        merged[name] = out
+    return SearchResult(**merged)
 
 
 def outcome_samples(
@@ -105,6 +145,14 @@ def outcome_samples(
         "pi": np.concatenate([r["pi"] for r in records]).astype(np.float32),
         "z": z,
     }
+
+
+def full_search_rows(records: list[dict[str, np.ndarray]]) -> np.ndarray | None:
+    """The sample rows (in `outcome_samples`' order) that a full search made, ``bool
+    [samples]``; None when every move was one (no playout cap randomisation)."""
+    if not records or "full_search" not in records[0]:
+        return None
+    return np.concatenate([r["full_search"] for r in records]).astype(bool)
 
 
 def moves_left_targets(

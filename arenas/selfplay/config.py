@@ -112,6 +112,13 @@ class SearchConfig:
     """Games per search update (null: ``arena.games_per_step``)."""
     lr: Optional[float] = None  # noqa: UP045
     """The policy's learning rate in search updates (null: its own schedule's)."""
+    full_fraction: float = 1.0
+    """KataGo's playout cap randomisation: the share of training moves searched with
+    ``simulations`` and root noise, which become training samples; the others are played
+    after a ``fast_simulations`` search without noise and are not trained on (1: every
+    move is a full search)."""
+    fast_simulations: int = 10
+    """Simulations of the fast searches (``full_fraction`` < 1)."""
 
     def check(self, total: int, at: str = "arena.search") -> None:
         """Refuse values no search can use; ``total`` is the run's number of updates."""
@@ -143,6 +150,12 @@ class SearchConfig:
                 f"{at}.every must be >= 1 (1: every update of the search phase searches), "
                 f"got {self.every}"
             )
+        _need(0 < self.full_fraction <= 1, f"{at}.full_fraction", self.full_fraction,
+              "in (0, 1] (1: every training move a full search)", f"e.g. {at}.full_fraction=0.25")  # fmt: skip
+        if self.full_fraction < 1:  # the fast searches are used
+            _need(1 <= self.fast_simulations <= self.simulations, f"{at}.fast_simulations",
+                  self.fast_simulations, f"in [1, {at}.simulations = {self.simulations}]",
+                  f"e.g. {at}.fast_simulations={max(1, self.simulations // 5)}")  # fmt: skip
         if self.games_per_step is not None and self.games_per_step < 1:
             raise ConfigError(
                 f"{at}.games_per_step must be >= 1 or null (arena.games_per_step), got "

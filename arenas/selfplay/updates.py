@@ -18,7 +18,7 @@ from typing import Any
 import numpy as np
 
 from ..games import GameSpec
-from .alphazero import alphazero_step, moves_left_targets, outcome_samples
+from .alphazero import alphazero_step, full_search_rows, moves_left_targets, outcome_samples
 from .config import SelfPlayConfig, UpdateConfig
 from .ppo import a2c_step, average, gae_samples, minibatches, mirror_samples, ppo_step
 from .replay import ReplayBuffer, average_duplicates
@@ -62,6 +62,9 @@ def _outcomes(
         data["moves_left"] = moves_left_targets(
             rollout["records"], rollout["winner"], spec.max_moves
         )
+    keep = full_search_rows(rollout["records"])
+    if keep is not None:  # playout cap randomisation: the full searches' samples only
+        data = {k: v[keep] for k, v in data.items()}
     return data
 
 
