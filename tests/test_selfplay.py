@@ -360,11 +360,13 @@ def test_pettingzoo_game_runs_in_the_arena():
 # ---------------------------------------------------------------------- acceptance (slow)
 
 
-def _run(tmp_path, game, *overrides):
+def _run(tmp_path, game, *overrides, threads=None):
     run_dir = tmp_path / game
     # as from a shell: importing paddle here set OMP_NUM_THREADS=1, which the child would
     # inherit (the toolkit's CPU tuning gives a fresh process every core)
     env = {k: v for k, v in os.environ.items() if k != "OMP_NUM_THREADS"}
+    if threads:  # a run is bit-reproducible at one thread count only
+        env["OMP_NUM_THREADS"] = str(threads)
     r = subprocess.run(
         [sys.executable, str(ROOT / "run.py"), "arena=selfplay", f"game={game}",
          "trainer.progress=false", f"hydra.run.dir={run_dir}", *overrides],
@@ -387,8 +389,10 @@ def test_tictactoe_acceptance(tmp_path):
 @pytest.fixture(scope="module")
 def connect_four_run(tmp_path_factory):
     """The default Connect Four run (seed 0): AlphaZero with replay and discounted values,
-    judged by the solver on 400 positions (the test extra has it)."""
-    return _run(tmp_path_factory.mktemp("c4"), "connect_four", "arena.eval.solver_positions=400")
+    judged by the solver on 400 positions (the test extra has it). One thread, as the seed
+    table's runs (`scripts/selfplay_targets.py --threads 1`): the same trajectory."""
+    tmp = tmp_path_factory.mktemp("c4")
+    return _run(tmp, "connect_four", "arena.eval.solver_positions=400", threads=1)
 
 
 @pytest.mark.slow
@@ -409,9 +413,8 @@ def test_connect_four_plays_the_solvers_best_move_most_of_the_time(connect_four_
     measured above them), not the issue's targets (0.70 raw, 0.85 with search): the search
     target is not met, and the README says so.
 
-    Known gap, left red rather than loosened: this fixture's run (seed 0 with two threads,
-    another trajectory than the table's one-thread seed 0) judged 0.765 with search on
-    2026-11-25, under the 0.77 floor this test has held since the AlphaZero default landed."""
+    The run is the table's seed 0 (one thread): with two threads it is another trajectory,
+    which judged 0.765 with search on 2026-11-25, under the 0.77 floor."""
     m = connect_four_run  # seeds 0-2 (one thread each): raw 0.703-0.728 / 0.893-0.920,
     # search200 0.820-0.828 / 0.943-0.960; discount 0.97's means: 0.683 / 0.881,
     # 0.802 / 0.949; the PPO recipe's: 0.569 / 0.806, 0.723 / 0.877
