@@ -59,16 +59,22 @@ def _arena(policy: Policy, workers: int, **settings) -> SelfPlayArena:
 
 @pytest.fixture(scope="module")
 def local_ray():
-    # address="local": a node of its own, even where `ray start` left a cluster on the machine
-    ray.init(
-        address="local",
-        num_cpus=4,
-        include_dashboard=False,
-        log_to_driver=False,
-        configure_logging=False,
+    """One Ray for every case: two simulated nodes (a head and one more), so that the
+    pool's two workers land one on each (``SPREAD``) and the same cluster serves the
+    single-machine cases; ``ray.init`` joins it as a driver would join a real cluster."""
+    from ray.cluster_utils import Cluster
+
+    cluster = Cluster(
+        initialize_head=True, head_node_args={"num_cpus": 2, "include_dashboard": False}
     )
-    yield
-    ray.shutdown()
+    cluster.add_node(num_cpus=2)
+    try:
+        ray.init(address=cluster.address, log_to_driver=False, configure_logging=False)
+        cluster.wait_for_nodes()
+        yield cluster
+    finally:
+        ray.shutdown()
+        cluster.shutdown()
 
 
 @pytest.fixture(scope="module")
@@ -182,8 +188,8 @@ def _train(workers: int, steps: int, kill_at: int | None = None) -> tuple[dict, 
 
 
 def test_a_worker_killed_mid_run_is_replayed_and_the_weights_match(local_ray):
-    clean, none = _train(2, 4)
-    killed, restarts = _train(2, 4, kill_at=2)
+    clean, none = _train(2, 3)
+    killed, restarts = _train(2, 3, kill_at=1)
     assert none == 0 and restarts >= 1
     assert clean.keys() == killed.keys()
     assert all(np.array_equal(clean[k], killed[k]) for k in clean)
@@ -196,7 +202,7 @@ def test_run_py_path_with_workers_finishes(local_ray, tmp_path):
             "config",
             overrides=["arena=selfplay", "game=tictactoe", "arena.epochs=1",
                        "arena.steps_per_epoch=2", "arena.games_per_step=32",
-                       "arena.workers.count=2", "arena.eval.games.random=8",
+                       "arena.workers.count=1", "arena.eval.games.random=8",
                        "arena.eval.games.minimax=8", "arena.eval.final_games.random=8",
                        "arena.eval.final_games.minimax=8", "trainer.progress=false"],
         )  # fmt: skip
@@ -359,25 +365,13 @@ def test_an_interruption_while_the_workers_start_closes_them(local_ray, monkeypa
     assert closed == [2] and ray.is_initialized()  # its actors killed, the test's Ray kept
 
 
-def test_two_simulated_nodes_share_the_games():
-    from ray.cluster_utils import Cluster
-
-    if ray.is_initialized():
-        ray.shutdown()
-    cluster = Cluster(initialize_head=True, head_node_args={"num_cpus": 1})
-    cluster.add_node(num_cpus=1)
-    try:
-        ray.init(address=cluster.address, log_to_driver=False, configure_logging=False)
-        cluster.wait_for_nodes()
-        pool = RayCollectors(2, CONFIG, "tictactoe", {}, name="two_nodes")
-        nodes = {node for node, _ in pool.nodes}
-        assert len(nodes) == 2  # one worker on each simulated node
-        n = 20
-        winner, recs, _ = pool.play(np.zeros((n, 2), np.int64),
-                                    [("learner", weights_of(_policy()))], seed=[1])  # fmt: skip
-        games = np.concatenate([r["game"] for r in recs])
-        assert len(winner) == n and set(games.tolist()) == set(range(n))  # both halves played
-        pool.close()
-    finally:
-        ray.shutdown()
-        cluster.shutdown()
+def test_two_simulated_nodes_share_the_games(local_ray, pool):
+    """The module's two-node cluster: one worker on each node, and both play their half."""
+    assert len(local_ray.list_all_nodes()) == 2
+    nodes = {node for node, _ in pool.nodes}
+    assert len(nodes) == 2  # one worker on each simulated node
+    n = 20
+    winner, recs, _ = pool.play(np.zeros((n, 2), np.int64),
+                                [("learner", weights_of(_policy()))], seed=[1])  # fmt: skip
+    games = np.concatenate([r["game"] for r in recs])
+    assert len(winner) == n and set(games.tolist()) == set(range(n))  # both halves played
