@@ -3,6 +3,7 @@ loopback interface exists there). Not collected on its own (no ``test_`` prefix)
 
 from __future__ import annotations
 
+import contextlib
 import gc
 import os
 import signal
@@ -145,7 +146,20 @@ def test_a_raising_worker_is_one_line_and_the_workers_survive(pool):
     assert len(winner) == 4 and moves >= 20
 
 
-def test_search_collection_in_a_worker_returns_visit_targets(local_ray):
+@contextlib.contextmanager
+def _on_pool(arena: SelfPlayArena, pool: RayCollectors | None):
+    """``arena`` collects on the module's ``pool`` (when given) instead of starting workers
+    of its own (each a process importing Paddle); the pool outlives the arena."""
+    if pool is not None:
+        arena.collector._pool_workers = pool
+    try:
+        yield arena
+    finally:
+        if pool is not None:
+            arena.collector._pool_workers = None
+
+
+def test_search_collection_in_a_worker_returns_visit_targets(pool):
     """algo=alphazero: a worker plays the learner's moves with PUCT search and returns a
     policy target (a distribution) for every one of them."""
     seed_everything(0)
@@ -153,8 +167,8 @@ def test_search_collection_in_a_worker_returns_visit_targets(local_ray):
     arena = SelfPlayArena({"policy": policy}, data="tictactoe", algo="alphazero",
                           search={"simulations": 8}, games_per_step=12,
                           league={"latest_ratio": 0.5}, eval={"games": {"random": 4}},
-                          workers={"count": 1})  # fmt: skip
-    with arena:
+                          workers={"count": pool.workers})  # fmt: skip
+    with arena, _on_pool(arena, pool):
         arena._take_snapshot()
         rollout = arena._collect()
         assert rollout["n"] == 12 and len(rollout["winner"]) == 12
@@ -162,12 +176,15 @@ def test_search_collection_in_a_worker_returns_visit_targets(local_ray):
         assert np.allclose(pi.sum(1), 1) and rollout["metrics"]["positions"] == len(pi)
 
 
-def _train(workers: int, steps: int, kill_at: int | None = None) -> tuple[dict, int]:
+def _train(
+    workers: int, steps: int, kill_at: int | None = None, pool: RayCollectors | None = None
+) -> tuple[dict, int]:
     """Train ``steps`` updates; with ``kill_at``, worker 1's process is SIGKILLed as update
-    ``kill_at`` starts collecting (after the learner sent its weights), whatever the speed."""
+    ``kill_at`` starts collecting (after the learner sent its weights), whatever the speed.
+    With ``pool``, on those (already used) workers instead of fresh ones."""
     seed_everything(0)
     policy = Policy("learner", **CONFIG, seed=0)
-    with _arena(policy, workers) as arena:
+    with _arena(policy, workers) as arena, _on_pool(arena, pool):
         if kill_at is not None:
             pid = arena.collector._collectors().nodes[1][1]
             collect, calls = arena._collect, []
@@ -187,8 +204,8 @@ def _train(workers: int, steps: int, kill_at: int | None = None) -> tuple[dict, 
     return weights, restarts
 
 
-def test_a_worker_killed_mid_run_is_replayed_and_the_weights_match(local_ray):
-    clean, none = _train(2, 3)
+def test_a_worker_killed_mid_run_is_replayed_and_the_weights_match(pool):
+    clean, none = _train(2, 3, pool=pool)  # the module's workers, which played before
     killed, restarts = _train(2, 3, kill_at=1)
     assert none == 0 and restarts >= 1
     assert clean.keys() == killed.keys()
