@@ -146,6 +146,18 @@ def test_a_raising_worker_is_one_line_and_the_workers_survive(pool):
     assert len(winner) == 4 and moves >= 20
 
 
+def test_two_simulated_nodes_share_the_games(local_ray, pool):
+    """The module's two-node cluster: one worker on each node, and both play their half."""
+    assert len(local_ray.list_all_nodes()) == 2
+    nodes = {node for node, _ in pool.nodes}
+    assert len(nodes) == 2  # one worker on each simulated node
+    n = 20
+    winner, recs, _ = pool.play(np.zeros((n, 2), np.int64),
+                                [("learner", weights_of(_policy()))], seed=[1])  # fmt: skip
+    games = np.concatenate([r["game"] for r in recs])
+    assert len(winner) == n and set(games.tolist()) == set(range(n))  # both halves played
+
+
 @contextlib.contextmanager
 def _on_pool(arena: SelfPlayArena, pool: RayCollectors | None):
     """``arena`` collects on the module's ``pool`` (when given) instead of starting workers
@@ -205,8 +217,10 @@ def _train(
 
 
 def test_a_worker_killed_mid_run_is_replayed_and_the_weights_match(pool):
-    clean, none = _train(2, 3, pool=pool)  # the module's workers, which played before
-    killed, restarts = _train(2, 3, kill_at=1)
+    """On the module's workers (they played before): a clean run, then one in which
+    worker 1 is killed (the last case to use the pool: Ray has restarted that worker)."""
+    clean, none = _train(2, 3, pool=pool)
+    killed, restarts = _train(2, 3, kill_at=1, pool=pool)
     assert none == 0 and restarts >= 1
     assert clean.keys() == killed.keys()
     assert all(np.array_equal(clean[k], killed[k]) for k in clean)
@@ -380,15 +394,3 @@ def test_an_interruption_while_the_workers_start_closes_them(local_ray, monkeypa
     with pytest.raises(StepInterrupted):
         RayCollectors(2, CONFIG, "tictactoe", {}, name="starting", check=stop_now)
     assert closed == [2] and ray.is_initialized()  # its actors killed, the test's Ray kept
-
-
-def test_two_simulated_nodes_share_the_games(local_ray, pool):
-    """The module's two-node cluster: one worker on each node, and both play their half."""
-    assert len(local_ray.list_all_nodes()) == 2
-    nodes = {node for node, _ in pool.nodes}
-    assert len(nodes) == 2  # one worker on each simulated node
-    n = 20
-    winner, recs, _ = pool.play(np.zeros((n, 2), np.int64),
-                                [("learner", weights_of(_policy()))], seed=[1])  # fmt: skip
-    games = np.concatenate([r["game"] for r in recs])
-    assert len(winner) == n and set(games.tolist()) == set(range(n))  # both halves played
