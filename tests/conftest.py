@@ -91,25 +91,31 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
         session.exitstatus = pytest.ExitCode.TESTS_FAILED
 
 
-#: test files whose tests take tens of seconds each (a namespace of Ray workers, a wheel
-#: installed into a fresh venv, multi-process runs), most expensive first. `scripts/test.sh`
-#: hands files to its workers in collection order (``--no-loadscope-reorder``): these go
+#: test files that take tens of seconds (benches, sweeps, a namespace of Ray workers, the
+#: mistake table, multi-process runs), longest first (wall time of each file alone).
+#: `scripts/test.sh` hands files to its workers in collection order
+#: (``--no-loadscope-reorder``): these go
 #: first, so the many quick files fill in behind them instead of one worker finishing a
 #: long file alone at the end (xdist's default order, by test count, puts them last).
 HEAVY_FIRST = (
-    "test_selfplay_ray.py",
-    "test_wheel.py",
     "test_bench.py",
+    "test_summary.py",
+    "test_selfplay_ray.py",
+    "test_mistakes.py",
+    "test_doc_commands.py",
+    "test_cli.py",
+    "test_live.py",
+    "test_reliability.py",
+    "test_wheel.py",
+    "test_caption.py",
     "test_smoke.py",
     "test_distributed.py",
-    "test_mistakes.py",
+    "test_live_cli.py",
+    "test_config.py",
+    "test_plug.py",
     "test_live_dp.py",
     "test_own_arena.py",
-    "test_summary.py",
-    "test_live_cli.py",
     "test_export.py",
-    "test_cli.py",
-    "test_doc_commands.py",
     "test_transformer_decoder.py",
 )
 

@@ -3,6 +3,7 @@ loopback interface exists there). Not collected on its own (no ``test_`` prefix)
 
 from __future__ import annotations
 
+import contextlib
 import gc
 import os
 import signal
@@ -59,16 +60,22 @@ def _arena(policy: Policy, workers: int, **settings) -> SelfPlayArena:
 
 @pytest.fixture(scope="module")
 def local_ray():
-    # address="local": a node of its own, even where `ray start` left a cluster on the machine
-    ray.init(
-        address="local",
-        num_cpus=4,
-        include_dashboard=False,
-        log_to_driver=False,
-        configure_logging=False,
+    """One Ray for every case: two simulated nodes (a head and one more), so that the
+    pool's two workers land one on each (``SPREAD``) and the same cluster serves the
+    single-machine cases; ``ray.init`` joins it as a driver would join a real cluster."""
+    from ray.cluster_utils import Cluster
+
+    cluster = Cluster(
+        initialize_head=True, head_node_args={"num_cpus": 2, "include_dashboard": False}
     )
-    yield
-    ray.shutdown()
+    cluster.add_node(num_cpus=2)
+    try:
+        ray.init(address=cluster.address, log_to_driver=False, configure_logging=False)
+        cluster.wait_for_nodes()
+        yield cluster
+    finally:
+        ray.shutdown()
+        cluster.shutdown()
 
 
 @pytest.fixture(scope="module")
@@ -139,7 +146,32 @@ def test_a_raising_worker_is_one_line_and_the_workers_survive(pool):
     assert len(winner) == 4 and moves >= 20
 
 
-def test_search_collection_in_a_worker_returns_visit_targets(local_ray):
+def test_two_simulated_nodes_share_the_games(local_ray, pool):
+    """The module's two-node cluster: one worker on each node, and both play their half."""
+    assert len(local_ray.list_all_nodes()) == 2
+    nodes = {node for node, _ in pool.nodes}
+    assert len(nodes) == 2  # one worker on each simulated node
+    n = 20
+    winner, recs, _ = pool.play(np.zeros((n, 2), np.int64),
+                                [("learner", weights_of(_policy()))], seed=[1])  # fmt: skip
+    games = np.concatenate([r["game"] for r in recs])
+    assert len(winner) == n and set(games.tolist()) == set(range(n))  # both halves played
+
+
+@contextlib.contextmanager
+def _on_pool(arena: SelfPlayArena, pool: RayCollectors | None):
+    """``arena`` collects on the module's ``pool`` (when given) instead of starting workers
+    of its own (each a process importing Paddle); the pool outlives the arena."""
+    if pool is not None:
+        arena.collector._pool_workers = pool
+    try:
+        yield arena
+    finally:
+        if pool is not None:
+            arena.collector._pool_workers = None
+
+
+def test_search_collection_in_a_worker_returns_visit_targets(pool):
     """algo=alphazero: a worker plays the learner's moves with PUCT search and returns a
     policy target (a distribution) for every one of them."""
     seed_everything(0)
@@ -147,8 +179,8 @@ def test_search_collection_in_a_worker_returns_visit_targets(local_ray):
     arena = SelfPlayArena({"policy": policy}, data="tictactoe", algo="alphazero",
                           search={"simulations": 8}, games_per_step=12,
                           league={"latest_ratio": 0.5}, eval={"games": {"random": 4}},
-                          workers={"count": 1})  # fmt: skip
-    with arena:
+                          workers={"count": pool.workers})  # fmt: skip
+    with arena, _on_pool(arena, pool):
         arena._take_snapshot()
         rollout = arena._collect()
         assert rollout["n"] == 12 and len(rollout["winner"]) == 12
@@ -156,12 +188,15 @@ def test_search_collection_in_a_worker_returns_visit_targets(local_ray):
         assert np.allclose(pi.sum(1), 1) and rollout["metrics"]["positions"] == len(pi)
 
 
-def _train(workers: int, steps: int, kill_at: int | None = None) -> tuple[dict, int]:
+def _train(
+    workers: int, steps: int, kill_at: int | None = None, pool: RayCollectors | None = None
+) -> tuple[dict, int]:
     """Train ``steps`` updates; with ``kill_at``, worker 1's process is SIGKILLed as update
-    ``kill_at`` starts collecting (after the learner sent its weights), whatever the speed."""
+    ``kill_at`` starts collecting (after the learner sent its weights), whatever the speed.
+    With ``pool``, on those (already used) workers instead of fresh ones."""
     seed_everything(0)
     policy = Policy("learner", **CONFIG, seed=0)
-    with _arena(policy, workers) as arena:
+    with _arena(policy, workers) as arena, _on_pool(arena, pool):
         if kill_at is not None:
             pid = arena.collector._collectors().nodes[1][1]
             collect, calls = arena._collect, []
@@ -181,9 +216,11 @@ def _train(workers: int, steps: int, kill_at: int | None = None) -> tuple[dict, 
     return weights, restarts
 
 
-def test_a_worker_killed_mid_run_is_replayed_and_the_weights_match(local_ray):
-    clean, none = _train(2, 4)
-    killed, restarts = _train(2, 4, kill_at=2)
+def test_a_worker_killed_mid_run_is_replayed_and_the_weights_match(pool):
+    """On the module's workers (they played before): a clean run, then one in which
+    worker 1 is killed (the last case to use the pool: Ray has restarted that worker)."""
+    clean, none = _train(2, 3, pool=pool)
+    killed, restarts = _train(2, 3, kill_at=1, pool=pool)
     assert none == 0 and restarts >= 1
     assert clean.keys() == killed.keys()
     assert all(np.array_equal(clean[k], killed[k]) for k in clean)
@@ -196,7 +233,7 @@ def test_run_py_path_with_workers_finishes(local_ray, tmp_path):
             "config",
             overrides=["arena=selfplay", "game=tictactoe", "arena.epochs=1",
                        "arena.steps_per_epoch=2", "arena.games_per_step=32",
-                       "arena.workers.count=2", "arena.eval.games.random=8",
+                       "arena.workers.count=1", "arena.eval.games.random=8",
                        "arena.eval.games.minimax=8", "arena.eval.final_games.random=8",
                        "arena.eval.final_games.minimax=8", "trainer.progress=false"],
         )  # fmt: skip
@@ -357,27 +394,3 @@ def test_an_interruption_while_the_workers_start_closes_them(local_ray, monkeypa
     with pytest.raises(StepInterrupted):
         RayCollectors(2, CONFIG, "tictactoe", {}, name="starting", check=stop_now)
     assert closed == [2] and ray.is_initialized()  # its actors killed, the test's Ray kept
-
-
-def test_two_simulated_nodes_share_the_games():
-    from ray.cluster_utils import Cluster
-
-    if ray.is_initialized():
-        ray.shutdown()
-    cluster = Cluster(initialize_head=True, head_node_args={"num_cpus": 1})
-    cluster.add_node(num_cpus=1)
-    try:
-        ray.init(address=cluster.address, log_to_driver=False, configure_logging=False)
-        cluster.wait_for_nodes()
-        pool = RayCollectors(2, CONFIG, "tictactoe", {}, name="two_nodes")
-        nodes = {node for node, _ in pool.nodes}
-        assert len(nodes) == 2  # one worker on each simulated node
-        n = 20
-        winner, recs, _ = pool.play(np.zeros((n, 2), np.int64),
-                                    [("learner", weights_of(_policy()))], seed=[1])  # fmt: skip
-        games = np.concatenate([r["game"] for r in recs])
-        assert len(winner) == n and set(games.tolist()) == set(range(n))  # both halves played
-        pool.close()
-    finally:
-        ray.shutdown()
-        cluster.shutdown()

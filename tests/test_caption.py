@@ -273,7 +273,25 @@ def test_default_chain_passes_check_arena_with_resume(make_scope, tmp_path):
     assert set(hops["test"]) == {cap.name, lis.name, "end_to_end"}
 
 
-def test_spoken_chain_with_finetuning_resumes_bit_identically(make_scope):
+@pytest.fixture
+def speech_here(monkeypatch):
+    """Speech synthesised in this process, not in a fresh process per list: for tests
+    whose point is what is done with the audio. The fresh processes (what makes a list
+    bit-identical from run to run) are tests/test_speech_data.py's and the smoke runs'."""
+    from paddlecraft.craftdata import speech
+
+    def run_chunks_here(chunks, sample_rate, workers):
+        engine = speech._Espeak()
+        return [
+            speech.resample(speech.trim_silence(engine.speak(u)), speech.ESPEAK_RATE, sample_rate)
+            for chunk in chunks
+            for u in chunk
+        ]
+
+    monkeypatch.setattr(speech, "_run_chunks", run_chunks_here)
+
+
+def test_spoken_chain_with_finetuning_resumes_bit_identically(make_scope, speech_here):
     cap, rec, lis = (
         _captioner(make_scope("cap")),
         _recognizer(make_scope("rec")),
@@ -329,6 +347,15 @@ def _run(run_dir: Path, *overrides: str) -> subprocess.CompletedProcess:
     return subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True)
 
 
+def _run_here(run_dir: Path, *overrides: str) -> subprocess.CompletedProcess:
+    """`_run` through the command's own ``main`` in this process (what it prints, returns
+    and writes is the same; the interpreter boundary is tests/test_cli.py's)."""
+    from tests.mistake_driver import run_case
+
+    r = run_case([*overrides, f"hydra.run.dir={run_dir}"], str(ROOT))
+    return subprocess.CompletedProcess(overrides, r["rc"], r["stdout"], r["stderr"])
+
+
 @pytest.mark.parametrize(
     "chain,extra",
     [
@@ -342,7 +369,7 @@ def test_one_step_smoke_run_of_each_chain(chain, extra, tmp_path):
         if chain == "digits"
         else TINY_RUN
     )
-    r = _run(
+    r = _run_here(
         tmp_path / "run", "arena=caption", f"chain={chain}", "trainer.max_steps=1", *base, *extra
     )
     assert r.returncode == 0, r.stderr[-3000:]
@@ -356,7 +383,7 @@ def test_one_step_smoke_run_of_each_chain(chain, extra, tmp_path):
 def test_resume_from_the_command_line_matches_an_uninterrupted_run(tmp_path):
     full = tmp_path / "full"
     args = ["arena=caption", *TINY_RUN, "trainer.checkpoint_every=2", "trainer.keep_checkpoints=10"]
-    r = _run(full, *args)
+    r = _run_here(full, *args)
     assert r.returncode == 0, r.stderr[-3000:]
     # a copy that "died" after step 2: later checkpoints and results removed
     cut = tmp_path / "cut"
@@ -364,7 +391,7 @@ def test_resume_from_the_command_line_matches_an_uninterrupted_run(tmp_path):
     for ck in sorted((cut / "checkpoints").glob("step_*"))[1:]:
         shutil.rmtree(ck)
     (cut / "results.json").unlink()
-    r = _run(tmp_path / "log", f"resume={cut}")
+    r = _run_here(tmp_path / "log", f"resume={cut}")
     assert r.returncode == 0, r.stderr[-3000:]
     assert "resumed from" in r.stderr + r.stdout
 

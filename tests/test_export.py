@@ -201,20 +201,24 @@ def test_export_settings_are_checked():
 
 
 def test_run_py_exports_an_agent_from_a_run(tmp_path):
-    run_dir = tmp_path / "run"
-    train = [sys.executable, str(ROOT / "run.py"), "arena=classify", "trainer.max_steps=2"]
-    train += ["trainer.progress=false", f"hydra.run.dir={run_dir}"]
-    subprocess.run(train, cwd=ROOT, check=True, capture_output=True)
-    cmd = [sys.executable, str(ROOT / "run.py"), f"export={run_dir}", "export.agent=classifier"]
-    r = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True)
-    assert r.returncode == 0, r.stderr[-3000:]
+    """The command's ``export=<run>`` on a run it trained, and its one-line error for an
+    agent the run has not, through the command's own ``main`` (the installed ``paddlecraft
+    export=`` as a process is tests/test_wheel.py's)."""
+    from tests.mistake_driver import run_case
+
+    run_dir, cwd = tmp_path / "run", tmp_path / "cwd"
+    cwd.mkdir()
+    train = ["arena=classify", "trainer.max_steps=2", "trainer.progress=false"]
+    r = run_case([*train, f"hydra.run.dir={run_dir}"], str(cwd))
+    assert r["rc"] == 0, r["stderr"][-3000:]
+    r = run_case([f"export={run_dir}", "export.agent=classifier"], str(cwd))
+    assert r["rc"] == 0, r["stderr"][-3000:]
     record = read_record(run_dir / "export" / "classifier")
     assert record["inputs"] == [{"name": "input", "shape": [None, 64], "dtype": "float32"}]
     assert record["checks"]["paddle_inference_max_abs_diff"] <= 1e-5
-    bad = subprocess.run(
-        cmd[:-1] + ["export.agent=nobody"], cwd=ROOT, capture_output=True, text=True
-    )
-    assert bad.returncode == 2 and "the run's agents are ['classifier']" in bad.stderr
+    bad = run_case([f"export={run_dir}", "export.agent=nobody"], str(cwd))
+    assert bad["rc"] == 2 and "the run's agents are ['classifier']" in bad["stderr"]
+    assert bad["stderr"].count("error:") == 1 and bad["left"] == []
 
 
 def test_export_part_of_a_saved_agent(make_scope, tmp_path):

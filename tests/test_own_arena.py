@@ -4,10 +4,8 @@
 from __future__ import annotations
 
 import json
-import os
 import re
 import shutil
-import subprocess
 import sys
 from pathlib import Path
 
@@ -28,12 +26,6 @@ def user_dir(tmp_path: Path) -> Path:
     return d
 
 
-def _run(user_dir: Path, *overrides: str) -> subprocess.CompletedProcess:
-    env = {**os.environ, "PYTHONPATH": str(user_dir)}  # the user's package, not PaddleCraft's
-    cmd = [sys.executable, str(ROOT / "run.py"), "--config-dir", "my_conf", *overrides]
-    return subprocess.run(cmd, cwd=user_dir, env=env, capture_output=True, text=True)
-
-
 def _weights(run_dir: Path) -> dict[str, np.ndarray]:
     newest = sorted((run_dir / "checkpoints").glob("step_*"))[-1]
     out: dict[str, np.ndarray] = {}
@@ -42,11 +34,13 @@ def _weights(run_dir: Path) -> dict[str, np.ndarray]:
     return out
 
 
-def test_user_arena_runs_checkpoints_and_resumes_bit_identically(user_dir):
+def test_user_arena_runs_checkpoints_and_resumes_bit_identically(cli, user_dir):
+    """Through the command's ``main`` in this process; the user's arena as a real process,
+    from an installed wheel, is tests/test_wheel.py's."""
     base = ["arena=distill", "arena.epochs=2", "trainer.progress=false"]
     full = user_dir / "runs" / "full"
-    r = _run(user_dir, *base, f"hydra.run.dir={full}")
-    assert r.returncode == 0, r.stderr[-3000:]
+    r = cli(*base, f"hydra.run.dir={full}")
+    assert r["rc"] == 0, r["stderr"][-3000:]
     results = json.loads((full / "results.json").read_text())
     assert results["status"] == "finished" and results["headline"] == "student_accuracy"
     m = results["metrics"]
@@ -58,13 +52,13 @@ def test_user_arena_runs_checkpoints_and_resumes_bit_identically(user_dir):
 
     # stop after 30 steps (a checkpoint is written when a run stops), then resume
     part = user_dir / "runs" / "part"
-    r = _run(user_dir, *base, "trainer.max_steps=30", f"hydra.run.dir={part}")
-    assert r.returncode == 0, r.stderr[-3000:]
+    r = cli(*base, "trainer.max_steps=30", f"hydra.run.dir={part}")
+    assert r["rc"] == 0, r["stderr"][-3000:]
     assert json.loads((part / "results.json").read_text())["step"] == 30
     saved = (part / "config.yaml").read_text()
     (part / "config.yaml").write_text(saved.replace("max_steps: 30", "max_steps: null"))
-    r = _run(user_dir, f"resume={part}", f"hydra.run.dir={user_dir / 'runs' / 'log'}")
-    assert r.returncode == 0, r.stderr[-3000:]
+    r = cli(f"resume={part}", f"hydra.run.dir={user_dir / 'runs' / 'log'}")
+    assert r["rc"] == 0, r["stderr"][-3000:]
     resumed = json.loads((part / "results.json").read_text())
     assert resumed["status"] == "finished" and resumed["step"] == results["step"]
     ref, got = _weights(full), _weights(part)
@@ -78,7 +72,8 @@ def test_user_arena_runs_checkpoints_and_resumes_bit_identically(user_dir):
 def cli(user_dir, monkeypatch):
     """``cli(*args)``: ``paddlecraft --config-dir my_conf ARGS`` run in this process from the
     user's folder (what it printed, returned and left: `tests.mistake_driver.run_case`).
-    Refusals and ``--cfg`` need no fresh interpreter; the runs above are real processes."""
+    No test here needs a fresh interpreter: the user's arena run as a real process, from
+    the installed wheel, is tests/test_wheel.py's."""
     from tests.mistake_driver import run_case
 
     monkeypatch.setattr(sys, "path", list(sys.path))  # the package folder the command adds
@@ -121,9 +116,8 @@ def test_user_arena_target_must_be_allowed(cli):
     assert "mypkg.DistillArena" in r["stderr"] and "allow_targets" in r["stderr"]
 
 
-def test_user_arena_multirun(user_dir):
-    r = _run(
-        user_dir,
+def test_user_arena_multirun(cli, user_dir):
+    r = cli(
         "-m",
         "arena=distill",
         "arena.alpha=0.2,0.8",
@@ -132,7 +126,7 @@ def test_user_arena_multirun(user_dir):
         "hydra/launcher=basic",
         f"hydra.sweep.dir={user_dir / 'multirun'}",
     )
-    assert r.returncode == 0, r.stderr[-3000:]
+    assert r["rc"] == 0, r["stderr"][-3000:]
     jobs = sorted((user_dir / "multirun").glob("*/results.json"))
     assert len(jobs) == 2
     alphas = sorted(

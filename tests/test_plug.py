@@ -3,15 +3,14 @@
 Every (encoder config, role) pair is composed through Hydra with
 ``encoder@agents.<agent>.<slot>=<encoder>``, built by the engine's ``build_agents`` and
 trained 3 steps in-process; a user's own encoder class (defined here, outside the package)
-plugs into the classifier, the discriminator and the policy; one subprocess test runs two
-pairs from the command line.
+plugs into the classifier, the discriminator and the policy; two pairs run from the
+command line's arguments (through the command's ``main``).
 """
 
 from __future__ import annotations
 
 import json
 import re
-import subprocess
 import sys
 import types
 from pathlib import Path
@@ -418,10 +417,14 @@ def test_an_encoder_without_the_contract_is_refused_naming_the_slot(make_scope):
     ids=["classify-vit_tiny", "selfplay-cnn"],
 )  # fmt: skip
 def test_pairs_run_from_the_command_line_with_the_one_override_form(overrides, tmp_path):
-    cmd = [sys.executable, str(ROOT / "run.py"), *overrides, "trainer.max_steps=2",
-           "trainer.progress=false", f"hydra.run.dir={tmp_path}"]  # fmt: skip
-    r = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True)
-    assert r.returncode == 0, r.stderr[-3000:]
+    """The command line's arguments, parsed and run by the command's own ``main`` in this
+    process (the interpreter boundary adds nothing to the override form; tests/test_cli.py
+    runs ``run.py`` as a process)."""
+    from tests.mistake_driver import run_case
+
+    args = [*overrides, "trainer.max_steps=2", "trainer.progress=false"]
+    r = run_case([*args, f"hydra.run.dir={tmp_path}"], str(ROOT))
+    assert r["rc"] == 0, r["stderr"][-3000:]
     results = json.loads((tmp_path / "results.json").read_text())
     assert results["status"] == "finished" and results["step"] == 2
     assert np.isfinite(results["headline_value"])

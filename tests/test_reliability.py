@@ -88,11 +88,14 @@ def test_live_lock_refuses_a_second_run_naming_the_holder(tmp_path):
     try:
         with pytest.raises(RunDirError, match=f"in use by a live run \\(pid {holder.pid} on host"):
             RunLock(run_dir, resume=True).__enter__()
-        # the command line: one line, exit 2, and Hydra wrote nothing into the live folder
+        # the command (its main, in this process; the lock is the other process's): one
+        # line, exit 2, and Hydra wrote nothing into the live folder
+        from tests.mistake_driver import run_case
+
         before = sorted(p.name for p in run_dir.iterdir())
-        r = _cli([f"hydra.run.dir={run_dir}", "arena.epochs=1"], tmp_path)
-        errors = [line for line in r.stderr.splitlines() if line.startswith("error:")]
-        assert r.returncode == 2 and "Traceback" not in r.stderr, r.stderr[-2000:]
+        r = run_case([f"hydra.run.dir={run_dir}", "arena.epochs=1", *QUIET], str(tmp_path))
+        errors = [line for line in r["stderr"].splitlines() if line.startswith("error:")]
+        assert r["rc"] == 2 and "Traceback" not in r["stderr"], r["stderr"][-2000:]
         assert len(errors) == 1 and f"pid {holder.pid}" in errors[0]
         assert sorted(p.name for p in run_dir.iterdir()) == before  # no .hydra/, no log
     finally:

@@ -2,10 +2,11 @@
 installed into a FRESH virtual environment (no system site-packages, no repository on the
 path), used from an empty folder outside the repository.
 
-Dependencies come from the package index (or pip's cache, warm after ``scripts/test.sh``):
-first without any Paddle build (PaddlePaddle is not a declared dependency; the command says so
-in one line), then with the ``[cpu]`` extra. The module took 6 min on a shared 2-core
-machine at load average 12; most of it is installing Paddle and starting it in each command.
+pip installs the wheel itself (its files, its ``paddlecraft`` command); its dependencies are
+exactly the distributions pip would bring for the wheel's own ``Requires-Dist``, resolved
+against the test environment's installed ones and linked into the venv's path rather than
+unpacked again: first without any Paddle build (PaddlePaddle is not a declared dependency;
+the command says so in one line), then with what the ``[cpu]`` extra adds.
 """
 
 from __future__ import annotations
@@ -65,12 +66,6 @@ def _isolation() -> list[str]:
     return ["--no-build-isolation"] if major >= 77 else []
 
 
-def _pip(venv: Path, *args: str) -> None:
-    cmd = [str(venv / "bin" / "python"), "-m", "pip", "install", "--quiet", "--no-compile", *args]
-    r = subprocess.run(cmd, capture_output=True, text=True)
-    assert r.returncode == 0, r.stdout[-2000:] + r.stderr[-3000:]
-
-
 @pytest.fixture(scope="module")
 def installed(tmp_path_factory: pytest.TempPathFactory) -> Installed:
     base = tmp_path_factory.mktemp("wheel")
@@ -86,7 +81,7 @@ def installed(tmp_path_factory: pytest.TempPathFactory) -> Installed:
     (wheel,) = (base / "dist").glob("paddlecraft-*.whl")
 
     venv = base / "venv"
-    subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True)
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True)
     site = Path(
         subprocess.run(
             [str(venv / "bin" / "python"), "-c", "import site; print(site.getsitepackages()[0])"],
@@ -94,7 +89,10 @@ def installed(tmp_path_factory: pytest.TempPathFactory) -> Installed:
         ).stdout.strip()
     )  # fmt: skip
     assert (venv / "pyvenv.cfg").read_text().count("include-system-site-packages = false") == 1
-    baseline = {p.name for p in site.iterdir()}
+    view = base / "deps"  # the wheel's dependencies, linked: on the venv's path via a .pth
+    view.mkdir()
+    (site / "_paddlecraft_test_deps.pth").write_text(f"{view}\n")
+    requires = _wheel_requirements(wheel)
 
     work = base / "user"  # the user's empty folder
     work.mkdir()
@@ -106,13 +104,82 @@ def installed(tmp_path_factory: pytest.TempPathFactory) -> Installed:
     )
     inst = Installed(venv=venv, site=site, work=work, wheel=wheel, env=env)
 
-    _pip(venv, str(wheel))  # no Paddle build: nothing declares one
+    pip = [sys.executable, "-m", "pip", "--python", str(venv / "bin" / "python"), "install"]
+    r = subprocess.run([*pip, "--quiet", "--no-compile", "--no-deps", str(wheel)],
+                       capture_output=True, text=True)  # fmt: skip
+    assert r.returncode == 0, r.stdout[-2000:] + r.stderr[-3000:]
+    # what `python -m venv` seeds a venv with besides pip: setuptools before Python 3.12
+    seeded = ["setuptools"] if sys.version_info < (3, 12) else []
+    declared = _closure([*requires, *seeded])
+    _link_distributions(declared, view)  # no Paddle build: nothing declares one
     inst.before_paddle["cli"] = inst.run("paddlecraft", "arena=classify")
     inst.before_paddle["import"] = inst.run("python", "-c", "import paddlecraft.agents")
     inst.before_paddle["help"] = inst.run("paddlecraft", "--help")
-    _pip(venv, f"{wheel}[cpu]")  # the README's CPU install
-    inst.before_paddle["gained"] = sorted({p.name for p in site.iterdir()} - baseline)  # type: ignore[assignment]
+    baseline = {p.name for p in view.iterdir()}
+    _link_distributions(
+        _closure([*requires, *seeded], ("cpu",)) - declared, view
+    )  # the README's CPU install
+    inst.before_paddle["gained"] = sorted({p.name for p in view.iterdir()} - baseline)  # type: ignore[assignment]
     return inst
+
+
+def _wheel_requirements(wheel: Path) -> list[str]:
+    """The ``Requires-Dist`` lines of the wheel's own metadata."""
+    import zipfile
+    from email.parser import Parser
+
+    with zipfile.ZipFile(wheel) as z:
+        (meta,) = [n for n in z.namelist() if n.endswith(".dist-info/METADATA")]
+        return Parser().parsestr(z.read(meta).decode()).get_all("Requires-Dist") or []
+
+
+def _closure(requirements: list[str], extras: tuple[str, ...] = ()) -> set[str]:
+    """The distributions pip would install for ``requirements`` (with ``extras``): followed
+    through each installed distribution's own requirements, markers evaluated. Returns
+    canonical names; a requirement not installed here fails the test."""
+    from importlib.metadata import PackageNotFoundError, distribution
+
+    from packaging.requirements import Requirement
+    from packaging.utils import canonicalize_name
+
+    todo = [(Requirement(r), extras) for r in requirements]
+    found: set[str] = set()
+    while todo:
+        req, wanted = todo.pop()
+        if req.marker and not any(req.marker.evaluate({"extra": e}) for e in ("", *wanted)):
+            continue
+        name = canonicalize_name(req.name)
+        if name in found:
+            continue
+        try:
+            dist = distribution(req.name)
+        except PackageNotFoundError:
+            pytest.fail(f"the wheel needs {req}, which is not installed in the test environment")
+        found.add(name)
+        todo += [(Requirement(r), tuple(req.extras)) for r in dist.requires or []]
+    return found
+
+
+def _link_distributions(names: set[str], view: Path) -> None:
+    """Link the installed files of the distributions ``names`` into ``view`` (a folder on the
+    fresh venv's path): a package folder whole, a namespace folder (no ``__init__.py``,
+    shared by several distributions: ``hydra_plugins``, ``google``) entry by entry."""
+    from importlib.metadata import distribution
+
+    for name in names:
+        dist = distribution(name)
+        root = Path(dist.locate_file(""))
+        for entry in {
+            f.parts[:2] for f in dist.files or [] if f.parts[0] not in ("..", "__pycache__")
+        }:
+            top = root / entry[0]
+            shared = top.is_dir() and not (top / "__init__.py").exists() and len(entry) == 2
+            src, dst = (
+                (top / entry[1], view / entry[0] / entry[1]) if shared else (top, view / entry[0])
+            )
+            if not dst.exists():
+                dst.parent.mkdir(parents=True, exist_ok=True)
+                dst.symlink_to(src)
 
 
 def _one_run(folder: Path) -> Path:
@@ -204,35 +271,37 @@ def test_classify_reaches_the_readme_accuracy_and_exports(installed):
     assert {"model.json", "model.pdiparams", "export.json"} <= {p.name for p in out.iterdir()}
 
 
-def test_own_arena_from_the_users_folder_with_config_dir(installed):
+def test_own_arena_swept_from_the_users_folder_with_config_dir(installed):
+    """A user's own arena (``--config-dir``, their package on PYTHONPATH) as a two-job
+    ``-m`` sweep: each job trains, the default sweep folders, the summary (the sweep callback
+    ships in the wheel), and a job's agent exports."""
     project = installed.work / "my_project"
     shutil.copytree(ROOT / "examples" / "my_arena", project, ignore=_NOT_SOURCE)
     r = installed.run(
-        "paddlecraft", "--config-dir", "my_conf", "arena=distill", "arena.epochs=2",
-        "trainer.progress=false", cwd=project, extra_env={"PYTHONPATH": str(project)},
-    )  # fmt: skip
-    assert r.returncode == 0, r.stderr[-3000:]
-    run = _one_run(project / "runs" / "distill")
-    metrics = json.loads((run / "results.json").read_text())["metrics"]
-    assert metrics["teacher_accuracy"] > 0.85 and metrics["student_accuracy"] > 0.7  # chance 0.1
-    r = installed.run("paddlecraft", f"export={run}", "export.agent=student", cwd=project)
-    assert r.returncode == 0, r.stderr[-3000:]
-    assert (run / "export" / "student" / "model.pdiparams").is_file()
-
-
-def test_multirun_from_an_empty_folder(installed):
-    work = installed.work / "sweep"
-    work.mkdir()
-    r = installed.run(
         # the basic launcher: both jobs in one process (the joblib default, verified the same
         # way once, spends a minute more on two fresh processes importing Paddle)
-        "paddlecraft", "-m", "hydra/launcher=basic", "arena.epochs=1", "seed=0,1",
-        "trainer.progress=false", cwd=work,
+        "paddlecraft", "--config-dir", "my_conf", "-m", "hydra/launcher=basic", "arena=distill",
+        "arena.epochs=2", "seed=0,1", "trainer.progress=false",
+        cwd=project, extra_env={"PYTHONPATH": str(project)},
     )  # fmt: skip
     assert r.returncode == 0, r.stderr[-3000:]
-    jobs = sorted(p.parent.name for p in (work / "multirun" / "classify").glob("*/*/results.json"))
+    sweep = project / "multirun" / "distill"
+    runs = sorted(p.parent for p in sweep.glob("*/*/results.json"))
     # the default sweep folder: multirun/<arena>/<time>/<job>_<overrides>
-    assert jobs == ["0_arena.epochs=1,seed=0", "1_arena.epochs=1,seed=1"]
-    # and ends in its summary (the sweep callback ships in the wheel)
-    (summary,) = (work / "multirun" / "classify").glob("*/summary.json")
-    assert sorted(r["name"] for r in json.loads(summary.read_text())["runs"]) == jobs
+    assert [p.name for p in runs] == [
+        "0_arena.epochs=2,arena=distill,seed=0",
+        "1_arena.epochs=2,arena=distill,seed=1",
+    ]
+    for run in runs:
+        metrics = json.loads((run / "results.json").read_text())["metrics"]
+        assert (
+            metrics["teacher_accuracy"] > 0.85 and metrics["student_accuracy"] > 0.7
+        )  # chance 0.1
+    (summary,) = sweep.glob("*/summary.json")
+    assert sorted(r["name"] for r in json.loads(summary.read_text())["runs"]) == [
+        p.name for p in runs
+    ]
+    assert not (project / "runs").exists()
+    r = installed.run("paddlecraft", f"export={runs[0]}", "export.agent=student", cwd=project)
+    assert r.returncode == 0, r.stderr[-3000:]
+    assert (runs[0] / "export" / "student" / "model.pdiparams").is_file()
