@@ -38,7 +38,10 @@ FLAT_DEFAULTS = {
 }  # fmt: skip
 
 #: settings added after 0.2 (no flat name): their place and default
-ADDED = {"update.replay": 0, "update.root_value_weight": 0.0}
+ADDED = {
+    "update.replay": 0, "update.root_value_weight": 0.0, "update.average_duplicates": False,
+    "search.full_fraction": 1.0, "search.fast_simulations": 10,
+}  # fmt: skip
 
 
 def flat(arena: dict) -> dict:
