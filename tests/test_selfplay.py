@@ -409,14 +409,12 @@ def test_connect_four_raw_policy_keeps_half_against_mcts100(connect_four_run):
 
 @pytest.mark.slow
 def test_connect_four_plays_the_solvers_best_move_most_of_the_time(connect_four_run):
-    """Floors under the 3-seed table of docs/guide/selfplay-scale-and-solver.md (each seed
-    measured above them), not the issue's targets (0.70 raw, 0.85 with search): the search
-    target is not met, and the README says so.
-
-    The run is the table's seed 0 (one thread): with two threads it is another trajectory,
-    which judged 0.765 with search on 2026-11-25, under the 0.77 floor."""
-    m = connect_four_run  # seeds 0-2 (one thread each): raw 0.703-0.728 / 0.893-0.920,
-    # search200 0.820-0.828 / 0.943-0.960; discount 0.97's means: 0.683 / 0.881,
-    # 0.802 / 0.949; the PPO recipe's: 0.569 / 0.806, 0.723 / 0.877
-    assert m["perfect_move_rate"] >= 0.66 and m["good_move_rate"] >= 0.86
-    assert m["search_perfect_move_rate"] >= 0.77 and m["search_good_move_rate"] >= 0.92
+    """The floors are the figures this run, the seed table's seed 0 (one thread), judged
+    on both machine kinds it was measured on (the lower of the two): a floor under them
+    would let the documented figures slip. Not the issue's targets (0.72 raw, 0.86 with
+    search), which are not met; the README and docs/guide/selfplay-scale-and-solver.md say
+    so. With two threads the run is another trajectory (0.765 with search on 2026-11-25)."""
+    m = connect_four_run  # seed 0, one thread: AMD EPYC raw 0.713 / 0.893, search200
+    # 0.820 / 0.948; Intel Xeon raw 0.6925 / 0.905, search200 0.81 / 0.945
+    assert m["perfect_move_rate"] >= 0.69 and m["good_move_rate"] >= 0.89
+    assert m["search_perfect_move_rate"] >= 0.81 and m["search_good_move_rate"] >= 0.94
