@@ -409,12 +409,13 @@ def test_connect_four_raw_policy_keeps_half_against_mcts100(connect_four_run):
 
 @pytest.mark.slow
 def test_connect_four_plays_the_solvers_best_move_most_of_the_time(connect_four_run):
-    """The floors are the figures this run, the seed table's seed 0 (one thread), judged
-    on both machine kinds it was measured on (the lower of the two): a floor under them
-    would let the documented figures slip. Not the issue's targets (0.72 raw, 0.86 with
-    search), which are not met; the README and docs/guide/selfplay-scale-and-solver.md say
-    so. With two threads the run is another trajectory (0.765 with search on 2026-11-25)."""
-    m = connect_four_run  # seed 0, one thread: AMD EPYC raw 0.713 / 0.893, search200
-    # 0.820 / 0.948; Intel Xeon raw 0.6925 / 0.905, search200 0.81 / 0.945
-    assert m["perfect_move_rate"] >= 0.69 and m["good_move_rate"] >= 0.89
+    """The floors are this run's figures: the seed table's seed 0 (one thread, the default
+    with position averaging), judged on the machine kind it was measured on; a floor under
+    them would let the documented figures slip. Not the issue's targets (0.72 raw, 0.86
+    with search; the 3-seed means meet the first only): docs/guide/selfplay-scale-and-solver.md.
+    With two threads, or on another machine kind, the run is another trajectory (before
+    averaging, seed 0 judged 0.765 with search on two threads)."""
+    m = connect_four_run  # seed 0, one thread, Intel Xeon: raw 0.7525 / 0.915, search200
+    # 0.8175 / 0.9475 (without averaging: 0.6925 / 0.905 and 0.81 / 0.945)
+    assert m["perfect_move_rate"] >= 0.75 and m["good_move_rate"] >= 0.91
     assert m["search_perfect_move_rate"] >= 0.81 and m["search_good_move_rate"] >= 0.94
