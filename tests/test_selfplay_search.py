@@ -115,6 +115,15 @@ def test_playout_cap_randomisation_trains_on_the_full_searches_only(make_scope):
     m = apply_update("alphazero", policy, rollout, arena.spec, arena.cfg, np.random.default_rng(0),
                      arena.replay)  # fmt: skip
     assert m["replay_size"] == 2 * trained  # the full searches' samples and their mirror images
+    # an update whose moves were all fast searches has nothing to train on: no step at all
+    fast = {**rollout, "records": [{**r, "full_search": r["full_search"] & False}
+                                   for r in rollout["records"]]}  # fmt: skip
+    before = {k: v.numpy().copy() for k, v in policy.state_dict().items()}
+    for replay in (None, type(arena.replay)(1000)):
+        assert apply_update("alphazero", policy, fast, arena.spec, arena.cfg,
+                            np.random.default_rng(0), replay) == ({} if replay is None else
+                                                                  {"replay_size": 0.0})  # fmt: skip
+    assert all(np.array_equal(before[k], v.numpy()) for k, v in policy.state_dict().items())
     for bad, expect in (({"full_fraction": 0.0}, "arena.search.full_fraction"),
                         ({**cap, "fast_simulations": 9}, r"arena.search.fast_simulations=9: must be in \[1, ")):  # fmt: skip
         with pytest.raises(ConfigError, match=expect):

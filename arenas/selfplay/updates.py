@@ -98,10 +98,14 @@ def apply_update(
     n = len(data["obs"])
     if replay is not None and rule.replays:
         replay.add(data)
+        if not len(replay):  # nothing to train on yet: every move so far a fast search
+            return {"replay_size": 0.0}
         steps = max(1, round(u.epochs * n / u.minibatch_size))
         batches = replay.minibatches(steps, u.minibatch_size, rng, u.average_duplicates)
         stats = [rule.step(policy, b, u) for b in batches]
         return {**average(stats), "replay_size": float(len(replay))}
+    if n == 0:  # no samples (playout cap randomisation: every move a fast search)
+        return {}
     if u.average_duplicates and rule.replays:
         data = average_duplicates(data)
     epochs, size = (1, n) if rule.full_batch else (u.epochs, u.minibatch_size)
