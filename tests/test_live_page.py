@@ -172,6 +172,23 @@ def test_the_page_shows_and_steers_a_run_and_plays_connect_four(live_run, tmp_pa
             expect(page.locator("#step")).not_to_have_text(str(frozen), timeout=WAIT_MS)
             assert _step(page) > frozen
 
+            # a status reply that left the server before a step's event may arrive after it:
+            # the counter never moves back (the replies here are made stale on purpose)
+            def stale_status(route):
+                reply = route.fetch()
+                body = reply.json()
+                body["step"] = frozen
+                route.fulfill(response=reply, json=body)
+
+            seen = _step(page)
+            page.route("**/api/status", stale_status)
+            with page.expect_response("**/api/status"):
+                pass
+            with page.expect_response("**/api/status"):
+                pass
+            assert _step(page) >= seen > frozen
+            page.unroute("**/api/status")
+
             # the set form: a setting resume= may not change is refused with its reason
             page.fill("#set-key", "arena.games_per_step")
             page.fill("#set-value", "4")

@@ -14,6 +14,16 @@
   const series = new Map(); // "train/loss" -> Map(step -> value)
   let state = "connecting";
   let drawPending = false;
+  // The newest step shown. A run's step never goes back, but a status reply that left the
+  // server before a step's event can arrive after it: it must not move the counter back.
+  let shownStep = -1;
+
+  function showStep(step, epoch) {
+    if (typeof step !== "number" || step < shownStep) return;
+    shownStep = step;
+    $("step").textContent = step;
+    $("epoch").textContent = epoch;
+  }
 
   // ------------------------------------------------------------------ the API
   class ApiError extends Error {}
@@ -70,9 +80,8 @@
 
   function showStatus(st) {
     showState(st.state);
-    $("step").textContent = st.step;
+    showStep(st.step, st.epoch);
     $("total-steps").textContent = st.total_steps ? " / " + st.total_steps : "";
-    $("epoch").textContent = st.epoch;
     $("eta").textContent = st.state === "running" ? duration(st.eta_s) : "-";
     if (st.arena) $("arena-name").textContent = "(" + st.arena + ")";
     if (st.headline) {
@@ -108,10 +117,7 @@
       for (const [k, v] of Object.entries(ev)) {
         if (k !== "kind" && k !== "step" && k !== "epoch") addPoint(ev.kind + "/" + k, ev.step, v);
       }
-      if (ev.kind === "train" && ev.step >= Number($("step").textContent || 0)) {
-        $("step").textContent = ev.step;
-        $("epoch").textContent = ev.epoch;
-      }
+      if (ev.kind === "train") showStep(ev.step, ev.epoch);
       scheduleDraw();
     } else if (ev.kind === "state" || ev.kind === "command") {
       if (ev.state) showState(ev.state);
