@@ -45,6 +45,14 @@ class PolicyConfig(AgentConfig):
     #: +-0.1)``, so among winning moves the quicker and among losing ones the slower is
     #: searched more (`MCTS`). Saved with the policy.
     moves_left_weight: float = 0.0
+    #: every search with this policy scores the positions the rules decide within two
+    #: plies exactly (the mover has a winning move; the opponent has two it cannot both
+    #: block) and searches no further below them (`MCTS` ``tactics``). Saved with the policy.
+    search_tactics: bool = False
+    #: every search with this policy backs proven values up (MCTS-Solver: `MCTS`
+    #: ``proofs``) and, where it proves the root, plays and trains toward the moves it
+    #: proved best. Saved with the policy.
+    search_proofs: bool = False
 
 
 class Policy(Agent):
@@ -287,13 +295,15 @@ class Policy(Agent):
 
     def search_settings(self) -> dict[str, Any]:
         """What a search with this policy uses: ``{"evaluate", "discount",
-        "moves_left_weight"}`` (keyword arguments of
+        "moves_left_weight", "tactics", "proofs"}`` (keyword arguments of
         `PUCTSearch`), as it was trained."""
         evaluate = self.priors_values_and_moves_left if self.moves_left else self.priors_and_values
         return {
             "evaluate": evaluate,
             "discount": self.value_discount,
             "moves_left_weight": self.moves_left_weight,
+            "tactics": bool(self.cfg.search_tactics),
+            "proofs": bool(self.cfg.search_proofs),
         }
 
 

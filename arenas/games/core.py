@@ -111,6 +111,17 @@ class BoardGame:
         return mask2 ^ mover, mask2, cls.wins(mover), cls.full(mask2)
 
     @classmethod
+    def winning_moves(cls, stones: np.ndarray, mask: np.ndarray) -> np.ndarray:
+        """``bool [n, num_actions]``: the legal moves that complete a line for the player
+        owning ``stones`` (a subset of ``mask``), were it that player's turn."""
+        stones, mask = np.asarray(stones, U64), np.asarray(mask, U64)
+        n, A = len(mask), cls.num_actions
+        acts = np.tile(np.arange(A), n)
+        new = cls.new_stone(np.repeat(mask, A), acts)
+        won = cls.wins(np.repeat(stones, A) | new).reshape(n, A)
+        return won & cls.legal(mask)
+
+    @classmethod
     def full(cls, mask: np.ndarray) -> np.ndarray:
         """Whether the board is full."""
         return mask == cls.FULL  # type: ignore[attr-defined]

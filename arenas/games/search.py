@@ -32,8 +32,6 @@ network or heuristic can guide it.
 
 from __future__ import annotations
 
-import math
-from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -46,6 +44,8 @@ from .evaluators import (
     RandomRolloutEvaluator,
     uniform_evaluator,
 )
+from .search_reference import search_one
+from .search_results import SearchResult, choose_moves, completed_q_policy, decided_visits
 from .selection import Children, SelectionRule, puct, selection_rule, uct
 
 __all__ = [
@@ -60,6 +60,7 @@ __all__ = [
     "SelectionRule",
     "choose_moves",
     "completed_q_policy",
+    "decided_visits",
     "puct",
     "search_one",
     "uct",
@@ -68,22 +69,6 @@ __all__ = [
 
 #: the largest moves-left utility a move can get (value units, as Lc0's MovesLeftMaxEffect)
 MOVES_LEFT_MAX_EFFECT = 0.1
-
-
-@dataclass
-class SearchResult:
-    """What a search returns for ``B`` root positions."""
-
-    visits: np.ndarray  #: [B, A] root visit counts (illegal moves: 0)
-    value: np.ndarray  #: [B] mean backed-up value of the root for the player to move
-    priors: np.ndarray  #: [B, A] root priors the search used (after any noise)
-    q: np.ndarray  #: [B, A] mean value of each root move for the mover (0 where unvisited)
-    net_priors: np.ndarray  #: [B, A] the evaluator's root priors (before any noise)
-    net_value: np.ndarray  #: [B] the evaluator's value of the root (rollouts: 0)
-    legal: np.ndarray  #: [B, A] legal root moves
-    #: [B, A] mean plies from the root to the game's end through each move (0 where
-    #: unvisited); only with ``moves_left_weight > 0``
-    moves_left: np.ndarray | None = None
 
 
 # ---------------------------------------------------------------------- the tree
@@ -114,6 +99,21 @@ class MCTS:
             the node's own mean): a winning move that ends the game sooner and a losing
             one that puts the end off gain, scaled by how certain the value is. It only
             steers the visits; backed-up values are unchanged.
+        tactics: score the positions the rules decide within two plies exactly and search
+            no further below them (a shallow proof at expansion, as Baier and Winands'
+            MCTS-minimax hybrids): a new node whose mover has a winning move is worth
+            ``1`` to that mover (``discount`` times 1 to the one who moved into it), one
+            whose opponent has two winning moves the mover cannot both block is a loss in
+            two plies (``-discount``); at the root, only the winning moves are searched
+            when there are any. Off: the plain search.
+        proofs: MCTS-Solver backups (Winands, Bjornsson and Saito 2008) with exact
+            discounted values: a node whose every legal move has a proven value, or one of
+            whose moves is proven at least as good as any unproven move could be, is
+            proven at the best of them; its parent edge then carries that exact value (Q
+            replaced, not averaged), a search stops at proven nodes as at finished ones,
+            and `SearchResult.proven` holds the root moves' exact values. With
+            ``tactics``, an unproven move of a node whose mover cannot win at once is
+            worth at most ``discount ** 2``, so a forced win in three plies is proof enough.
     """
 
     def __init__(
@@ -127,6 +127,8 @@ class MCTS:
         noise_fraction: float = 0.25,
         discount: float = 1.0,
         moves_left_weight: float = 0.0,
+        tactics: bool = False,
+        proofs: bool = False,
     ) -> None:
         if int(simulations) < 1:
             raise ValueError(f"search simulations must be >= 1, got {simulations}")
@@ -147,6 +149,7 @@ class MCTS:
         self.dirichlet_alpha, self.noise_fraction = float(dirichlet_alpha), float(noise_fraction)
         self.discount = float(discount)
         self.moves_left_weight = float(moves_left_weight)
+        self.tactics, self.proofs = bool(tactics), bool(proofs)
 
     def search(
         self,
@@ -166,7 +169,9 @@ class MCTS:
         N = S + 1  # nodes per tree; node i of game b is row b * N + i of the arrays below
         ncur = np.zeros(B * N, np.uint64)
         nmask = np.zeros(B * N, np.uint64)
-        term = np.zeros(B * N, np.int8)  # 1: the player who moved into it won; 2: draw
+        # 1: the player who moved into it won; 2: draw; with tactics, decided by the rules
+        # within two plies: 3 the mover wins next ply, 4 the mover loses in two
+        term = np.zeros(B * N, np.int8)
         prior = np.zeros((B * N, A))
         legal_at = np.zeros((B * N, A), bool)
         child = np.full((B * N, A), -1, np.int64)  # row of the child node, -1: untried
@@ -193,8 +198,17 @@ class MCTS:
             gam = np.where(legal0, rng.standard_gamma(self.dirichlet_alpha, (B, A)), 0.0)
             dirichlet = gam / np.maximum(gam.sum(axis=1, keepdims=True), 1e-300)
             p0 = (1 - self.noise_fraction) * p0 + self.noise_fraction * dirichlet
+        if self.tactics:  # a winning root move: search only those (all worth 1)
+            wins0 = g.winning_moves(cur, mask) & legal0
+            some = wins0.any(axis=1, keepdims=True)
+            p0 = np.where(some, np.where(wins0, p0 + 1e-12, 0.0), p0)
+            p0 = p0 / p0.sum(axis=1, keepdims=True)
         prior[roots], legal_at[roots] = p0, legal0
         gamma = self.discount
+        # the value, for the player to move there, that a leaf of each kind backs up
+        leaf_value = np.array([np.nan, -1.0, 0.0, gamma, -gamma * gamma])
+        # each node's exact leaf value (NaN: not known); an edge into it is worth -exact
+        exact = np.full(B * N, np.nan)
         for _ in range(S):
             node = roots.copy()  # [B] row of each game's current node
             path: list[tuple[np.ndarray, np.ndarray]] = []  # per depth: (games, edge rows)
@@ -223,15 +237,20 @@ class MCTS:
                     c2, m2, won, full = g.play(ncur[nn], nmask[nn], an)
                     ncur[idx], nmask[idx] = c2, m2
                     term[idx] = np.where(won, 1, np.where(full, 2, 0))
+                    if self.tactics:
+                        self._decide(idx[term[idx] == 0], ncur, nmask, term)
+                        if ml:
+                            node_m[idx] = np.where(term[idx] >= 3, term[idx] - 2.0, node_m[idx])
+                    exact[idx] = leaf_value[term[idx]]
                     child[nn, an] = idx
                     c[new] = idx
                 node[b] = c
-                t = term[c]
-                stop = new | (t != 0)
+                known = ~np.isnan(exact[c])  # finished, decided or proven
+                stop = new | known
                 active[b[stop]] = False
-                fresh[b[new & (t == 0)]] = True
+                fresh[b[new & ~known]] = True
             # leaf values for the player to move at the leaf
-            value = np.where(term[node] == 1, -1.0, 0.0)
+            value = np.nan_to_num(exact[node])  # fresh leaves: the evaluator's, below
             e = np.flatnonzero(fresh)
             if len(e):  # one evaluator call for the new leaves of all games
                 ne = node[e]
@@ -252,11 +271,67 @@ class MCTS:
                 flat_total[edge] += sign * value[b]
                 if ml:  # plies from this edge's node to the end: the path below + the leaf's
                     flat_mtotal[edge] += (depth[b] - d) + node_m[node[b]]
+            if self.proofs:
+                self._prove(path, ~np.isnan(exact[node]), exact, child, legal_at, flat_visits,
+                            flat_total)  # fmt: skip
         root_n = visits[roots]
         root_value = total[roots].sum(axis=1) / np.maximum(root_n.sum(axis=1), 1.0)
         root_q = total[roots] / np.maximum(root_n, 1.0)
         root_m = mtotal[roots] / np.maximum(root_n, 1.0) if ml else None
-        return SearchResult(root_n, root_value, p0, root_q, net_p0, v0, legal0, root_m)
+        res = SearchResult(root_n, root_value, p0, root_q, net_p0, v0, legal0, root_m)
+        if self.proofs:
+            kids = child[roots]
+            res.proven = np.where(kids >= 0, -exact[np.maximum(kids, 0)], np.nan)
+            res.decided = ~np.isnan(exact[roots])
+        return res
+
+    def _decide(
+        self, idx: np.ndarray, ncur: np.ndarray, nmask: np.ndarray, term: np.ndarray
+    ) -> None:
+        """Mark the new nodes ``idx`` (none finished) that the rules decide within two
+        plies: ``term`` 3 where the mover has a winning move, 4 where it has none and the
+        opponent has two (one move blocks one of them, never both)."""
+        if not len(idx):
+            return
+        g = self.game
+        c, m = ncur[idx], nmask[idx]
+        mover = g.winning_moves(c, m).any(axis=1)
+        lost = ~mover & (g.winning_moves(c ^ m, m).sum(axis=1) >= 2)
+        term[idx] = np.where(mover, 3, np.where(lost, 4, 0))
+
+    def _prove(
+        self,
+        path: list[tuple[np.ndarray, np.ndarray]],
+        sure: np.ndarray,
+        exact: np.ndarray,
+        child: np.ndarray,
+        legal_at: np.ndarray,
+        flat_visits: np.ndarray,
+        flat_total: np.ndarray,
+    ) -> None:
+        """After a backup: walk each path up from a leaf of known value (``sure [B]``),
+        give every edge into a proven node its exact value and prove the nodes above
+        where the rule of `MCTS` (``proofs``) allows, stopping where a node stays open."""
+        A = self.game.num_actions
+        gamma = self.discount
+        bound = gamma * gamma if self.tactics else 1.0  # the most an unproven move is worth
+        sure = sure.copy()
+        for b, edge in reversed(path):
+            on = sure[b]
+            if not on.any():
+                continue
+            b, edge = b[on], edge[on]
+            kid = child.reshape(-1)[edge]
+            flat_total[edge] = flat_visits[edge] * -exact[kid]  # Q is now exact
+            n = edge // A
+            kids = child[n]  # [k, A]
+            worth = np.where(kids >= 0, -exact[np.maximum(kids, 0)], np.nan)  # edge values
+            legal = legal_at[n]
+            known = ~np.isnan(worth)
+            best = np.where(legal & known, worth, -np.inf).max(axis=1)
+            proven = (~legal | known).all(axis=1) | (best >= bound - 1e-12)
+            exact[n[proven]] = gamma * best[proven]
+            sure[b] = proven
 
     def _utility(
         self,
@@ -292,6 +367,8 @@ class PUCTSearch(MCTS):
         discount: per-ply discount of backed-up values (1: none; see `MCTS`).
         moves_left_weight: the moves-left utility (0: off; see `MCTS`); ``evaluate``
             then may return a third array, the plies left ``[n]``.
+        tactics: exact values for positions the rules decide within two plies (see `MCTS`).
+        proofs: MCTS-Solver backups of proven values (see `MCTS`).
     """
 
     def __init__(
@@ -304,140 +381,13 @@ class PUCTSearch(MCTS):
         noise_fraction: float = 0.25,
         discount: float = 1.0,
         moves_left_weight: float = 0.0,
+        tactics: bool = False,
+        proofs: bool = False,
     ) -> None:
         if c_puct <= 0:
             raise ValueError(f"search: need c_puct > 0, got {c_puct}")
         super().__init__(
             game, NetworkEvaluator(evaluate), simulations, "puct", c_puct, dirichlet_alpha,
-            noise_fraction, discount, moves_left_weight,
+            noise_fraction, discount, moves_left_weight, tactics, proofs,
         )  # fmt: skip
         self.evaluate, self.c_puct = evaluate, float(c_puct)
-
-
-# ---------------------------------------------------------------------- results
-
-
-def completed_q_policy(
-    res: SearchResult, visit_offset: float = 50.0, value_scale: float = 0.1
-) -> np.ndarray:
-    """The improved policy ``softmax(log prior + sigma(completed Q))`` of Gumbel AlphaZero
-    (Danihelka et al., ICLR 2022, eq. 10-11 and appendix D), from a PUCT search: ``[B, A]``.
-
-    Visited moves keep their search Q; unvisited ones get the mixed value of the root
-    (the network's value blended with the prior-weighted Q of the visited moves). The
-    completed Q values are min-max scaled to [0, 1] over the legal moves and multiplied by
-    ``(visit_offset + max_a N(a)) * value_scale``. The prior is the network's, before root
-    noise, so the target does not learn the noise; where the search finds nothing to
-    separate the moves, the target is the network's own policy. Unlike visit counts, it
-    stays sharp with few simulations.
-    """
-    legal = res.legal
-    n = res.visits
-    seen = n > 0
-    prior = np.maximum(res.net_priors, 1e-12)
-    psum = np.where(seen, prior, 0.0).sum(axis=1)
-    weighted_q = np.where(seen, prior * res.q, 0.0).sum(axis=1) / np.maximum(psum, 1e-12)
-    total = n.sum(axis=1)
-    mixed = (res.net_value + total * weighted_q) / (total + 1.0)  # [B]
-    q = np.where(seen, res.q, mixed[:, None])
-    lo = np.where(legal, q, np.inf).min(axis=1, keepdims=True)
-    hi = np.where(legal, q, -np.inf).max(axis=1, keepdims=True)
-    q = (q - lo) / np.maximum(hi - lo, 1e-8)
-    sigma = (visit_offset + n.max(axis=1, keepdims=True)) * value_scale * q
-    logits = np.where(legal, np.log(prior) + sigma, -np.inf)
-    logits -= logits.max(axis=1, keepdims=True)
-    p = np.exp(logits)
-    return p / p.sum(axis=1, keepdims=True)
-
-
-def choose_moves(visits: np.ndarray, temperature: np.ndarray | float, rng: Any) -> np.ndarray:
-    """A move per row: sampled from ``visits^(1/T)``, or the most visited where ``T == 0``.
-
-    Ties between the most visited moves are broken at random (``rng``).
-    """
-    v = np.asarray(visits, np.float64)
-    t = np.broadcast_to(np.asarray(temperature, np.float64), (len(v),))
-    best = v == v.max(axis=1, keepdims=True)
-    u = rng.random(v.shape)
-    out = np.where(best, u + 1.0, -1.0).argmax(axis=1)  # random among the best
-    hot = t > 0
-    if hot.any():
-        w = np.where(v[hot] > 0, v[hot], 0.0) ** (1.0 / t[hot][:, None])
-        cdf = np.cumsum(w / w.sum(axis=1, keepdims=True), axis=1)
-        r = rng.random(int(hot.sum()))[:, None]
-        pick = np.minimum((cdf <= r).sum(axis=1), v.shape[1] - 1)
-        ok = v[hot][np.arange(len(pick)), pick] > 0
-        out[np.flatnonzero(hot)[ok]] = pick[ok]  # rounding edge: keep the best move
-    return out.astype(np.int64)
-
-
-# ---------------------------------------------------------------------- reference
-
-
-def search_one(
-    game: type[BoardGame],
-    evaluate: Evaluator,
-    cur: int,
-    mask: int,
-    simulations: int,
-    c_puct: float = 1.5,
-    discount: float = 1.0,
-) -> np.ndarray:
-    """Root visit counts ``[A]`` of the same PUCT search for ONE position, written plainly.
-
-    A dict-of-nodes tree with one evaluator call per leaf (batch of 1): the classic
-    one-game-at-a-time loop, kept as the reference for tests and ``bench/search_bench.py``.
-    No noise; ties go to the lowest move, as in `PUCTSearch`. A move's sampled
-    value is the result where it ends the game (1 win, 0 draw), else ``-discount`` times
-    the value found below it.
-    """
-    A = game.num_actions
-
-    def expand(c: int, m: int) -> dict:
-        cu, ma = np.array([c], np.uint64), np.array([m], np.uint64)
-        lg = game.legal(ma)
-        p, v = evaluate(game.planes(cu, ma), lg)
-        p = np.where(lg[0], np.asarray(p[0], np.float64), 0.0)
-        p = p / p.sum() if p.sum() > 0 else lg[0] / lg[0].sum()
-        node = {"cur": c, "mask": m, "legal": lg[0], "prior": p, "children": {}}
-        node["n"], node["w"] = np.zeros(A), np.zeros(A)
-        return node, float(np.asarray(v).reshape(-1)[0])
-
-    root, _ = expand(int(cur), int(mask))
-    for _ in range(simulations):
-        node, path = root, []
-        while True:
-            n, w = node["n"], node["w"]
-            sq = math.sqrt(1.0 + n.sum())
-            scores = [
-                w[a] / max(n[a], 1.0) + c_puct * node["prior"][a] * (sq / (1.0 + n[a]))
-                if node["legal"][a]
-                else -math.inf
-                for a in range(A)
-            ]
-            a = int(np.argmax(scores))
-            path.append((node, a))
-            if a in node["children"]:
-                kid = node["children"][a]
-                if kid["term"]:
-                    q = 1.0 if kid["term"] == 1 else 0.0  # the move ends the game
-                    break
-                node = kid
-                continue
-            c2, m2, won, full = game.play(
-                np.array([node["cur"]], np.uint64), np.array([node["mask"]], np.uint64), [a]
-            )
-            t = 1 if won[0] else 2 if full[0] else 0
-            if t:
-                kid, q = {"term": t}, (1.0 if t == 1 else 0.0)
-            else:
-                kid, value = expand(int(c2[0]), int(m2[0]))  # for the player to move there
-                kid["term"] = 0
-                q = -discount * value
-            node["children"][a] = kid
-            break
-        for parent, a in reversed(path):  # q: the sampled value of the move, for its mover
-            parent["n"][a] += 1.0
-            parent["w"][a] += q
-            q = -discount * q
-    return root["n"]

@@ -28,7 +28,13 @@ from typing import Any
 import numpy as np
 
 from ..games.core import BoardGame
-from ..games.search import PUCTSearch, SearchResult, choose_moves, completed_q_policy
+from ..games.search import (
+    PUCTSearch,
+    SearchResult,
+    choose_moves,
+    completed_q_policy,
+    decided_visits,
+)
 
 
 def search_controller(
@@ -66,11 +72,12 @@ def search_controller(
             policy.train()
         ply = planes.reshape(len(planes), -1).sum(axis=1)  # stones on the board
         temperature = np.where(ply < cfg.temperature_moves, 1.0, 0.0)
-        actions = choose_moves(res.visits, temperature, rng)
+        visits = decided_visits(res)  # where the search proved the root: its best moves
+        actions = choose_moves(visits, temperature, rng)
         if cfg.policy_target == "completed_q":
             pi = completed_q_policy(res)  # [n, A]
         else:
-            pi = res.visits / res.visits.sum(axis=1, keepdims=True)  # [n, A]
+            pi = visits / visits.sum(axis=1, keepdims=True)  # [n, A]
         out = {"pi": pi.astype(np.float32), "root_value": res.value.astype(np.float32)}
         if full is not None:
             out["full_search"] = full  # [n] bool: a training sample (`outcome_samples`)

@@ -22,7 +22,7 @@ from paddlecraft.errors import ConfigError
 
 from ..games import GAMES, Player
 from ..games.core import BoardGame
-from ..games.search import PUCTSearch, choose_moves
+from ..games.search import PUCTSearch, choose_moves, decided_visits
 
 
 def load_policy(source: str | os.PathLike | Policy, name: str | None = None) -> Policy:
@@ -99,7 +99,7 @@ class SearchPlayer(Player):
         cur, mask = self.rules.from_planes(obs)
         training = self.policy.training
         self.policy.eval()  # once per search, not once per simulation
-        visits = self.search.search(cur, mask).visits
+        visits = decided_visits(self.search.search(cur, mask))
         if training:
             self.policy.train()
         visits = np.where(legal, visits, -1.0)

@@ -1,0 +1,99 @@
+"""What a search returns and what is made of it: `SearchResult`, the move choice
+(`choose_moves`), Gumbel AlphaZero's policy target (`completed_q_policy`) and the visits
+left to the moves a search proved best (`decided_visits`)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+__all__ = ["SearchResult", "choose_moves", "completed_q_policy", "decided_visits"]
+
+
+@dataclass
+class SearchResult:
+    """What a search returns for ``B`` root positions."""
+
+    visits: np.ndarray  #: [B, A] root visit counts (illegal moves: 0)
+    value: np.ndarray  #: [B] mean backed-up value of the root for the player to move
+    priors: np.ndarray  #: [B, A] root priors the search used (after any noise)
+    q: np.ndarray  #: [B, A] mean value of each root move for the mover (0 where unvisited)
+    net_priors: np.ndarray  #: [B, A] the evaluator's root priors (before any noise)
+    net_value: np.ndarray  #: [B] the evaluator's value of the root (rollouts: 0)
+    legal: np.ndarray  #: [B, A] legal root moves
+    #: [B, A] mean plies from the root to the game's end through each move (0 where
+    #: unvisited); only with ``moves_left_weight > 0``
+    moves_left: np.ndarray | None = None
+    #: [B, A] the exact value of each root move for the mover where the search proved it
+    #: (NaN: not proven); only with ``proofs``
+    proven: np.ndarray | None = None
+    #: [B] whether the search proved the root's value (then the moves with the best
+    #: ``proven`` value are the best moves); only with ``proofs``
+    decided: np.ndarray | None = None
+
+
+def completed_q_policy(
+    res: SearchResult, visit_offset: float = 50.0, value_scale: float = 0.1
+) -> np.ndarray:
+    """The improved policy ``softmax(log prior + sigma(completed Q))`` of Gumbel AlphaZero
+    (Danihelka et al., ICLR 2022, eq. 10-11 and appendix D), from a PUCT search: ``[B, A]``.
+
+    Visited moves keep their search Q; unvisited ones get the mixed value of the root
+    (the network's value blended with the prior-weighted Q of the visited moves). The
+    completed Q values are min-max scaled to [0, 1] over the legal moves and multiplied by
+    ``(visit_offset + max_a N(a)) * value_scale``. The prior is the network's, before root
+    noise, so the target does not learn the noise; where the search finds nothing to
+    separate the moves, the target is the network's own policy. Unlike visit counts, it
+    stays sharp with few simulations.
+    """
+    legal = res.legal
+    n = res.visits
+    seen = n > 0
+    prior = np.maximum(res.net_priors, 1e-12)
+    psum = np.where(seen, prior, 0.0).sum(axis=1)
+    weighted_q = np.where(seen, prior * res.q, 0.0).sum(axis=1) / np.maximum(psum, 1e-12)
+    total = n.sum(axis=1)
+    mixed = (res.net_value + total * weighted_q) / (total + 1.0)  # [B]
+    q = np.where(seen, res.q, mixed[:, None])
+    lo = np.where(legal, q, np.inf).min(axis=1, keepdims=True)
+    hi = np.where(legal, q, -np.inf).max(axis=1, keepdims=True)
+    q = (q - lo) / np.maximum(hi - lo, 1e-8)
+    sigma = (visit_offset + n.max(axis=1, keepdims=True)) * value_scale * q
+    logits = np.where(legal, np.log(prior) + sigma, -np.inf)
+    logits -= logits.max(axis=1, keepdims=True)
+    p = np.exp(logits)
+    return p / p.sum(axis=1, keepdims=True)
+
+
+def choose_moves(visits: np.ndarray, temperature: np.ndarray | float, rng: Any) -> np.ndarray:
+    """A move per row: sampled from ``visits^(1/T)``, or the most visited where ``T == 0``.
+
+    Ties between the most visited moves are broken at random (``rng``).
+    """
+    v = np.asarray(visits, np.float64)
+    t = np.broadcast_to(np.asarray(temperature, np.float64), (len(v),))
+    best = v == v.max(axis=1, keepdims=True)
+    u = rng.random(v.shape)
+    out = np.where(best, u + 1.0, -1.0).argmax(axis=1)  # random among the best
+    hot = t > 0
+    if hot.any():
+        w = np.where(v[hot] > 0, v[hot], 0.0) ** (1.0 / t[hot][:, None])
+        cdf = np.cumsum(w / w.sum(axis=1, keepdims=True), axis=1)
+        r = rng.random(int(hot.sum()))[:, None]
+        pick = np.minimum((cdf <= r).sum(axis=1), v.shape[1] - 1)
+        ok = v[hot][np.arange(len(pick)), pick] > 0
+        out[np.flatnonzero(hot)[ok]] = pick[ok]  # rounding edge: keep the best move
+    return out.astype(np.int64)
+
+
+def decided_visits(res: SearchResult) -> np.ndarray:
+    """The root visits ``[B, A]``, where the search proved the root's value only on the
+    moves proven best (the others' visits were exploration): what a player picks from and
+    a policy target learns. Unchanged where nothing was proved (or without ``proofs``)."""
+    if res.proven is None or res.decided is None or not res.decided.any():
+        return res.visits
+    worth = np.where(res.legal & ~np.isnan(res.proven), res.proven, -np.inf)
+    top = worth >= worth.max(axis=1, keepdims=True) - 1e-12
+    return np.where(res.decided[:, None] & ~top, 0.0, res.visits)
