@@ -152,6 +152,8 @@ def test_proofs_find_every_exact_value_and_play_the_best_move():
         np.testing.assert_allclose(proven[known], np.array(values)[known], atol=1e-12)
         compared += int(known.sum())
         best = max(values)
+        if res.decided[i]:  # the root's value is the exact one
+            assert res.value[i] == pytest.approx(best, abs=1e-12)
         visits = decided_visits(res)[i]
         pick = int(choose_moves(visits[None], 0.0, np.random.default_rng(0))[0])
         assert values[moves.index(pick)] == pytest.approx(best)
@@ -230,3 +232,23 @@ def test_a_slow_proven_win_does_not_decide_a_root_where_a_quicker_one_may_be():
     res = MCTS(TicTacToe, misled, 400, discount=GAMMA, tactics=True, proofs=True).search(c, m)
     slow_proven = np.isclose(res.proven, GAMMA**4).any(axis=1)
     assert slow_proven.all() and not res.decided.any()
+
+
+def test_a_proven_position_trains_toward_its_exact_value():
+    """`outcome_samples`: where the search proved the root (``root_proven``), the value
+    target is the proof's exact value, elsewhere the game's discounted result."""
+    from paddlecraft.arenas.selfplay.alphazero import outcome_samples
+
+    obs, mask, pi = np.zeros((3, 3, 3, 2), np.int8), np.ones((3, 9), bool), np.ones((3, 9)) / 9
+    records = [  # one game: plies 0, 1, 2; the first player won with its move at ply 2
+        {"ply": np.array([p]), "game": np.array([0]), "obs": obs[p : p + 1],
+         "mask": mask[p : p + 1], "pi": pi[p : p + 1], "root_value": np.array([v]),
+         "root_proven": np.array([proven])}
+        for p, v, proven in ((0, 0.3, False), (1, -0.9025, True), (2, 1.0, True))
+    ]  # fmt: skip
+    z = outcome_samples(records, np.array([0]), discount=GAMMA)["z"]
+    np.testing.assert_allclose(z, [GAMMA**2, -0.9025, 1.0], rtol=1e-6)
+    for r in records:
+        del r["root_proven"]
+    z = outcome_samples(records, np.array([0]), discount=GAMMA)["z"]
+    np.testing.assert_allclose(z, [GAMMA**2, -GAMMA, 1.0], rtol=1e-6)

@@ -283,6 +283,8 @@ class MCTS:
             kids = child[roots]
             res.proven = np.where(kids >= 0, -exact[np.maximum(kids, 0)], np.nan)
             res.decided = ~np.isnan(exact[roots])
+            best = np.where(legal0 & ~np.isnan(res.proven), res.proven, -np.inf).max(axis=1)
+            res.value = np.where(res.decided, best, res.value)  # a proven root: exact
         return res
 
     def _decide(

@@ -17,7 +17,9 @@ class SearchResult:
     """What a search returns for ``B`` root positions."""
 
     visits: np.ndarray  #: [B, A] root visit counts (illegal moves: 0)
-    value: np.ndarray  #: [B] mean backed-up value of the root for the player to move
+    #: [B] mean backed-up value of the root for the player to move (a root the search
+    #: proved: its exact value)
+    value: np.ndarray
     priors: np.ndarray  #: [B, A] root priors the search used (after any noise)
     q: np.ndarray  #: [B, A] mean value of each root move for the mover (0 where unvisited)
     net_priors: np.ndarray  #: [B, A] the evaluator's root priors (before any noise)

@@ -81,6 +81,8 @@ def search_controller(
         out = {"pi": pi.astype(np.float32), "root_value": res.value.astype(np.float32)}
         if full is not None:
             out["full_search"] = full  # [n] bool: a training sample (`outcome_samples`)
+        if res.decided is not None:  # [n] bool: root_value is the proof's exact value
+            out["root_proven"] = res.decided
         return actions, out
 
     act.search = search  # type: ignore[attr-defined]  # the tree it plays with
@@ -129,6 +131,9 @@ def outcome_samples(
     plies after the position (0: the mover's own move won it). With
     ``root_value_weight`` w > 0 the target is ``(1 - w) z + w q``, ``q`` the search's value
     of the position (its records' ``root_value``): less noisy than one game's result.
+    Where the search proved the position's value (records' ``root_proven``, a policy
+    with ``search_proofs``), the target is that exact value: the soonest win or longest
+    defence, where the game's own result only says how this game went.
 
     The deciding ply of a game is its last recorded move where the winner moved it, else
     the move after (the opponent's, which the records need not hold).
@@ -145,6 +150,12 @@ def outcome_samples(
     if root_value_weight:
         q = np.concatenate([r["root_value"] for r in records]).astype(np.float64)
         z = (1.0 - root_value_weight) * z + root_value_weight * q
+    if any("root_proven" in r for r in records):
+        proven = np.concatenate(
+            [r.get("root_proven", np.zeros(len(r["game"]), bool)) for r in records]
+        ).astype(bool)
+        q = np.concatenate([r["root_value"] for r in records]).astype(np.float64)
+        z = np.where(proven, q, z)
     z = z.astype(np.float32)
     return {
         "obs": np.concatenate([r["obs"] for r in records]),
