@@ -5,6 +5,7 @@ other search settings, without retraining.
     python scripts/selfplay_search_levers.py RUN --c-puct 0.5 1.5 3 --simulations 200 3200
     python scripts/selfplay_search_levers.py RUN --rollout-mix 0.25 0.5 0.75
     python scripts/selfplay_search_levers.py RUN --moves-left-weight 0 0.05 0.1 0.2
+    python scripts/selfplay_search_levers.py RUN --c-puct 1.5 --simulations 200 --rollout-mix --exact
 
 For each setting: the perfect-move and good-move rates (extra ``solver``) on the same
 seeded positions as ``scripts/selfplay_targets.py`` (400, seed 0). ``--rollout-mix L``
@@ -12,6 +13,9 @@ also searches with leaf values mixed from the value head and one random playout,
 ``(1 - L) * v + L * rollout`` (AlphaGo's mixing; the anchors' rollouts, never the solver).
 A policy with the moves-left head searches with its own ``moves_left_weight``;
 ``--moves-left-weight W..`` judges it at each W (200 simulations, c_puct 1.5) instead.
+``--exact`` judges it with 200 simulations as plain PUCT, with ``tactics`` (leaves the
+rules decide within two plies scored exactly) and with ``tactics`` and ``proofs``
+(MCTS-Solver backups; the move a proof finds best), whatever the policy was trained with.
 Evaluation only: nothing here trains.
 """
 
@@ -36,6 +40,8 @@ def main() -> None:
     ap.add_argument("--positions", type=int, default=400)
     ap.add_argument("--moves-left-weight", type=float, nargs="*", default=[],
                     help="a moves-left policy's utility weights to judge (200 simulations)")  # fmt: skip
+    ap.add_argument("--exact", action="store_true",
+                    help="judge plain, tactics and tactics + proofs searches (200 simulations)")  # fmt: skip
     args = ap.parse_args()
     apply_cpu_tuning()
 
@@ -46,7 +52,7 @@ def main() -> None:
         NetworkEvaluator,
         RandomRolloutEvaluator,
     )
-    from paddlecraft.arenas.games.search import MCTS, choose_moves
+    from paddlecraft.arenas.games.search import MCTS, choose_moves, decided_visits
     from paddlecraft.arenas.games.solver import perfect_move_rate, solver_positions
     from paddlecraft.arenas.selfplay import PolicyPlayer, load_policy
 
@@ -75,7 +81,7 @@ def main() -> None:
             obs = np.asarray(observations).reshape(-1, *ConnectFour.obs_shape())
             cur, mask = ConnectFour.from_planes(obs)
             rng = np.random.default_rng(0)
-            visits = self.tree.search(cur, mask, rng).visits
+            visits = decided_visits(self.tree.search(cur, mask, rng))
             return choose_moves(np.where(legal, visits, -1.0), 0.0, rng)
 
     policy = load_policy(Path(args.run) / "policy", name="judged")
@@ -103,6 +109,11 @@ def main() -> None:
         tree = MCTS(ConnectFour, settings["evaluate"], 200, "puct", 1.5,
                     discount=policy.value_discount, moves_left_weight=w)  # fmt: skip
         report(f"moves_left_weight={w} sims=200", TreePlayer(tree))
+    for tactics, proofs in ((False, False), (True, False), (True, True)) if args.exact else ():
+        tree = MCTS(ConnectFour, settings["evaluate"], 200, "puct", 1.5,
+                    discount=policy.value_discount, tactics=tactics, proofs=proofs,
+                    moves_left_weight=settings["moves_left_weight"])  # fmt: skip
+        report(f"tactics={tactics} proofs={proofs} sims=200", TreePlayer(tree))
     for mix in args.rollout_mix:
         tree = MCTS(
             ConnectFour, MixedEvaluator(net, mix), 200, "puct", 1.5,

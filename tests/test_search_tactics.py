@@ -191,7 +191,7 @@ def test_a_run_with_tactics_and_proofs_resumes_bit_identically_and_saves_them(tm
         "epochs": 2,
         "steps_per_epoch": 2,
         "games_per_step": 12,
-        "update": {"minibatch_size": 32, "epochs": 2},
+        "update": {"minibatch_size": 32, "epochs": 2, "proven_values": True},
         "search": {"simulations": 24},
         "eval": {"games": {"random": 4}},
     }
@@ -235,8 +235,9 @@ def test_a_slow_proven_win_does_not_decide_a_root_where_a_quicker_one_may_be():
 
 
 def test_a_proven_position_trains_toward_its_exact_value():
-    """`outcome_samples`: where the search proved the root (``root_proven``), the value
-    target is the proof's exact value, elsewhere the game's discounted result."""
+    """`outcome_samples` with ``proven_values``: where the search proved the root
+    (``root_proven``), the value target is the proof's exact value, elsewhere (and without
+    the setting) the game's discounted result."""
     from paddlecraft.arenas.selfplay.alphazero import outcome_samples
 
     obs, mask, pi = np.zeros((3, 3, 3, 2), np.int8), np.ones((3, 9), bool), np.ones((3, 9)) / 9
@@ -246,9 +247,7 @@ def test_a_proven_position_trains_toward_its_exact_value():
          "root_proven": np.array([proven])}
         for p, v, proven in ((0, 0.3, False), (1, -0.9025, True), (2, 1.0, True))
     ]  # fmt: skip
-    z = outcome_samples(records, np.array([0]), discount=GAMMA)["z"]
+    z = outcome_samples(records, np.array([0]), discount=GAMMA, proven_values=True)["z"]
     np.testing.assert_allclose(z, [GAMMA**2, -0.9025, 1.0], rtol=1e-6)
-    for r in records:
-        del r["root_proven"]
-    z = outcome_samples(records, np.array([0]), discount=GAMMA)["z"]
+    z = outcome_samples(records, np.array([0]), discount=GAMMA)["z"]  # off: the results
     np.testing.assert_allclose(z, [GAMMA**2, -GAMMA, 1.0], rtol=1e-6)

@@ -125,15 +125,17 @@ def outcome_samples(
     winner: np.ndarray,
     discount: float = 1.0,
     root_value_weight: float = 0.0,
+    proven_values: bool = False,
 ) -> dict[str, np.ndarray]:
     """Training samples ``obs, mask, pi, z``: ``z`` is the game's outcome for the mover
     (+1 win, 0 draw, -1 loss), times ``discount ** k`` where the game was decided ``k``
     plies after the position (0: the mover's own move won it). With
     ``root_value_weight`` w > 0 the target is ``(1 - w) z + w q``, ``q`` the search's value
     of the position (its records' ``root_value``): less noisy than one game's result.
-    Where the search proved the position's value (records' ``root_proven``, a policy
-    with ``search_proofs``), the target is that exact value: the soonest win or longest
-    defence, where the game's own result only says how this game went.
+    With ``proven_values``, where the search proved the position's value (records'
+    ``root_proven``, a policy with ``search_proofs``), the target is that exact value: the
+    soonest win or longest defence, where the game's own result only says how this game
+    went.
 
     The deciding ply of a game is its last recorded move where the winner moved it, else
     the move after (the opponent's, which the records need not hold).
@@ -150,7 +152,7 @@ def outcome_samples(
     if root_value_weight:
         q = np.concatenate([r["root_value"] for r in records]).astype(np.float64)
         z = (1.0 - root_value_weight) * z + root_value_weight * q
-    if any("root_proven" in r for r in records):
+    if proven_values and any("root_proven" in r for r in records):
         proven = np.concatenate(
             [r.get("root_proven", np.zeros(len(r["game"]), bool)) for r in records]
         ).astype(bool)

@@ -60,6 +60,10 @@ class UpdateConfig:
     root_value_weight: float = 0.0
     """Search updates: the value target is ``(1 - w) x`` the game's (discounted) outcome
     ``+ w x`` the search's value of the position (0: the outcome alone, as AlphaZero)."""
+    proven_values: bool = False
+    """Search updates with a policy that proves positions (``agents.policy.search_proofs``):
+    where the search proved a position, its value target is the proof's exact value (the
+    soonest win, the longest defence) instead of the game's outcome."""
     replay: int = 0
     """Search updates: keep the last N samples (mirror images included) and draw every
     minibatch from them, ``epochs`` x the update's new samples per update (0: train on the

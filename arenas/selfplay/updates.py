@@ -56,8 +56,9 @@ def _outcomes(
     rollout: dict[str, Any], spec: GameSpec, u: UpdateConfig, policy: Any
 ) -> dict[str, np.ndarray]:
     data = outcome_samples(
-        rollout["records"], rollout["winner"], policy.value_discount, u.root_value_weight
-    )
+        rollout["records"], rollout["winner"], policy.value_discount, u.root_value_weight,
+        proven_values=u.proven_values,
+    )  # fmt: skip
     if policy.moves_left:  # the moves-left head's targets (default: no such samples)
         data["moves_left"] = moves_left_targets(
             rollout["records"], rollout["winner"], spec.max_moves
