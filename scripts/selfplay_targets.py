@@ -71,8 +71,9 @@ def judge(run: Path, positions: int, simulations: int = 200, games: int = 20) ->
         actions = judged_moves(player, pos)
         for k, v in move_rates(pos.values, actions).items():
             out[f"{label}_{k}"] = round(v, 4)
-        for cls, r in move_rates_by_class(pos.values, actions).items():  # where they fall short
-            out[f"{label}_{cls}_perfect"] = round(r["perfect_move_rate"], 4)
+        # where they fall short: by the position's result, its ply, how far its result is
+        for cls, r in move_rates_by_class(pos.values, actions, pos.plies).items():
+            out[f"{label}_{cls.replace(' ', '_')}_perfect"] = round(r["perfect_move_rate"], 4)
         first = versus_solver(player, games=games)  # the solver's ties at random, seeded
         out[f"{label}_first_vs_solver_win_rate"] = first["win_rate"]
         out[f"{label}_first_vs_solver_plies"] = first["plies"]

@@ -215,3 +215,33 @@ def test_versus_solver_reports_survival_and_perfect_play_wins():
     assert perfect["win_rate"] == 1.0 and perfect["plies"] % 2 == 1  # the first player's move
     tactical = versus_solver(make_baseline("tactical", ConnectFour), games=2)
     assert tactical["win_rate"] == 0.0 and 7 <= tactical["plies"] < perfect["plies"]
+
+
+def test_result_plies_say_how_far_a_result_is():
+    """From bitbully's scores: a win at once is 1 ply away, a loss at the opponent's next
+    move 2, each later win or loss 2 more; on hand-played positions and on the set."""
+    from paddlecraft.arenas.games.solver import result_plies, solve
+
+    rows = []
+    for moves in ([5, 4, 3, 1, 2, 0, 0, 0, 1, 5, 4, 6, 3, 4, 6, 5, 4, 3, 3],  # wins at once
+                  [2, 6, 4, 6, 1, 5, 6, 0, 2, 4, 0, 3, 4, 5, 6, 2, 3]):  # lost in 4  # fmt: skip
+        g = ConnectFour(1)
+        for a in moves:
+            g.step(np.array([a]))
+        rows.append((solve(g.cur, g.mask)[0], len(moves)))
+    values, stones = np.array([r[0] for r in rows]), np.array([r[1] for r in rows])
+    # the win at once (column 6); the loss put off by blocking (column 1): 4 plies
+    assert list(result_plies(values, stones)) == [1, 4]
+    # the other moves: a win in 3 (column 2), a loss at the opponent's next move
+    other = np.array([[values[0, 2]] * 7, [values[1, 0]] * 7])
+    assert list(result_plies(other, stones)) == [3, 2]
+    assert np.isnan(result_plies(np.zeros((1, 7)), np.array([4])))[0]  # drawn
+    pos = solver_positions(40, seed=0)
+    far = result_plies(pos.values, pos.plies)
+    decided = ~np.isnan(far)
+    assert decided.any() and (far[decided] >= 1).all()
+    assert (far[decided] <= 43 - pos.plies[decided]).all()  # never past a full board
+    by = move_rates_by_class(pos.values, np.nanargmax(pos.values, axis=1), pos.plies)
+    bands = [k for k in by if k.startswith("result in")]
+    assert bands and sum(by[k]["n"] for k in bands) == decided.sum()
+    assert all(by[k]["perfect_move_rate"] == 1.0 for k in bands)  # the solver's own moves

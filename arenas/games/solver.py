@@ -228,12 +228,31 @@ def move_rates(values: np.ndarray, actions: np.ndarray) -> dict[str, float]:
     return {"perfect_move_rate": float(perfect.mean()), "good_move_rate": float(good.mean())}
 
 
+#: bands of `result_plies` that `move_rates_by_class` splits decided positions by
+RESULT_BANDS = ((1, 5), (6, 11), (12, 19), (20, 42))
+
+
+def result_plies(values: np.ndarray, plies: np.ndarray) -> np.ndarray:
+    """How far each position's result is under perfect play: the plies until the deciding
+    move, that move counted (1: the mover wins at once; 2: the opponent wins after the
+    mover's move), from the exact ``values [n, 7]`` (bitbully's scores: a win with ``t``
+    stones on the board before the winning move scores ``(43 - t) // 2``) and the stones
+    on the board ``plies [n]``; NaN where the position is drawn."""
+    best = np.nanmax(np.asarray(values, float), axis=1)
+    s = np.asarray(plies, np.int64)
+    t = 43 - 2 * np.abs(best)  # the stones before the deciding move, or one more
+    parity = np.where(best > 0, s % 2, (s + 1) % 2)  # the winner's moves' parity
+    t = np.where(t % 2 == parity, t, t - 1)
+    return np.where(best == 0, np.nan, t - s + 1)
+
+
 def move_rates_by_class(
     values: np.ndarray, actions: np.ndarray, plies: np.ndarray | None = None
 ) -> dict[str, dict[str, float]]:
     """`move_rates` split by where the moves fall short: per theoretical result of
-    the position (``won``, ``drawn``, ``lost`` for the mover) and, with ``plies``, per band
-    of 8 plies (``plies 0-7``...). Each entry also counts its positions (``n``) and, for
+    the position (``won``, ``drawn``, ``lost`` for the mover) and, with ``plies`` (the
+    stones on the board), per band of 8 plies (``plies 0-7``...) and per band of how far a
+    won or lost position's result is (`result_plies`: ``result in 1-5 plies``...). Each entry also counts its positions (``n``) and, for
     ``won`` and ``lost``, the share of positions where a result-keeping move was not the
     best one (``slow`` on a win, ``early`` on a loss: the exact score told them apart).
     A perfect-move rate short of the good-move rate is all such distance."""
@@ -247,6 +266,9 @@ def move_rates_by_class(
         p = np.asarray(plies)
         for lo in range(0, int(p.max()) + 1, 8):
             groups[f"plies {lo}-{lo + 7}"] = (p >= lo) & (p < lo + 8)
+        far = result_plies(values, p)
+        for lo, hi in RESULT_BANDS:
+            groups[f"result in {lo}-{hi} plies"] = (far >= lo) & (far <= hi)
     out: dict[str, dict[str, float]] = {}
     for name, sel in groups.items():
         if not sel.any():
