@@ -102,10 +102,10 @@ class MCTS:
         tactics: score the positions the rules decide within two plies exactly and search
             no further below them (a shallow proof at expansion, as Baier and Winands'
             MCTS-minimax hybrids): a new node whose mover has a winning move is worth
-            ``1`` to that mover (``discount`` times 1 to the one who moved into it), one
-            whose opponent has two winning moves the mover cannot both block is a loss in
-            two plies (``-discount``); at the root, only the winning moves are searched
-            when there are any. Off: the plain search.
+            ``1`` to that mover (its parent's move into it: ``-discount``), one whose
+            opponent has two winning moves the mover cannot both block is a loss in two
+            plies (``-discount`` to its mover); at the root, only the winning moves are
+            searched when there are any. Off: the plain search.
         proofs: MCTS-Solver backups (Winands, Bjornsson and Saito 2008) with exact
             discounted values: a node whose every legal move has a proven value, or one of
             whose moves is proven at least as good as any unproven move could be, is
