@@ -83,6 +83,7 @@ def test_section_runs_at_tiny_size(bench_run: ModuleType, name: str, tmp_path, m
         assert _positive(r["random_moves_per_s"]["vector_env_vs_pettingzoo_x"])
     elif name == "search":
         assert r["same_best_move"] == "1/1" and _positive(r["speedup"])
+        assert _positive(r["exact_cost"]) and _positive(r["exact_simulations_per_s"])
     elif name == "selfplay_policy":
         assert r["games_per_step"] == 16 and _positive(r["ratio"])
     elif name == "selfplay_workers":
