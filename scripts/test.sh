@@ -33,9 +33,11 @@ fi
 .venv/bin/python -m ruff check .
 # one pytest worker per core (pytest-xdist); a test file stays on one worker, so its
 # module fixtures are built once; files are handed out in collection order, the heavy
-# ones first (tests/conftest.py HEAVY_FIRST; docs/testing.md)
+# ones first (tests/conftest.py HEAVY_FIRST; docs/testing.md). A worker that dies (a crash
+# in native code) ends the session at once, naming its test: xdist cannot hand the rest of
+# a crashed worker's file to a replacement under --dist loadfile and would wait forever
 if [ "$#" -eq 0 ]; then
-  set -- -m "not slow" -n auto --dist loadfile --no-loadscope-reorder
+  set -- -m "not slow" -n auto --dist loadfile --no-loadscope-reorder --max-worker-restart=0
   # one thread per worker (and per run a test starts): the workers are the parallelism;
   # Paddle's default here, a thread per core in every process, oversubscribes the cores
   export OMP_NUM_THREADS="${OMP_NUM_THREADS:-1}"
