@@ -7,10 +7,11 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from selfplay_kit import merged
+from selfplay_kit import replay_arena
 
 from paddlecraft.agents import Agent, Policy
-from paddlecraft.arenas import SelfPlayArena, check_arena
+from paddlecraft.agents.settings import ConfigError
+from paddlecraft.arenas import check_arena
 from paddlecraft.arenas.engine.rng import seed_everything
 from paddlecraft.arenas.games import ConnectFour, TicTacToe, random_legal
 from paddlecraft.arenas.games.evaluators import uniform_evaluator
@@ -185,21 +186,19 @@ def test_a_run_with_tactics_and_proofs_resumes_bit_identically_and_saves_them(tm
     policy = Policy("policy", encoder=enc, obs_shape=[3, 3, 2], num_actions=9, seed=0,
                     search_tactics=True, search_proofs=True)  # fmt: skip
     assert policy.search_settings()["tactics"] and policy.search_settings()["proofs"]
-    base = {
-        "data": "tictactoe",
-        "algo": "alphazero",
-        "epochs": 2,
-        "steps_per_epoch": 2,
-        "games_per_step": 12,
-        "update": {"minibatch_size": 32, "epochs": 2, "proven_values": True},
-        "search": {"simulations": 24},
-        "eval": {"games": {"random": 4}},
-    }
-    arena = SelfPlayArena({"policy": policy}, **merged(base, {}))
+    arena = replay_arena(policy, update={"proven_values": True}, search={"simulations": 24})
     assert "resume from a checkpoint is bit-identical" in check_arena(arena, steps=2)
     policy.save(tmp_path / "policy")
     loaded = Agent.load(tmp_path / "policy", name="loaded")
     assert loaded.search_settings()["tactics"] and loaded.search_settings()["proofs"]
+
+
+def test_proven_values_without_proofs_is_refused_naming_both_settings():
+    enc = {"_target_": "paddlecraft.encoders.ImageMLPEncoder", "input_size": 18,
+           "hidden_size": 8, "num_classes": 8}  # fmt: skip
+    policy = Policy("plain", encoder=enc, obs_shape=[3, 3, 2], num_actions=9, seed=0)
+    with pytest.raises(ConfigError, match="agents.policy.search_proofs=true or arena.update"):
+        replay_arena(policy, update={"proven_values": True})
 
 
 def test_a_slow_proven_win_does_not_decide_a_root_where_a_quicker_one_may_be():

@@ -82,8 +82,8 @@ class TacticalPlayer(Player):
         g = self.game
         cur, mask = g.from_planes(np.asarray(observations).reshape(-1, *g.obs_shape()))
         opp = cur ^ mask
-        win = np.zeros_like(legal)
-        block = np.zeros_like(legal)
+        win = g.winning_moves(cur, mask) & legal
+        block = g.winning_moves(opp, mask) & legal  # the opponent's wins, taken first
         unsafe = np.zeros_like(legal)
         for a in range(g.num_actions):
             ok = legal[:, a]
@@ -91,8 +91,6 @@ class TacticalPlayer(Player):
                 continue
             acts = np.full(int(ok.sum()), a)
             new = g.new_stone(mask[ok], acts)
-            win[ok, a] = g.wins(cur[ok] | new)
-            block[ok, a] = g.wins(opp[ok] | new)
             after = mask[ok] | new  # does this move open a winning reply for the opponent?
             replies = g.legal(after)
             threat = np.zeros(len(acts), bool)

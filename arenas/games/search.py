@@ -169,9 +169,6 @@ class MCTS:
         N = S + 1  # nodes per tree; node i of game b is row b * N + i of the arrays below
         ncur = np.zeros(B * N, np.uint64)
         nmask = np.zeros(B * N, np.uint64)
-        # 1: the player who moved into it won; 2: draw; with tactics, decided by the rules
-        # within two plies: 3 the mover wins next ply, 4 the mover loses in two
-        term = np.zeros(B * N, np.int8)
         prior = np.zeros((B * N, A))
         legal_at = np.zeros((B * N, A), bool)
         child = np.full((B * N, A), -1, np.int64)  # row of the child node, -1: untried
@@ -236,12 +233,14 @@ class MCTS:
                     count[bn] += 1
                     c2, m2, won, full = g.play(ncur[nn], nmask[nn], an)
                     ncur[idx], nmask[idx] = c2, m2
-                    term[idx] = np.where(won, 1, np.where(full, 2, 0))
+                    # 1: the player who moved into it won; 2: draw; with tactics, decided
+                    # by the rules within two plies: 3 its mover wins next ply, 4 loses in two
+                    kind = np.where(won, 1, np.where(full, 2, 0))
                     if self.tactics:
-                        self._decide(idx[term[idx] == 0], ncur, nmask, term)
+                        kind = np.where(kind == 0, self._decide(c2, m2), kind)
                         if ml:
-                            node_m[idx] = np.where(term[idx] >= 3, term[idx] - 2.0, node_m[idx])
-                    exact[idx] = leaf_value[term[idx]]
+                            node_m[idx] = np.where(kind >= 3, kind - 2.0, node_m[idx])
+                    exact[idx] = leaf_value[kind]
                     child[nn, an] = idx
                     c[new] = idx
                 node[b] = c
@@ -287,19 +286,14 @@ class MCTS:
             res.value = np.where(res.decided, best, res.value)  # a proven root: exact
         return res
 
-    def _decide(
-        self, idx: np.ndarray, ncur: np.ndarray, nmask: np.ndarray, term: np.ndarray
-    ) -> None:
-        """Mark the new nodes ``idx`` (none finished) that the rules decide within two
-        plies: ``term`` 3 where the mover has a winning move, 4 where it has none and the
-        opponent has two (one move blocks one of them, never both)."""
-        if not len(idx):
-            return
+    def _decide(self, cur: np.ndarray, mask: np.ndarray) -> np.ndarray:
+        """What the rules decide within two plies of the positions ``(cur, mask)`` (none
+        finished): 3 where the mover has a winning move, 4 where it has none and the
+        opponent has two (one move blocks one of them, never both), else 0."""
         g = self.game
-        c, m = ncur[idx], nmask[idx]
-        mover = g.winning_moves(c, m).any(axis=1)
-        lost = ~mover & (g.winning_moves(c ^ m, m).sum(axis=1) >= 2)
-        term[idx] = np.where(mover, 3, np.where(lost, 4, 0))
+        mover = g.winning_moves(cur, mask).any(axis=1)
+        lost = ~mover & (g.winning_moves(cur ^ mask, mask).sum(axis=1) >= 2)
+        return np.where(mover, 3, np.where(lost, 4, 0))
 
     def _prove(
         self,

@@ -105,7 +105,7 @@ class SelfPlayArena(Arena):
                 f"game config (game={self.spec.short_name}) or set agents.policy.obs_shape / "
                 "num_actions and the encoder's input size"
             )
-        check_settings(cfg)
+        check_settings(cfg, proofs=bool(self.policy.cfg.search_proofs))
         total = cfg.epochs * cfg.steps_per_epoch
         self.search_from = total - cfg.search.updates  # first update trained with search
         rules = self.spec.rules

@@ -63,7 +63,8 @@ class UpdateConfig:
     proven_values: bool = False
     """Search updates with a policy that proves positions (``agents.policy.search_proofs``):
     where the search proved a position, its value target is the proof's exact value (the
-    soonest win, the longest defence) instead of the game's outcome."""
+    soonest win, the longest defence) instead of the game's outcome. Refused without
+    ``search_proofs``."""
     replay: int = 0
     """Search updates: keep the last N samples (mirror images included) and draw every
     minibatch from them, ``epochs`` x the update's new samples per update (0: train on the
@@ -284,9 +285,10 @@ class SelfPlayConfig(ArenaConfig):
     RENAMED: ClassVar[dict[str, str]] = RENAMED["selfplay_setting"]
 
 
-def check_settings(cfg: SelfPlayConfig) -> None:
+def check_settings(cfg: SelfPlayConfig, proofs: bool = False) -> None:
     """Refuse settings out of range, naming the setting, before anything is built (run.py
-    prints these as one ``error:`` line): the algorithm, then each group's own checks."""
+    prints these as one ``error:`` line): the algorithm, then each group's own checks.
+    ``proofs``: whether the policy's searches prove positions (``search_proofs``)."""
     if cfg.algo not in ALGOS:
         raise ConfigError(f"arena.algo must be one of {ALGOS}, got {cfg.algo!r}")
     cfg.update.check()
@@ -304,6 +306,12 @@ def check_settings(cfg: SelfPlayConfig) -> None:
             f"arena.algo={cfg.algo} with arena.search.updates=0 makes none; set "
             "arena.algo=alphazero or arena.search.updates, or "
             "arena.update.average_duplicates=false"
+        )
+    if cfg.update.proven_values and not proofs:
+        raise ConfigError(
+            "arena.update.proven_values=true trains proven positions toward their proofs, but "
+            "agents.policy.search_proofs is false, so its searches prove nothing; set "
+            "agents.policy.search_proofs=true or arena.update.proven_values=false"
         )
     cfg.league.check()
     cfg.eval.check()
