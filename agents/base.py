@@ -31,7 +31,7 @@ from .amp import Amp
 from .device import place_of, resolve_device
 from .distributed import allreduce_gradients, world_size
 from .instantiate import safe_instantiate, to_plain
-from .optim import adam_step, load_optimizer_state, optimizer_state
+from .optim import adam_step, load_optimizer_state, optimizer_state, scheduler_rate_arg
 from .ownership import borrowed_params, owned, parameter_table
 from .plug import build_encoder
 from .saved import read_optimizer, read_saved_class, read_weights, write_saved
@@ -219,7 +219,8 @@ class Agent(nn.Layer):
         lr: Any = self.lr
         scheduler = to_plain(self.cfg.lr_scheduler)
         if scheduler:
-            self.scheduler = safe_instantiate(scheduler)(learning_rate=self.lr)
+            make = safe_instantiate(scheduler)
+            self.scheduler = make(**{scheduler_rate_arg(make, self.name): self.lr})
             lr = self.scheduler
         factory = safe_instantiate(to_plain(self.cfg.optimizer) or dict(DEFAULT_OPTIMIZER))
         clip = nn.ClipGradByGlobalNorm(self.cfg.grad_clip) if self.cfg.grad_clip else None

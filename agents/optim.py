@@ -9,16 +9,37 @@ order. Keys here are ``<accumulator>/<param name>``, stable across processes.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+import inspect
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 import numpy as np
 import paddle
 
 from paddlecraft.encoders.tensorio import CheckpointError
+from paddlecraft.errors import ConfigError
 from paddlecraft.paddle_private import accumulators, adam_step, create_accumulators, learning_rate
 
-__all__ = ["adam_step", "load_optimizer_state", "optimizer_state"]
+__all__ = ["adam_step", "load_optimizer_state", "optimizer_state", "scheduler_rate_arg"]
+
+#: the argument a Paddle LR scheduler takes the agent's ``lr`` as: its starting rate, or
+#: (``OneCycleLR``) the peak of its cycle
+RATE_ARGS = ("learning_rate", "max_learning_rate")
+
+
+def scheduler_rate_arg(make: Callable[..., Any], agent: str) -> str:
+    """Which of `RATE_ARGS` the scheduler factory ``make`` (a ``_partial_`` config) takes
+    the agent's ``lr`` as; a scheduler with neither is refused naming the setting."""
+    target = getattr(make, "func", make)
+    params = inspect.signature(target).parameters
+    for name in RATE_ARGS:
+        if name in params:
+            return name
+    raise ConfigError(
+        f"agents.{agent}.lr_scheduler: {getattr(target, '__name__', target)} takes none of "
+        f"{', '.join(RATE_ARGS)}, so it cannot start from agents.{agent}.lr; use a "
+        "paddle.optimizer.lr scheduler (with _partial_: true)"
+    )
 
 
 def optimizer_state(opt: paddle.optimizer.Optimizer) -> tuple[dict[str, paddle.Tensor], dict]:

@@ -18,7 +18,7 @@ extra (``--solver N``, default 400 positions), each trained policy judged by the
 solver: the perfect-move and good-move rates on N seeded positions from realistic play, raw
 and with 200 simulations, split by the position's
 result (won, drawn, lost), and 20 games as first player against the solver (its ties at
-random): targets >= 0.86 searching on the mean with every seed >= 0.84, >= 0.72 raw, every
+random; the games not won by the ply of the move that gave the win away): targets >= 0.86 searching on the mean with every seed >= 0.84, >= 0.72 raw, every
 game won searching and half raw.
 """
 
@@ -77,6 +77,9 @@ def judge(run: Path, positions: int, simulations: int = 200, games: int = 20) ->
         first = versus_solver(player, games=games)  # the solver's ties at random, seeded
         out[f"{label}_first_vs_solver_win_rate"] = first["win_rate"]
         out[f"{label}_first_vs_solver_plies"] = first["plies"]
+        # where the games not won were decided: the ply of the move that gave the win away
+        out[f"{label}_first_vs_solver_win_given_away_at"] = first["win_given_away_at"]
+        out[f"{label}_first_vs_solver_given_away_by_ply_10"] = first["given_away_by_ply_10"]
     return out
 
 

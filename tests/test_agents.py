@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import gc
 import json
 import os
@@ -20,7 +21,9 @@ from paddlecraft.agents import (
     check_targets,
     resolve_device,
 )
+from paddlecraft.agents.optim import scheduler_rate_arg
 from paddlecraft.encoders import CheckpointError, ScopeError
+from paddlecraft.errors import ConfigError
 
 IN, HID, NC = 16, 16, 4
 MLP = {
@@ -262,6 +265,35 @@ def test_lr_scheduler_state_round_trips(make_scope, tmp_path):
     assert loaded.scheduler is not None and loaded.scheduler.last_epoch == 2
     loaded.scheduler_step()
     assert loaded.optimizer.get_lr() == pytest.approx(0.0125)
+
+
+def test_a_one_cycle_schedule_peaks_at_lr_and_round_trips(make_scope, tmp_path):
+    one_cycle = {"_target_": "paddle.optimizer.lr.OneCycleLR", "_partial_": True,
+                 "total_steps": 10, "divide_factor": 4.0, "phase_pct": 0.3,
+                 "end_learning_rate": 0.001}  # fmt: skip
+    agent = _clf(make_scope("clf"), optimizer=ADAM, lr=0.02, lr_scheduler=one_cycle)
+    rates = [agent.optimizer.get_lr()]
+    for _ in range(2):
+        agent.scheduler_step()
+        rates.append(agent.optimizer.get_lr())
+    # agents.*.lr is the cycle's peak (OneCycleLR's max_learning_rate): 0.02 / 4 up to 0.02
+    assert rates[0] == pytest.approx(0.005) and max(rates) == pytest.approx(0.02)
+    agent.save(tmp_path)
+    loaded = Agent.load(tmp_path, name=make_scope("clf"))
+    for a in (agent, loaded):
+        a.scheduler_step()
+    assert loaded.optimizer.get_lr() == agent.optimizer.get_lr() < 0.02
+
+
+def test_a_scheduler_that_takes_no_rate_is_refused_naming_the_setting():
+    def no_rate(step_size: int) -> None: ...
+
+    with pytest.raises(ConfigError, match="agents.policy.lr_scheduler: no_rate takes none of "
+                       "learning_rate, max_learning_rate"):  # fmt: skip
+        scheduler_rate_arg(functools.partial(no_rate, step_size=2), "policy")
+    assert scheduler_rate_arg(functools.partial(paddle.optimizer.lr.StepDecay), "a") == (
+        "learning_rate"
+    )
 
 
 def test_load_under_another_name_maps_physical_names(make_scope, tmp_path):

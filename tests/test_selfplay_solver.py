@@ -213,8 +213,22 @@ def test_arena_reports_perfect_move_rates_in_the_final_evaluation(make_scope):
 def test_versus_solver_reports_survival_and_perfect_play_wins():
     perfect = versus_solver(SolverPlayer(), games=1)
     assert perfect["win_rate"] == 1.0 and perfect["plies"] % 2 == 1  # the first player's move
+    assert np.isnan(perfect["win_given_away_at"]) and perfect["given_away_by_ply_10"] == 0.0
     tactical = versus_solver(make_baseline("tactical", ConnectFour), games=2)
     assert tactical["win_rate"] == 0.0 and 7 <= tactical["plies"] < perfect["plies"]
+    assert 0 <= tactical["win_given_away_at"] < tactical["plies"]
+
+    class EdgeOpening(SolverPlayer):
+        """The solver, except for the first move: column 0, which loses."""
+
+        def act(self, observations, action_masks, rng=None):
+            a = super().act(observations, action_masks, rng)
+            empty = np.asarray(observations).reshape(len(a), -1).sum(1) == 0
+            return np.where(empty, 0, a)
+
+    edge = versus_solver(EdgeOpening(), games=3)
+    assert edge["win_rate"] == 0.0 and edge["win_given_away_at"] == 0.0
+    assert edge["given_away_by_ply_10"] == 1.0  # every game given away by its first move
 
 
 def test_result_plies_say_how_far_a_result_is():

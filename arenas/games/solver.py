@@ -284,20 +284,37 @@ def versus_solver(player: Player, games: int = 1, seed: int = 0) -> dict[str, fl
     """``player`` moves first against the perfect solver (ties at random, seeded).
 
     The first player wins Connect Four with perfect play, so a perfect ``player`` wins
-    every game. Returns ``win_rate`` and ``plies`` (mean game length: how long the
-    player survives when it loses).
+    every game. Returns ``win_rate``, ``plies`` (mean game length: how long the player
+    survives when it loses) and where the games not won were decided: ``win_given_away_at``,
+    the median ply (stones on the board) of the player's first move that turned a won
+    position into a drawn or lost one (NaN if every game was won), and
+    ``given_away_by_ply_10``, the share of all games given away that early, in the opening.
     """
     rng = np.random.default_rng([seed, SOLVER_GAMES_STREAM])
     solver = SolverPlayer()
     g = ConnectFour(games)
+    given_away = np.full(games, -1)  # [games] the ply of the move that gave the win away
     while not g.done.all():
         idx = np.flatnonzero(~g.done)
         p, m = g.observe(idx)
         first = g.to_move[idx] == 0
         a = np.zeros(len(idx), np.int64)
         if first.any():
+            mine = idx[first]
             a[first] = player.act(p[first], m[first], rng=rng)
+            open_ = given_away[mine] < 0  # still won before this move (as at the start)
+            if open_.any():
+                values = solve_planes(p[first][open_])  # [k, 7]
+                kept = values[np.arange(len(values)), a[first][open_]] > 0
+                lost_now = mine[open_][~kept]
+                given_away[lost_now] = g.moves[lost_now]
         if (~first).any():
             a[~first] = solver.act(p[~first], m[~first], rng=rng)
         g.step(a, idx)
-    return {"win_rate": float((g.winner == 0).mean()), "plies": float(g.moves.mean())}
+    thrown = given_away[given_away >= 0]
+    return {
+        "win_rate": float((g.winner == 0).mean()),
+        "plies": float(g.moves.mean()),
+        "win_given_away_at": float(np.median(thrown)) if len(thrown) else float("nan"),
+        "given_away_by_ply_10": float((thrown <= 10).sum() / games),
+    }

@@ -146,7 +146,7 @@ class SelfPlayArena(Arena):
         self.last_snapshot = 0
         self.best: Snapshot | None = None  # keep_best: the best-scoring policy so far
         self.best_value = -math.inf
-        self.replay = ReplayBuffer(cfg.update.replay) if cfg.update.replay else None
+        self.replay = ReplayBuffer(u.replay, u.replay_min) if (u := cfg.update).replay else None
         self.collector = Collector(
             self.policy,
             self.spec,

@@ -69,6 +69,9 @@ class UpdateConfig:
     """Search updates: keep the last N samples (mirror images included) and draw every
     minibatch from them, ``epochs`` x the update's new samples per update (0: train on the
     update's own samples only). PPO and A2C learn from their own update's games only."""
+    replay_min: int = 0
+    """With ``replay``: the window grows from this many samples to ``replay`` as the run
+    adds samples (KataGo's power law, `replay.window`; 0: full-size from the start)."""
     average_duplicates: bool = False
     """Search updates: train each sample toward the mean targets (visit distribution,
     outcome) of every sample of the same position in the replay window, or in the update's
@@ -88,6 +91,9 @@ class UpdateConfig:
               self.root_value_weight, "in [0, 1]", f"e.g. {at}.root_value_weight=0.5")  # fmt: skip
         _need(self.replay >= 0, f"{at}.replay", self.replay, ">= 0 (0: no replay buffer)",
               f"e.g. {at}.replay=200000")  # fmt: skip
+        _need(0 <= self.replay_min <= self.replay or self.replay_min == 0, f"{at}.replay_min",
+              self.replay_min, f"in [0, {at}.replay] (a window growing from it to replay; 0: off)",
+              f"e.g. {at}.replay_min=30000 with {at}.replay=200000")  # fmt: skip
 
 
 @dataclass
