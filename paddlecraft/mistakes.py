@@ -151,6 +151,9 @@ def hydra_error_line(e: BaseException, args: Sequence[str]) -> str | None:
             return f"{given}: {first}; give a value of the declared type"
         if isinstance(cause, (ConfigKeyError, AttributeError, KeyError)):
             bad = given.split("=", 1)[0].lstrip("+~")
+            merged = _merged_dict_line(bad, args)
+            if merged:
+                return merged
             moved = _renamed_line(given, key, getattr(cause, "object_type", None), args)
             if moved:
                 return moved
@@ -189,6 +192,30 @@ def hydra_error_line(e: BaseException, args: Sequence[str]) -> str | None:
         did_you_mean = next((x for x in lines[1:] if x.startswith("Did you mean")), "")
         return f"{msg} {did_you_mean}".strip()
     return None
+
+
+def _merged_dict_line(bad: str, args: Sequence[str]) -> str | None:
+    """The line for a ``key={...}`` override whose new keys are refused: Hydra merges a
+    dict value into the dict already at ``key`` (its keys stay, new ones are refused);
+    None unless ``bad``'s parent was given such a value."""
+    parent, _, leaf = bad.rpartition(".")
+    given = next(
+        (a for a in args if a.split("=", 1)[0].lstrip("+") == parent
+         and a.split("=", 1)[-1].lstrip().startswith("{")),
+        None,
+    )  # fmt: skip
+    if given is None:
+        return None
+    sweep = f"a sweep (-m) keeps only the last value of each key, so there set the new {parent} in a config file of your own (--config-dir)"
+    if f"{parent}=null" in args:  # right in one run; a sweep dropped the null
+        return (
+            f"{given}: {leaf!r} is not a setting of the {parent} this value is merged into; {sweep}"
+        )
+    return (
+        f"{given}: {leaf!r} is not a setting of the {parent} already there, which a dict "
+        f"value is merged into, not replacing it; to replace it, set it to null first: "
+        f"'{parent}=null' '{given}' (in one run; {sweep})"
+    )
 
 
 def _renamed_line(given: str, key: str, schema: type | None, args: Sequence[str]) -> str | None:

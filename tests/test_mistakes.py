@@ -120,6 +120,9 @@ TABLE: list[tuple[str, list[str], list[str]]] = [
     ("sweep_bad_value", ["-m", "arena.epochs=abc,1"], ["arena.epochs=abc,1", "Integer"]),
     # the default (joblib) launcher: a bad point refuses the sweep before any job starts
     ("sweep_bad_point_joblib", ["-m", "arena.epochs=1,0"], ["arena.epochs=0", ">= 1"]),
+    # a dict value is merged into the dict already there; a sweep keeps each key's last value
+    ("dict_value_merged", ["arena=selfplay", "game=connect_four", "agents.policy.lr_scheduler={{_target_: paddle.optimizer.lr.OneCycleLR, total_steps: 11}}"], ["'total_steps' is not a setting of the agents.policy.lr_scheduler", "'agents.policy.lr_scheduler=null' 'agents.policy.lr_scheduler={"]),
+    ("dict_value_sweep", ["-m", "hydra/launcher=basic", "arena=selfplay", "game=connect_four", "agents.policy.lr_scheduler=null", "agents.policy.lr_scheduler={{_target_: paddle.optimizer.lr.OneCycleLR, total_steps: 11}}"], ["a sweep (-m) keeps only the last value of each key", "--config-dir"]),
     ("list_without_m", ["arena.epochs=1,2"], ["arena.epochs=1,2", "add -m", "arena.epochs=[1,2]"]),
     # a hydra.run.dir / hydra.sweep.dir outside the current folder: the folders it made go too
     ("run_dir_elsewhere", ["arena=caption", "arena.k=1", "hydra.run.dir={outside}/a/b/run"], ["arena.k"]),
