@@ -177,7 +177,8 @@ class AgentConfig:
     optimizer: Any = field(default_factory=lambda: dict(DEFAULT_OPTIMIZER))
     #: ^ a _partial_ paddle.optimizer config
     lr_scheduler: Any = (
-        None  #: optional _partial_ paddle.optimizer.lr config (gets learning_rate=lr)
+        None  #: optional _partial_ paddle.optimizer.lr config: gets learning_rate=lr, or
+        #: max_learning_rate=lr where it takes that (OneCycleLR: lr is the cycle's peak)
     )
     grad_clip: Optional[float] = None  #: clip gradients to this global norm  # noqa: UP045
     freeze: list[str] = field(default_factory=list)

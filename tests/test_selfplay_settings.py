@@ -40,7 +40,8 @@ FLAT_DEFAULTS = {
 #: settings added after 0.2 (no flat name): their place and default
 ADDED = {
     "update.replay": 0, "update.root_value_weight": 0.0, "update.average_duplicates": False,
-    "update.proven_values": False, "search.full_fraction": 1.0, "search.fast_simulations": 10,
+    "update.proven_values": False, "update.replay_min": 0, "search.full_fraction": 1.0,
+    "search.fast_simulations": 10,
 }  # fmt: skip
 
 
