@@ -49,9 +49,12 @@ SOLVER_TARGETS = {
 }
 
 
-def judge(run: Path, positions: int, simulations: int = 200, games: int = 20) -> dict[str, float]:
+def judge(
+    run: Path, positions: int, simulations: int = 200, games: int = 20, deeper: tuple[int, ...] = ()
+) -> dict[str, float]:
     """The saved policy of ``run`` judged by the perfect solver (extra ``solver``): move
-    rates on ``positions`` positions, and ``games`` games as first player against it."""
+    rates on ``positions`` positions, and ``games`` games as first player against it (also
+    searching with each of ``deeper`` simulations: games only)."""
     from paddlecraft.arenas.games.solver import (
         judged_moves,
         move_rates,
@@ -80,6 +83,10 @@ def judge(run: Path, positions: int, simulations: int = 200, games: int = 20) ->
         # where the games not won were decided: the ply of the move that gave the win away
         out[f"{label}_first_vs_solver_win_given_away_at"] = first["win_given_away_at"]
         out[f"{label}_first_vs_solver_given_away_by_ply_10"] = first["given_away_by_ply_10"]
+    for n in deeper:  # how much of the gap against the solver a deeper search closes
+        first = versus_solver(SearchPlayer(policy, "connect_four", n), games=games)
+        for k in ("win_rate", "win_given_away_at", "given_away_by_ply_10"):
+            out[f"search{n}_first_vs_solver_{k}"] = first[k]
     return out
 
 
@@ -94,6 +101,8 @@ def main() -> None:
     ap.add_argument("--solver", type=int, default=400, help="solver-judged positions (0: off)")
     ap.add_argument("--solver-games", type=int, default=20,
                     help="games as first player against the solver, per policy")  # fmt: skip
+    ap.add_argument("--deeper", type=int, nargs="*", default=[],
+                    help="also play those games searching with these simulations")  # fmt: skip
     ap.add_argument("--threads", type=int, default=None,
                     help="OMP_NUM_THREADS of each run (default: the machine's cores)")  # fmt: skip
     args = ap.parse_args()
@@ -121,7 +130,7 @@ def main() -> None:
         row.update({k: m.get(metric, float("nan")) for k, (metric, _) in TARGETS.items()})
         row["raw_score_vs_mcts100"] = m.get("score_vs_mcts100", float("nan"))
         if args.solver:
-            row.update(judge(run, args.solver, games=args.solver_games))
+            row.update(judge(run, args.solver, games=args.solver_games, deeper=tuple(args.deeper)))
         if args.tournament:
             cmd = [sys.executable, "-m", "paddlecraft.arenas.selfplay.tournament", "--game", "connect_four",
                    "--games", str(args.games), "--seed", str(seed), "--out",
