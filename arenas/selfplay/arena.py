@@ -15,8 +15,8 @@ Scores: ``score`` is win 1, draw 1/2 everywhere (metrics, pool rule, tournaments
 
 This module is the one class that schedules a step (which opponents,
 which update, when to snapshot); playing is in `.collect`/`.workers`, the
-updates in `.updates` (one rule per algorithm: `.ppo`, `.alphazero`), the
-pool and ratings in `.league`, players in `.player`, settings in `.config`.
+updates in `.updates` (one rule per algorithm: `.ppo`, `.alphazero`), the pool and ratings
+in `.league`, players in `.player`, settings in `.config`, the policy it ends with in `.final`.
 """
 
 from __future__ import annotations
@@ -38,6 +38,7 @@ from ..games import Player, TicTacToe
 from .analysis import game_spec, outcomes, result_rates, tictactoe_losing_lines
 from .collect import COLLECT_STREAM, LEARNER, Collector
 from .config import SelfPlayConfig, check_settings
+from .final import EpochAverage, ending_metrics
 from .league import (
     LeagueTable,
     OpponentPool,
@@ -74,7 +75,8 @@ class SelfPlayArena(Arena):
             seats alternating; ``eval.search_games`` are played in the final evaluation
             by the policy with ``eval.simulations`` PUCT simulations per move (metrics
             ``search_*``). ``eval.keep_best`` (an evaluation metric) ends the run with the
-            best-evaluated policy, as AlphaGo Zero gated networks against a fixed bar.
+            best-evaluated policy, as AlphaGo Zero gated networks against a fixed bar;
+            ``eval.average_last`` with the mean weights of the last epochs (`.final`).
     """
 
     Config = SelfPlayConfig
@@ -147,6 +149,7 @@ class SelfPlayArena(Arena):
         self.best: Snapshot | None = None  # keep_best: the best-scoring policy so far
         self.best_value = -math.inf
         self.replay = ReplayBuffer(u.replay, u.replay_min) if (u := cfg.update).replay else None
+        self.average = EpochAverage(cfg.eval.average_last) if cfg.eval.average_last else None
         self.collector = Collector(
             self.policy,
             self.spec,
@@ -233,24 +236,18 @@ class SelfPlayArena(Arena):
 
     def evaluate(self) -> dict[str, float]:
         final = self.updates >= self.epochs * self.steps_per_epoch_
-        if not (final and self.cfg.eval.keep_best):
+        if self.average is not None:
+            self.average.record(self.policy, self.updates)
+        keep_best = self.cfg.eval.keep_best
+        if not final or not (keep_best or self.average is not None):
             return self._evaluate(self.final_eval_games if final else self.eval_games, final)
-        key = self.cfg.eval.keep_best
-        last = self._evaluate(self.eval_games, False)  # the last policy is a candidate too
-        assert self.best is not None
-        OpponentPool.load_into(self.policy, self.best)
+        last = self._evaluate(self.eval_games, False)  # the last policy, for comparison
+        chosen = self.best if self.average is None else self.average.average()
+        assert chosen is not None  # the run ends with the best or the average (`.final`)
+        OpponentPool.load_into(self.policy, chosen)
         out = self._evaluate(self.final_eval_games, True)
-        out["selected_update"] = float(self.best.step)
-        out[f"selected_{key}"] = self.best_value
-        out[f"last_{key}"] = float(last.get(key, math.nan))
-        log.info(
-            "keep_best: playing the policy of update %d (%s=%.3f; the last one had %.3f)",
-            self.best.step,
-            key,
-            self.best_value,
-            out[f"last_{key}"],
-        )
-        return out
+        n = 0 if self.average is None else len(self.average.kept)
+        return ending_metrics(out, last, chosen, keep_best, self.best_value, self.headline, n)
 
     def _evaluate(self, plan: Mapping[str, int], final: bool) -> dict[str, float]:
         rng = np.random.default_rng([self.seed, EVAL_STREAM, self.evaluations])
@@ -321,6 +318,7 @@ class SelfPlayArena(Arena):
             "best": None if self.best is None else snapshot_state(self.best),
             "best_value": self.best_value if self.best is not None else None,
             "replay": None if self.replay is None else self.replay.state(),
+            "average": None if self.average is None else self.average.state(),
         }
 
     def load_arena_state(self, state: dict) -> None:
@@ -343,6 +341,8 @@ class SelfPlayArena(Arena):
             )
         if self.replay is not None:
             self.replay.load_state(saved)
+        if self.average is not None:
+            self.average.load_state(state.get("average"))
 
     def artifacts(self, run_dir: str) -> dict[str, str]:
         """The policy (loadable with ``Agent.load``), ``league.json`` and ``ratings.png``."""

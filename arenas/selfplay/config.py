@@ -229,6 +229,11 @@ class EvalConfig:
     """The run's headline metric (null: chosen by the final opponents)."""
     keep_best: Optional[str] = None  # noqa: UP045
     """End with the policy best on this per-epoch metric instead of the last one."""
+    average_last: int = 0
+    """End with the mean of the policy's weights at the ends of the last N epochs
+    (stochastic weight averaging; 0: the last weights). Training is unchanged; the final
+    evaluation plays the average and the run saves it; ``last_<metric>`` report the last
+    policy's figures beside it."""
 
     def check(self, at: str = "arena.eval") -> None:
         """Refuse values no evaluation can use, naming ``<at>.<key>``."""
@@ -236,6 +241,13 @@ class EvalConfig:
               f"e.g. {at}.simulations=200")  # fmt: skip
         _need(self.solver_positions >= 0, f"{at}.solver_positions", self.solver_positions,
               ">= 0 (0: off)", f"e.g. {at}.solver_positions=400")  # fmt: skip
+        _need(self.average_last >= 0, f"{at}.average_last", self.average_last,
+              ">= 0 (0: the last weights)", f"e.g. {at}.average_last=4")  # fmt: skip
+        if self.average_last and self.keep_best:
+            raise ConfigError(
+                f"{at}.keep_best and {at}.average_last each choose the policy the run ends "
+                f"with; set one of them ({at}.keep_best=null or {at}.average_last=0)"
+            )
 
 
 @dataclass

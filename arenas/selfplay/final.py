@@ -1,0 +1,108 @@
+"""Which policy a self-play run ends with: the last one, the best-evaluated one
+(``arena.eval.keep_best``) or the mean of its last epochs' weights (``arena.eval.average_last``).
+
+Weight averaging is stochastic weight averaging over epoch ends (Izmailov et al. 2018;
+KataGo publishes such averaged networks): training is unchanged, the final evaluation
+plays the average and the run saves it. Between epochs the weights wander around a
+region the decaying learning rate narrows; their mean sits nearer its centre than any
+one of them. The evaluations' figures: docs/guide/selfplay-scale-and-solver.md.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+from typing import Any
+
+import numpy as np
+
+from .league import Snapshot, snapshot_from_state, snapshot_state, weights_of
+
+log = logging.getLogger("paddlecraft")
+
+#: the final evaluation's metrics also reported for the last policy (``last_<key>``)
+COMPARED = (
+    "perfect_move_rate",
+    "good_move_rate",
+    "search_perfect_move_rate",
+    "search_good_move_rate",
+)
+
+
+class EpochAverage:
+    """The weights at the ends of the last ``epochs`` epochs, and their mean.
+
+    Args:
+        epochs: how many epoch ends the mean covers (>= 1).
+    """
+
+    def __init__(self, epochs: int) -> None:
+        self.epochs = epochs
+        self.kept: list[Snapshot] = []  # oldest first, at most ``epochs``
+
+    def record(self, policy: Any, update: int) -> None:
+        """Keep a copy of ``policy``'s weights at this epoch end (``update``); drop the
+        oldest beyond ``epochs``. Recording the same update twice keeps one copy."""
+        if self.kept and self.kept[-1].step == update:
+            self.kept.pop()
+        self.kept.append(Snapshot(f"epoch_end_{update}", update, weights_of(policy)))
+        del self.kept[: -self.epochs]
+
+    def average(self) -> Snapshot:
+        """The mean of the kept weights, key by key (floating-point arrays; any other,
+        such as a counter, is the newest one's). A normalisation layer's running
+        statistics are averaged too: exact for the MLPs of the board games, which have
+        none, an approximation for a trunk with batch norm."""
+        if not self.kept:
+            raise RuntimeError("EpochAverage.average: no epoch end recorded yet")
+        newest = self.kept[-1].weights
+        mean: dict[str, np.ndarray] = {}
+        for key, last in newest.items():
+            if np.issubdtype(last.dtype, np.floating):
+                stack = np.stack([s.weights[key].astype(np.float64) for s in self.kept])
+                mean[key] = stack.mean(axis=0).astype(last.dtype)  # [K, *shape] -> shape
+            else:
+                mean[key] = last.copy()
+        steps = [s.step for s in self.kept]
+        return Snapshot(f"average_{steps[0]}_{steps[-1]}", steps[-1], mean)
+
+    def state(self) -> dict:
+        """Arena state: the kept snapshots (their arrays go to ``arena.safetensors``)."""
+        return {"epochs": self.epochs, "kept": [snapshot_state(s) for s in self.kept]}
+
+    def load_state(self, state: dict | None) -> None:
+        """Restore `state`; a checkpoint from before averaging (``None``) keeps nothing, so
+        a resumed run averages the epoch ends it sees from there on."""
+        self.kept = [snapshot_from_state(s) for s in (state or {}).get("kept", [])]
+        del self.kept[: -self.epochs]
+
+
+def ending_metrics(
+    out: dict[str, float],
+    last: dict[str, float],
+    chosen: Snapshot,
+    keep_best: str | None,
+    best_value: float,
+    headline: str,
+    averaged: int,
+) -> dict[str, float]:
+    """The final evaluation's metrics ``out`` of the policy a run ends with (``chosen``:
+    the best one under ``keep_best``, else the mean of ``averaged`` epoch ends), with the
+    last policy's figures from its per-epoch evaluation ``last`` as ``last_<metric>``
+    (the ``keep_best`` metric; or the headline and the solver's rates)."""
+    compared = [keep_best] if keep_best else [headline, *COMPARED]
+    for key in compared:
+        if key in last:
+            out[f"last_{key}"] = float(last[key])
+    if keep_best:
+        out["selected_update"] = float(chosen.step)
+        out[f"selected_{keep_best}"] = best_value
+        what = f"the best one, of update {chosen.step} ({keep_best}={best_value:.3f})"
+    else:
+        out["averaged_epochs"] = float(averaged)
+        what = f"the mean of the weights at the last {averaged} epoch ends ({chosen.name})"
+    key = keep_best or headline
+    log.info(
+        "final policy: %s; the last one had %s=%.3f", what, key, out.get(f"last_{key}", math.nan)
+    )
+    return out
