@@ -6,6 +6,7 @@
     python scripts/selfplay_targets.py --solver 0           # without the solver's judgement
     python scripts/selfplay_targets.py --game connect_four_ppo --out runs/c4_ppo   # PPO recipe
     python scripts/selfplay_targets.py --train +experiment=connect_four_long --out runs/c4_long
+    python scripts/selfplay_targets.py --out runs/c4 --average-last 2 4 6   # post-hoc averaging
 
 Training is a plain seed sweep (``python run.py -m arena=selfplay game=connect_four
 seed=0,1,2``, jobs one after another into ``runs/selfplay_targets/seedS``; seeds whose run
@@ -30,6 +31,7 @@ import os
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))  # this checkout's paddlecraft, not an installed one
@@ -50,11 +52,43 @@ SOLVER_TARGETS = {
 
 
 def judge(
-    run: Path, positions: int, simulations: int = 200, games: int = 20, deeper: tuple[int, ...] = ()
+    run: Path,
+    positions: int,
+    simulations: int = 200,
+    games: int = 20,
+    deeper: tuple[int, ...] = (),
+    average: tuple[int, ...] = (),
 ) -> dict[str, float]:
     """The saved policy of ``run`` judged by the perfect solver (extra ``solver``): move
     rates on ``positions`` positions, and ``games`` games as first player against it (also
-    searching with each of ``deeper`` simulations: games only)."""
+    searching with each of ``deeper`` simulations: games only). For each ``K`` in
+    ``average``, the same for the mean of the weights at the run's last K epoch ends
+    (keys ``avgK_*``: what ``arena.eval.average_last=K`` would have ended with)."""
+    from paddlecraft.arenas.selfplay import load_policy
+    from paddlecraft.arenas.selfplay.final import average_of_run
+    from paddlecraft.arenas.selfplay.league import OpponentPool
+
+    policy = load_policy(run / "policy", name=f"judged_{run.name}")
+    out = judge_policy(policy, positions, simulations, games, deeper)
+    for k in average:
+        OpponentPool.load_into(policy, average_of_run(run, k))
+        out.update(
+            {
+                f"avg{k}_{key}": v
+                for key, v in judge_policy(policy, positions, simulations, games).items()
+            }
+        )
+    return out
+
+
+def judge_policy(
+    policy: Any,
+    positions: int,
+    simulations: int = 200,
+    games: int = 20,
+    deeper: tuple[int, ...] = (),
+) -> dict[str, float]:
+    """`judge` for one policy object."""
     from paddlecraft.arenas.games.solver import (
         judged_moves,
         move_rates,
@@ -62,9 +96,8 @@ def judge(
         solver_positions,
         versus_solver,
     )
-    from paddlecraft.arenas.selfplay import PolicyPlayer, SearchPlayer, load_policy
+    from paddlecraft.arenas.selfplay import PolicyPlayer, SearchPlayer
 
-    policy = load_policy(run / "policy", name=f"judged_{run.name}")
     pos = solver_positions(positions, seed=0)
     out: dict[str, float] = {}
     for label, player in (
@@ -103,6 +136,8 @@ def main() -> None:
                     help="games as first player against the solver, per policy")  # fmt: skip
     ap.add_argument("--deeper", type=int, nargs="*", default=[],
                     help="also play those games searching with these simulations")  # fmt: skip
+    ap.add_argument("--average-last", type=int, nargs="*", default=[],
+                    help="also judge the mean weights of each run's last K epoch ends (avgK_*)")  # fmt: skip
     ap.add_argument("--threads", type=int, default=None,
                     help="OMP_NUM_THREADS of each run (default: the machine's cores)")  # fmt: skip
     args = ap.parse_args()
@@ -130,7 +165,8 @@ def main() -> None:
         row.update({k: m.get(metric, float("nan")) for k, (metric, _) in TARGETS.items()})
         row["raw_score_vs_mcts100"] = m.get("score_vs_mcts100", float("nan"))
         if args.solver:
-            row.update(judge(run, args.solver, games=args.solver_games, deeper=tuple(args.deeper)))
+            row.update(judge(run, args.solver, games=args.solver_games, deeper=tuple(args.deeper),
+                             average=tuple(args.average_last)))  # fmt: skip
         if args.tournament:
             cmd = [sys.executable, "-m", "paddlecraft.arenas.selfplay.tournament", "--game", "connect_four",
                    "--games", str(args.games), "--seed", str(seed), "--out",

@@ -13,7 +13,7 @@ from paddlecraft.agents.settings import ConfigError
 from paddlecraft.arenas import SelfPlayArena, run_arena
 from paddlecraft.arenas.engine.callbacks import standard_callbacks
 from paddlecraft.arenas.engine.rng import seed_everything
-from paddlecraft.arenas.selfplay.final import EpochAverage
+from paddlecraft.arenas.selfplay.final import EpochAverage, average_of_run
 
 TTT_MLP = {
     "_target_": "paddlecraft.encoders.ImageMLPEncoder",
@@ -108,6 +108,25 @@ def test_a_run_ends_with_the_mean_of_its_last_epochs_and_saves_it(tmp_path):
         np.testing.assert_allclose(value.numpy(), expected, rtol=0, atol=1e-6)
         assert not np.allclose(value.numpy(), snaps[3][key])  # not simply the last one
         assert np.array_equal(saved.state_dict()[key].numpy(), value.numpy())
+    # rebuilt after the fact from the run's pool: the same weights, bit for bit (the
+    # epoch length comes from the config.yaml that run.py writes)
+    (tmp_path / "config.yaml").write_text("arena:\n  steps_per_epoch: 1\n")
+    rebuilt = average_of_run(tmp_path, 2)
+    assert rebuilt.name == "average_2_3"
+    for key, value in policy.state_dict().items():
+        assert np.array_equal(rebuilt.weights[key], value.numpy()), key
+    with pytest.raises(ValueError, match="it has 3 epochs; average at most that many"):
+        average_of_run(tmp_path, 4)
+
+
+def test_averaging_a_run_after_the_fact_needs_a_snapshot_at_every_epoch_end(tmp_path):
+    seed_everything(0)
+    arena = _arena(_policy(), epochs=4, league={"snapshot_every": 2}, eval={"average_last": 0})
+    run_arena(arena, tmp_path, standard_callbacks(checkpoint_every=1, progress=False))
+    (tmp_path / "config.yaml").write_text("arena:\n  steps_per_epoch: 1\n")
+    assert average_of_run(tmp_path, 1).step == 4  # the pool holds updates 0, 2 and 4
+    with pytest.raises(ValueError, match=r"no snapshot of updates \[3\].*snapshot_every dividing"):
+        average_of_run(tmp_path, 2)
 
 
 def test_a_resumed_run_averages_the_epochs_before_its_checkpoint_too(tmp_path):

@@ -12,9 +12,11 @@ from __future__ import annotations
 
 import logging
 import math
+from pathlib import Path
 from typing import Any
 
 import numpy as np
+from safetensors.numpy import load as st_load
 
 from .league import Snapshot, snapshot_from_state, snapshot_state, weights_of
 
@@ -106,3 +108,41 @@ def ending_metrics(
         "final policy: %s; the last one had %s=%.3f", what, key, out.get(f"last_{key}", math.nan)
     )
     return out
+
+
+def average_of_run(run_dir: str | Path, epochs: int) -> Snapshot:
+    """The mean of a finished run's weights at its last ``epochs`` epoch ends, rebuilt from
+    the opponent pool of its newest good checkpoint: what ``arena.eval.average_last=epochs``
+    would have ended it with (training is the same either way). Needs a pool snapshot at
+    each of those epoch ends (``league.snapshot_every`` dividing ``steps_per_epoch``, a
+    pool that still holds them), as the Connect Four default takes; raises ``ValueError``
+    naming what is missing otherwise."""
+    from omegaconf import OmegaConf
+
+    from ..engine.checkpoint import ARENA_TENSORS, join_arrays, latest_good_checkpoint
+
+    run = Path(run_dir)
+    found = latest_good_checkpoint(run)
+    if found is None or not (run / "config.yaml").is_file():
+        raise ValueError(f"{run} holds no finished self-play run (config.yaml and a checkpoint)")
+    path, state = found
+    arrays = (
+        st_load((path / ARENA_TENSORS).read_bytes()) if ARENA_TENSORS in state["sha256"] else {}
+    )
+    arena = join_arrays(state["arena"], arrays)
+    per_epoch = int(OmegaConf.load(run / "config.yaml").arena.steps_per_epoch)
+    last = int(arena["updates"])
+    want = [last - per_epoch * i for i in range(epochs - 1, -1, -1)]
+    snaps = {int(s["step"]): s for s in arena["pool"]["snapshots"]}
+    if want[0] <= 0:
+        raise ValueError(f"{run}: it has {last // per_epoch} epochs; average at most that many")
+    missing = [u for u in want if u not in snaps]
+    if missing:
+        raise ValueError(
+            f"{path}: the pool holds no snapshot of updates {missing} (epoch ends; it holds "
+            f"{sorted(snaps)}): average fewer epochs, or train with arena.league.snapshot_every "
+            "dividing arena.steps_per_epoch"
+        )
+    average = EpochAverage(epochs)
+    average.kept = [snapshot_from_state(snaps[u]) for u in want]
+    return average.average()
