@@ -127,6 +127,8 @@ def test_averaging_a_run_after_the_fact_needs_a_snapshot_at_every_epoch_end(tmp_
     assert average_of_run(tmp_path, 1).step == 4  # the pool holds updates 0, 2 and 4
     with pytest.raises(ValueError, match=r"no snapshot of updates \[3\].*snapshot_every dividing"):
         average_of_run(tmp_path, 2)
+    with pytest.raises(ValueError, match="epochs must be >= 1, got 0"):
+        average_of_run(tmp_path, 0)
 
 
 def test_a_resumed_run_averages_the_epochs_before_its_checkpoint_too(tmp_path):

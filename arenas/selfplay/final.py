@@ -3,9 +3,10 @@
 
 Weight averaging is stochastic weight averaging over epoch ends (Izmailov et al. 2018;
 KataGo publishes such averaged networks): training is unchanged, the final evaluation
-plays the average and the run saves it. Between epochs the weights wander around a
-region the decaying learning rate narrows; their mean sits nearer its centre than any
-one of them. The evaluations' figures: docs/guide/selfplay-scale-and-solver.md.
+plays the average and the run saves it. The idea: between epochs the weights wander
+around a region the decaying learning rate narrows, and their mean may sit nearer its
+centre than any one of them. On Connect Four it moved the solver's judgement by no more
+than its noise (docs/guide/selfplay-scale-and-solver.md, "Weight averaging").
 """
 
 from __future__ import annotations
@@ -122,6 +123,8 @@ def average_of_run(run_dir: str | Path, epochs: int) -> Snapshot:
     from ..engine.checkpoint import ARENA_TENSORS, join_arrays, latest_good_checkpoint
 
     run = Path(run_dir)
+    if epochs < 1:
+        raise ValueError(f"average_of_run: epochs must be >= 1, got {epochs}")
     found = latest_good_checkpoint(run)
     if found is None or not (run / "config.yaml").is_file():
         raise ValueError(f"{run} holds no finished self-play run (config.yaml and a checkpoint)")
