@@ -5,7 +5,11 @@ from __future__ import annotations
 
 import base64
 import json
+import os
+import subprocess
+import sys
 from concurrent.futures import Future
+from pathlib import Path
 
 import cv2
 import numpy as np
@@ -346,18 +350,40 @@ def test_gan_view_is_the_sample_grid(make_scope):
         arena.close()
 
 
-def test_caption_view_is_the_telephone_sheet_and_texts(make_scope):
-    from test_caption import TINY_DATA, _captioner, _listener
+#: the caption arena's live view, evaluated in a fresh interpreter (see the test below)
+CAPTION_VIEW = """
+import json
+from test_caption import TINY_DATA, _captioner, _listener
+from paddlecraft.arenas import CaptionArena
 
-    from paddlecraft.arenas import CaptionArena
+cap, lis = _captioner("cap_view"), _listener("lis_view")
+hops = {h.name: {"steps": 1, "batch_size": 4} for h in (cap, lis)}
+arena = CaptionArena({cap.name: cap, lis.name: lis}, chain=[cap.name, lis.name],
+                     data=TINY_DATA, hops=hops)
+before = arena.live_view()
+arena.evaluate()
+print(json.dumps({"before": before, "after": arena.live_view()}))
+"""
 
-    cap, lis = _captioner(make_scope("cap")), _listener(make_scope("lis"))
-    hops = {h.name: {"steps": 1, "batch_size": 4} for h in (cap, lis)}
-    arena = CaptionArena(
-        {cap.name: cap, lis.name: lis}, chain=[cap.name, lis.name], data=TINY_DATA, hops=hops
+
+def test_caption_view_is_the_telephone_sheet_and_texts(tmp_path):
+    """The caption arena's view after an evaluation: the telephone sheet and the texts.
+    It runs in its own interpreter: after many other test files in one xdist worker, this
+    evaluation has twice died in Paddle's native code, a segfault that ends the session
+    (docs/testing.md); alone it never has."""
+    script = tmp_path / "caption_view.py"
+    script.write_text(CAPTION_VIEW)
+    tests = Path(__file__).resolve().parent
+    env = {
+        **os.environ,
+        "PYTHONPATH": os.pathsep.join([str(tests), os.environ.get("PYTHONPATH", "")]),
+    }
+    done = subprocess.run(
+        [sys.executable, str(script)], capture_output=True, text=True, env=env, timeout=600
     )
-    assert arena.live_view() == {"panels": []}
-    arena.evaluate()
-    sheet, texts = arena.live_view()["panels"]
+    assert done.returncode == 0, done.stderr[-3000:]
+    views = json.loads(done.stdout.strip().splitlines()[-1])
+    assert views["before"] == {"panels": []}
+    sheet, texts = views["after"]["panels"]
     assert sheet["kind"] == "image" and _png_shape(sheet)[2] == 3
     assert texts["kind"] == "text" and texts["text"].splitlines()[0].startswith("| truth | ")

@@ -19,6 +19,8 @@ from typing import Any
 import numpy as np
 from safetensors.numpy import load as st_load
 
+from paddlecraft.agents.settings import ConfigError
+
 from .league import Snapshot, snapshot_from_state, snapshot_state, weights_of
 
 log = logging.getLogger("paddlecraft")
@@ -116,8 +118,8 @@ def average_of_run(run_dir: str | Path, epochs: int) -> Snapshot:
     the opponent pool of its newest good checkpoint: what ``arena.eval.average_last=epochs``
     would have ended it with (training is the same either way). Needs a pool snapshot at
     each of those epoch ends (``league.snapshot_every`` dividing ``steps_per_epoch``, a
-    pool that still holds them), as the Connect Four default takes; raises ``ValueError``
-    naming what is missing otherwise."""
+    pool that still holds them), as the Connect Four default takes; raises `ConfigError`
+    (a ``ValueError``) naming what is missing otherwise."""
     from omegaconf import OmegaConf
 
     from ..engine.checkpoint import ARENA_TENSORS, join_arrays, latest_good_checkpoint
@@ -138,10 +140,10 @@ def average_of_run(run_dir: str | Path, epochs: int) -> Snapshot:
     want = [last - per_epoch * i for i in range(epochs - 1, -1, -1)]
     snaps = {int(s["step"]): s for s in arena["pool"]["snapshots"]}
     if want[0] <= 0:
-        raise ValueError(f"{run}: it has {last // per_epoch} epochs; average at most that many")
+        raise ConfigError(f"{run}: it has {last // per_epoch} epochs; average at most that many")
     missing = [u for u in want if u not in snaps]
     if missing:
-        raise ValueError(
+        raise ConfigError(
             f"{path}: the pool holds no snapshot of updates {missing} (epoch ends; it holds "
             f"{sorted(snaps)}): average fewer epochs, or train with arena.league.snapshot_every "
             "dividing arena.steps_per_epoch"
