@@ -376,7 +376,7 @@ def test_caption_view_is_the_telephone_sheet_and_texts(tmp_path):
     tests = Path(__file__).resolve().parent
     env = {
         **os.environ,
-        "PYTHONPATH": os.pathsep.join([str(tests), os.environ.get("PYTHONPATH", "")]),
+        "PYTHONPATH": os.pathsep.join(filter(None, [str(tests), os.environ.get("PYTHONPATH")])),
     }
     done = subprocess.run(
         [sys.executable, str(script)], capture_output=True, text=True, env=env, timeout=600

@@ -131,6 +131,18 @@ def test_averaging_a_run_after_the_fact_needs_a_snapshot_at_every_epoch_end(tmp_
         average_of_run(tmp_path, 0)
 
 
+def test_an_evaluation_between_epoch_ends_stays_out_of_the_average():
+    seed_everything(0)
+    arena = _arena(_policy(), epochs=2, steps_per_epoch=2)
+    arena.train_step(0)
+    arena.evaluate()  # mid-epoch, as a live run's "evaluate" command
+    assert arena.average.kept == []
+    arena.train_step(1)
+    arena.evaluate()  # the epoch end
+    arena.evaluate()  # again at the same update: still one copy
+    assert [s.step for s in arena.average.kept] == [2]
+
+
 def test_a_resumed_run_averages_the_epochs_before_its_checkpoint_too(tmp_path):
     def cbs():
         return standard_callbacks(checkpoint_every=1, progress=False, eval_every=1)

@@ -146,10 +146,7 @@ def restore_checkpoint(loop: Loop, path: Path, state: dict[str, Any]) -> None:
                 "same arena and agents as the original run"
             )
         agent.load_state(d)
-    arrays = {}
-    if ARENA_TENSORS in state["sha256"]:  # verified by verify_checkpoint
-        arrays = st_load((path / ARENA_TENSORS).read_bytes())
-    loop.arena.load_arena_state(join_arrays(state["arena"], arrays))
+    loop.arena.load_arena_state(arena_state_of(path, state))
     by_key = state.get("callbacks", {})
     for cb in loop.callbacks:
         if cb.state_key() in by_key:
@@ -157,6 +154,15 @@ def restore_checkpoint(loop: Loop, path: Path, state: dict[str, Any]) -> None:
     loop.set_position(state["position"])
     loop.last_eval = dict(state.get("last_eval", {}))
     restore_rng(state["rng"])
+
+
+def arena_state_of(path: Path, state: dict[str, Any]) -> Any:
+    """The arena state of the checkpoint at ``path`` (``state``: its verified
+    ``state.json``, `verify_checkpoint`), its arrays joined back in as numpy."""
+    arrays = {}
+    if ARENA_TENSORS in state["sha256"]:  # verified by verify_checkpoint
+        arrays = st_load((path / ARENA_TENSORS).read_bytes())
+    return join_arrays(state["arena"], arrays)
 
 
 def split_arrays(state: Any) -> tuple[Any, dict[str, np.ndarray]]:

@@ -236,8 +236,8 @@ class SelfPlayArena(Arena):
 
     def evaluate(self) -> dict[str, float]:
         final = self.updates >= self.epochs * self.steps_per_epoch_
-        if self.average is not None:
-            self.average.record(self.policy, self.updates)
+        if self.average is not None and self.updates % self.steps_per_epoch_ == 0:
+            self.average.record(self.policy, self.updates)  # epoch ends, not live evaluations
         keep_best = self.cfg.eval.keep_best
         if not final or not (keep_best or self.average is not None):
             return self._evaluate(self.final_eval_games if final else self.eval_games, final)

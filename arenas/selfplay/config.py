@@ -230,10 +230,11 @@ class EvalConfig:
     keep_best: Optional[str] = None  # noqa: UP045
     """End with the policy best on this per-epoch metric instead of the last one."""
     average_last: int = 0
-    """End with the mean of the policy's weights at the ends of the last N epochs
-    (stochastic weight averaging; 0: the last weights). Training is unchanged; the final
-    evaluation plays the average and the run saves it; ``last_<metric>`` report the last
-    policy's figures beside it."""
+    """End with the mean of the policy's weights at its last N evaluated epoch ends
+    (stochastic weight averaging; 0: the last weights). With ``trainer.eval_every=0``, the
+    default, every epoch end is evaluated; an evaluation between them (a live run's) does
+    not count. Training is unchanged; the final evaluation plays the average and the run
+    saves it; ``last_<metric>`` report the last policy's figures beside it."""
 
     def check(self, at: str = "arena.eval") -> None:
         """Refuse values no evaluation can use, naming ``<at>.<key>``."""

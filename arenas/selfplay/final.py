@@ -17,7 +17,6 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-from safetensors.numpy import load as st_load
 
 from paddlecraft.agents.settings import ConfigError
 
@@ -122,7 +121,7 @@ def average_of_run(run_dir: str | Path, epochs: int) -> Snapshot:
     (a ``ValueError``) naming what is missing otherwise."""
     from omegaconf import OmegaConf
 
-    from ..engine.checkpoint import ARENA_TENSORS, join_arrays, latest_good_checkpoint
+    from ..engine.checkpoint import arena_state_of, latest_good_checkpoint
 
     run = Path(run_dir)
     if epochs < 1:
@@ -131,10 +130,7 @@ def average_of_run(run_dir: str | Path, epochs: int) -> Snapshot:
     if found is None or not (run / "config.yaml").is_file():
         raise ValueError(f"{run} holds no finished self-play run (config.yaml and a checkpoint)")
     path, state = found
-    arrays = (
-        st_load((path / ARENA_TENSORS).read_bytes()) if ARENA_TENSORS in state["sha256"] else {}
-    )
-    arena = join_arrays(state["arena"], arrays)
+    arena = arena_state_of(path, state)
     per_epoch = int(OmegaConf.load(run / "config.yaml").arena.steps_per_epoch)
     last = int(arena["updates"])
     want = [last - per_epoch * i for i in range(epochs - 1, -1, -1)]
