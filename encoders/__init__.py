@@ -13,6 +13,7 @@ from paddlecraft import require_paddle
 
 #: public name -> submodule that defines it
 _EXPORTS: dict[str, str] = {
+    "BoardLineEncoder": "board_lines",
     "CheckpointError": "tensorio",
     "Encoder": "base",
     "EncoderInputError": "base",
@@ -49,6 +50,7 @@ _EXPORTS: dict[str, str] = {
 SCHEMA_NAMES: dict[str, dict[str, str]] = {
     "schema/encoder": {
         "mlp": "ImageMLPEncoder",
+        "board_lines": "BoardLineEncoder",
         "cnn": "ImageCNNEncoder",
         "resnet": "ResNetEncoder",
         "vit": "ViTEncoder",

@@ -1,0 +1,156 @@
+"""BoardLineEncoder: an MLP over board planes plus the state of every line of ``k`` cells.
+
+k-in-a-row games (tic-tac-toe, Connect Four, gomoku) are decided by lines: the n-tuple
+networks that learn Connect Four from self-play (Thill, Bagheri and Konen 2014) and the
+hand-made evaluators before them score each line of four by whose stones it holds. A plain
+MLP over the planes has to find those conjunctions itself ("three of mine and none of
+theirs in this line"), which one ReLU layer cannot express exactly. This encoder hands them
+to the MLP, computed from the planes by fixed 0/1 matrices (no learned weights, nothing
+saved, exported like any other layer):
+
+- the planes themselves, ``rows * cols * C`` values;
+- for each line of ``line_length`` cells and each channel ``c``, whether it holds exactly
+  ``j`` stones of ``c`` and none of any other channel, ``j = 1 .. line_length - 1``
+  (``C * (line_length - 1) * L`` values for ``L`` lines);
+- for each channel, a threat map: the empty cells that would complete a line of ``c``
+  (``C * rows * cols`` values).
+
+Then ``hidden_layers`` ReLU layers of ``hidden_size`` (logical ``hidden_layer_1`` ..) and,
+with ``num_classes``, a ``prediction`` head: the `ImageMLPEncoder` contract on a wider input.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import numpy as np
+import paddle
+import paddle.nn.functional as F
+
+from .base import Encoder, InputSpec, Tensor
+from .image_mlp import dense
+
+
+def line_cells(rows: int, cols: int, length: int) -> np.ndarray:
+    """Every horizontal, vertical and diagonal line of ``length`` cells on a ``rows x cols``
+    board: int64 ``[L, length]`` of cell indices ``r * cols + c`` (row 0 on top)."""
+    lines = []
+    for dr, dc in ((0, 1), (1, 0), (1, 1), (1, -1)):
+        for r in range(rows):
+            for c in range(cols):
+                end_r, end_c = r + dr * (length - 1), c + dc * (length - 1)
+                if 0 <= end_r < rows and 0 <= end_c < cols:
+                    lines.append([(r + dr * i) * cols + c + dc * i for i in range(length)])
+    return np.asarray(lines, np.int64).reshape(-1, length)
+
+
+class BoardLineEncoder(Encoder):
+    """An MLP over board planes and the stones in each of the board's lines.
+
+    Input ``input``: [B, rows * cols * C] float32 planes flattened channels last (how
+    `paddlecraft.agents.Policy` flattens ``[B, rows, cols, C]``; for ``C = 1`` the same as
+    channels first), 0/1 per cell and channel. ``image_size`` (``rows``, or ``[rows,
+    cols]``) and ``in_channels`` come from the agent; ``line_length`` is the game's
+    (4 for Connect Four, 3 for tic-tac-toe). Outputs as `ImageMLPEncoder`: ``pooled``
+    [B, hidden_size] and, with ``num_classes``, ``prediction`` [B, num_classes].
+    """
+
+    def __init__(
+        self,
+        scope: str,
+        image_size: int | Sequence[int] = 8,
+        in_channels: int = 2,
+        input_size: int | None = None,
+        line_length: int = 4,
+        hidden_size: int = 256,
+        hidden_layers: int = 3,
+        num_classes: int | None = None,
+    ) -> None:
+        super().__init__(scope)
+        size = [image_size, image_size] if isinstance(image_size, int) else list(image_size)
+        rows, cols = (int(s) for s in size)
+        channels, k = int(in_channels), int(line_length)
+        cells = rows * cols
+        if input_size is not None and int(input_size) != cells * channels:
+            raise ValueError(
+                f"BoardLineEncoder({scope!r}): input_size={input_size} but a {rows}x{cols} "
+                f"board with {channels} planes has {cells * channels} values; leave "
+                "input_size unset (the agent fills it in)"
+            )
+        if hidden_layers < 1:
+            raise ValueError(f"BoardLineEncoder({scope!r}): hidden_layers must be >= 1")
+        lines = line_cells(rows, cols, k) if k >= 2 else np.zeros((0, max(k, 0)), np.int64)
+        if len(lines) == 0:
+            raise ValueError(
+                f"BoardLineEncoder({scope!r}): line_length={line_length} leaves no line on a "
+                f"{rows}x{cols} board; give the game's line length (2 to {max(rows, cols)})"
+            )
+        incidence = np.zeros((cells, len(lines)), np.float32)  # cell -> the lines through it
+        for i, line in enumerate(lines):
+            incidence[line, i] = 1.0
+        # one number per line says whose stones it holds: sum over channels of
+        # count_c * (k + 1) ** c, unique since a count is at most k
+        base = (k + 1) ** np.arange(channels, dtype=np.float32)  # [C]
+        code = (incidence[:, None, :] * base[None, :, None]).reshape(cells * channels, -1)
+        # feature (c, j, line) is "j stones of channel c and none of the others in the
+        # line": its line's code minus j * base[c] is 0 (j = 1 .. k-1; c-major, then j)
+        held = np.tile(code, (1, channels * (k - 1)))  # [N * C, C * (k-1) * L]
+        offset = np.repeat((np.arange(1, k)[None, :] * base[:, None]).reshape(-1), len(lines))
+        # the cells on each channel's lines one stone short (j = k - 1): [C(k-1)L, C * N]
+        short = np.zeros((channels * (k - 1) * len(lines), channels * cells), np.float32)
+        # every cell's stones of any channel, once per channel: [N * C, C * N]
+        stones = np.zeros((cells * channels, channels * cells), np.float32)
+        for c in range(channels):
+            first = (c * (k - 1) + k - 2) * len(lines)
+            short[first : first + len(lines), c * cells : (c + 1) * cells] = incidence.T
+            stones[:, c * cells : (c + 1) * cells] = np.repeat(np.eye(cells), channels, axis=0)
+        self.rows, self.cols, self.channels, self.line_length = rows, cols, channels, k
+        self.num_lines = len(lines)
+        for name, value in (
+            ("held_code", held),
+            ("held_offset", offset.astype(np.float32)),
+            ("short_cells", short),
+            ("cell_stones", stones),
+        ):
+            self.register_buffer(name, paddle.to_tensor(value), persistable=False)
+        self.input_size = cells * channels
+        self.num_features = self.input_size + channels * ((k - 1) * len(lines) + cells)
+        self.hidden_size, self.hidden_layers = hidden_size, hidden_layers
+        self.num_classes, self.feature_dim = num_classes, hidden_size
+        width = self.num_features
+        for i in range(1, hidden_layers + 1):
+            self.declare(f"hidden_layer_{i}", dense(width, hidden_size))
+            width = hidden_size
+        if num_classes is not None:
+            self.declare("prediction", dense(hidden_size, num_classes))
+        self.declare_input("input", InputSpec((self.input_size,), flatten=True))
+        self.declare_outputs(
+            *(("prediction", "pooled") if num_classes is not None else ("pooled",))
+        )
+
+    def _input_fix(self, name: str, spec: InputSpec) -> str:
+        return (
+            f"Flatten board planes [B, {self.rows}, {self.cols}, {self.channels}] to "
+            f"{self.input_size} float32 values."
+        )
+
+    def line_features(self, x: Tensor) -> Tensor:
+        """The fixed features: [B, rows * cols * C] planes -> [B, num_features].
+
+        Only 2-D matmuls and elementwise ops: Paddle's CPU broadcasting compares and
+        batched matmuls cost ten times as much on these sizes.
+        """
+        held = ((x @ self.held_code) == self.held_offset).astype("float32")  # [B, C(k-1)L]
+        near = (held @ self.short_cells) > 0  # [B, C * N]: on a line one stone short
+        empty = (x @ self.cell_stones) == 0  # [B, C * N]
+        threats = (near & empty).astype("float32")  # [B, C * N]
+        return paddle.concat([x, held, threats], axis=1)  # [B, num_features]
+
+    def _forward(self, x: Tensor) -> dict[str, Tensor]:
+        h = self.line_features(x)  # [B, num_features]
+        for i in range(1, self.hidden_layers + 1):
+            h = F.relu(self.layers[f"hidden_layer_{i}"](h))  # [B, hidden]
+        out = {"pooled": h}
+        if self.num_classes is not None:
+            out["prediction"] = self.layers["prediction"](h)  # [B, num_classes]
+        return out
