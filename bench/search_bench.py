@@ -11,7 +11,9 @@ on one position after another (a dict-of-nodes tree, one network call per leaf).
 figure is simulations per second (summed over games) and their ratio, measured in the
 same process one after the other. The same batched search with the Connect Four default's
 exact values (``tactics`` and ``proofs``) is timed on the same positions too: its cost
-against the plain batched search (``exact_cost``: plain rate / exact rate).
+against the plain batched search (``exact_cost``: plain rate / exact rate); and that
+search again with the board-line encoder's network (``encoder=lines_256x3``): its cost
+against the MLP's (``lines_cost``: exact rate / line-feature rate).
 """
 
 from __future__ import annotations
@@ -28,12 +30,17 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 
-def _network():
+def _network(lines: bool = False):
+    """The Connect Four default's network; ``lines``: the same MLP over `BoardLineEncoder`'s
+    line features (``encoder=lines_256x3``)."""
     from paddlecraft.agents import Policy
 
     enc = {"_target_": "paddlecraft.encoders.ImageMLPEncoder", "hidden_size": 256,
            "hidden_layers": 3}  # fmt: skip
-    return Policy("search_bench_policy", encoder=enc, obs_shape=[6, 7, 2], num_actions=7, seed=0)
+    if lines:
+        enc = {**enc, "_target_": "paddlecraft.encoders.BoardLineEncoder", "line_length": 4}
+    name = "search_bench_lines" if lines else "search_bench_policy"
+    return Policy(name, encoder=enc, obs_shape=[6, 7, 2], num_actions=7, seed=0)
 
 
 def bench_search(size: str = "full") -> dict:
@@ -69,6 +76,12 @@ def bench_search(size: str = "full") -> dict:
     exact.search(g.cur, g.mask)
     t_exact = time.perf_counter() - t
     exact_rate = games * sims / t_exact
+    with_lines = PUCTSearch(ConnectFour, _network(lines=True).priors_and_values,
+                            simulations=sims, tactics=True, proofs=True)  # fmt: skip
+    with_lines.search(g.cur[:8], g.mask[:8])  # warm-up
+    t = time.perf_counter()
+    with_lines.search(g.cur, g.mask)
+    lines_rate = games * sims / (time.perf_counter() - t)
     batched_rate = games * sims / t_batched
     plain_rate = plain_positions * sims / t_plain
     return {
@@ -79,13 +92,17 @@ def bench_search(size: str = "full") -> dict:
         "speedup": round(batched_rate / plain_rate, 1),
         "exact_simulations_per_s": round(exact_rate, 1),
         "exact_cost": round(batched_rate / exact_rate, 2),
+        "lines_simulations_per_s": round(lines_rate, 1),
+        "lines_cost": round(exact_rate / lines_rate, 2),
         "plain_positions": plain_positions,
         "same_best_move": f"{same}/{plain_positions}",
         "summary": f"PUCT search ({sims} simulations, MLP 84-256-256): batched over {games} "
         f"Connect Four games {batched_rate:,.0f} simulations/s vs one game at a time "
         f"{plain_rate:,.0f} = {batched_rate / plain_rate:.0f}x (same best move "
         f"{same}/{plain_positions}); with tactics and proofs {exact_rate:,.0f} simulations/s "
-        f"(cost {batched_rate / exact_rate:.2f}x the plain batched search)",
+        f"(cost {batched_rate / exact_rate:.2f}x the plain batched search); and with the "
+        f"board-line encoder {lines_rate:,.0f} simulations/s (cost {exact_rate / lines_rate:.2f}x "
+        "the MLP's)",
     }
 
 

@@ -330,8 +330,8 @@ def test_the_longer_connect_four_config_stretches_the_default():
         base = compose("config", overrides=["arena=selfplay", "game=connect_four"])
         long = compose("config", overrides=["arena=selfplay", "game=connect_four",
                                             "+experiment=connect_four_long"])  # fmt: skip
-    assert (base.arena.epochs, long.arena.epochs) == (10, 30)
-    assert long.agents.policy.lr_scheduler.decay_steps == 30  # decays over the whole run
+    assert (base.arena.epochs, long.arena.epochs) == (7, 21)
+    assert long.agents.policy.lr_scheduler.decay_steps == 21  # decays over the whole run
     assert long.arena["update"].replay == 2 * base.arena["update"].replay
     for cfg in (base, long):  # everything else is the default's
         cfg.arena.epochs, cfg.arena["update"].replay = 0, 0
@@ -388,8 +388,8 @@ def test_tictactoe_acceptance(tmp_path):
 
 @pytest.fixture(scope="module")
 def connect_four_run(tmp_path_factory):
-    """The default Connect Four run (seed 0): AlphaZero with replay, discounted values and
-    exact values where the rules decide, judged by the solver on 400 positions (the test extra has it). One thread, as the seed
+    """The default Connect Four run (seed 0): AlphaZero with line features, replay, discounted
+    values and exact values where the rules decide, judged by the solver on 400 positions (the test extra has it). One thread, as the seed
     table's runs (`scripts/selfplay_targets.py --threads 1`): the same trajectory."""
     tmp = tmp_path_factory.mktemp("c4")
     return _run(tmp, "connect_four", "arena.eval.solver_positions=400", threads=1)
@@ -403,19 +403,20 @@ def test_connect_four_with_search_beats_rollout_mcts(connect_four_run):
 
 
 @pytest.mark.slow
-def test_connect_four_raw_policy_keeps_half_against_mcts100(connect_four_run):
-    assert connect_four_run["win_rate_vs_mcts100"] >= 0.5  # greedy, no search, 100 games
+def test_connect_four_raw_policy_beats_mcts100(connect_four_run):
+    # greedy, no search, 100 games; seed 0 won 0.94 (0.81 before line features)
+    assert connect_four_run["win_rate_vs_mcts100"] >= 0.9
 
 
 @pytest.mark.slow
 def test_connect_four_plays_the_solvers_best_move_most_of_the_time(connect_four_run):
-    """The floors are this run's figures: the seed table's seed 0 (one thread, the default
-    with position averaging, tactics and proofs), judged on the machine kind it was
-    measured on; a floor under them would let the documented figures slip. The issue's
-    targets and how the 3-seed means stand: docs/guide/selfplay-scale-and-solver.md. With
-    two threads, or on another machine kind, the run is another trajectory (before
-    averaging, seed 0 judged 0.765 with search on two threads)."""
-    m = connect_four_run  # seed 0, one thread, Intel Xeon: raw 0.76 / 0.925, search200
-    # 0.8625 / 0.965 (before tactics and proofs: 0.7525 / 0.915 and 0.8175 / 0.9475)
-    assert m["perfect_move_rate"] >= 0.76 and m["good_move_rate"] >= 0.92
-    assert m["search_perfect_move_rate"] >= 0.86 and m["search_good_move_rate"] >= 0.96
+    """The floors are this run's figures, rounded down: the seed table's seed 0 (one thread,
+    the default with line features, position averaging, tactics and proofs), judged on the
+    machine kind it was measured on; a floor under them would let the documented figures
+    slip. The issue's targets and how the 3-seed means stand:
+    docs/guide/selfplay-scale-and-solver.md. With two threads, or on another machine kind,
+    the run is another trajectory."""
+    m = connect_four_run  # seed 0, one thread, Intel Xeon: raw 0.765 / 0.945, search200
+    # 0.8325 / 0.975 (the plain MLP over 200 updates: 0.76 / 0.925 and 0.8625 / 0.965)
+    assert m["perfect_move_rate"] >= 0.76 and m["good_move_rate"] >= 0.94
+    assert m["search_perfect_move_rate"] >= 0.83 and m["search_good_move_rate"] >= 0.97
