@@ -25,10 +25,9 @@ from collections.abc import Sequence
 
 import numpy as np
 import paddle
-import paddle.nn.functional as F
 
-from .base import Encoder, InputSpec, Tensor
-from .image_mlp import dense
+from .base import InputSpec, Tensor
+from .image_mlp import ImageMLPEncoder
 
 
 def line_cells(rows: int, cols: int, length: int) -> np.ndarray:
@@ -44,7 +43,7 @@ def line_cells(rows: int, cols: int, length: int) -> np.ndarray:
     return np.asarray(lines, np.int64).reshape(-1, length)
 
 
-class BoardLineEncoder(Encoder):
+class BoardLineEncoder(ImageMLPEncoder):
     """An MLP over board planes and the stones in each of the board's lines.
 
     Input ``input``: [B, rows * cols * C] float32 planes flattened channels last (how
@@ -66,7 +65,6 @@ class BoardLineEncoder(Encoder):
         hidden_layers: int = 3,
         num_classes: int | None = None,
     ) -> None:
-        super().__init__(scope)
         size = [image_size, image_size] if isinstance(image_size, int) else list(image_size)
         rows, cols = (int(s) for s in size)
         channels, k = int(in_channels), int(line_length)
@@ -77,8 +75,6 @@ class BoardLineEncoder(Encoder):
                 f"board with {channels} planes has {cells * channels} values; leave "
                 "input_size unset (the agent fills it in)"
             )
-        if hidden_layers < 1:
-            raise ValueError(f"BoardLineEncoder({scope!r}): hidden_layers must be >= 1")
         lines = line_cells(rows, cols, k) if k >= 2 else np.zeros((0, max(k, 0)), np.int64)
         if len(lines) == 0:
             raise ValueError(
@@ -104,8 +100,11 @@ class BoardLineEncoder(Encoder):
             first = (c * (k - 1) + k - 2) * len(lines)
             short[first : first + len(lines), c * cells : (c + 1) * cells] = incidence.T
             stones[:, c * cells : (c + 1) * cells] = np.repeat(np.eye(cells), channels, axis=0)
+        features = cells * channels + channels * ((k - 1) * len(lines) + cells)
+        # the seed's MLP over the features (hidden_layer_1 .. and the head, checked there)
+        super().__init__(scope, features, hidden_size, num_classes, hidden_layers)
         self.rows, self.cols, self.channels, self.line_length = rows, cols, channels, k
-        self.num_lines = len(lines)
+        self.num_lines, self.num_features = len(lines), features
         for name, value in (
             ("held_code", held),
             ("held_offset", offset.astype(np.float32)),
@@ -113,20 +112,8 @@ class BoardLineEncoder(Encoder):
             ("cell_stones", stones),
         ):
             self.register_buffer(name, paddle.to_tensor(value), persistable=False)
-        self.input_size = cells * channels
-        self.num_features = self.input_size + channels * ((k - 1) * len(lines) + cells)
-        self.hidden_size, self.hidden_layers = hidden_size, hidden_layers
-        self.num_classes, self.feature_dim = num_classes, hidden_size
-        width = self.num_features
-        for i in range(1, hidden_layers + 1):
-            self.declare(f"hidden_layer_{i}", dense(width, hidden_size))
-            width = hidden_size
-        if num_classes is not None:
-            self.declare("prediction", dense(hidden_size, num_classes))
+        self.input_size = cells * channels  # what comes in: the planes, not the features
         self.declare_input("input", InputSpec((self.input_size,), flatten=True))
-        self.declare_outputs(
-            *(("prediction", "pooled") if num_classes is not None else ("pooled",))
-        )
 
     def _input_fix(self, name: str, spec: InputSpec) -> str:
         return (
@@ -138,7 +125,7 @@ class BoardLineEncoder(Encoder):
         """The fixed features: [B, rows * cols * C] planes -> [B, num_features].
 
         Only 2-D matmuls and elementwise ops: Paddle's CPU broadcasting compares and
-        batched matmuls cost ten times as much on these sizes.
+        batched matmuls cost far more on these sizes.
         """
         held = ((x @ self.held_code) == self.held_offset).astype("float32")  # [B, C(k-1)L]
         near = (held @ self.short_cells) > 0  # [B, C * N]: on a line one stone short
@@ -147,10 +134,4 @@ class BoardLineEncoder(Encoder):
         return paddle.concat([x, held, threats], axis=1)  # [B, num_features]
 
     def _forward(self, x: Tensor) -> dict[str, Tensor]:
-        h = self.line_features(x)  # [B, num_features]
-        for i in range(1, self.hidden_layers + 1):
-            h = F.relu(self.layers[f"hidden_layer_{i}"](h))  # [B, hidden]
-        out = {"pooled": h}
-        if self.num_classes is not None:
-            out["prediction"] = self.layers["prediction"](h)  # [B, num_classes]
-        return out
+        return super()._forward(self.line_features(x))  # [B, num_features] -> the MLP
