@@ -5,10 +5,13 @@ from __future__ import annotations
 import numpy as np
 import paddle
 import pytest
+from selfplay_kit import replay_arena
 
 from paddlecraft.agents import Policy
 from paddlecraft.agents.export import export_layer
+from paddlecraft.arenas import check_arena
 from paddlecraft.arenas.engine import ConfigError, build_agents
+from paddlecraft.arenas.engine.rng import seed_everything
 from paddlecraft.arenas.games.connect_four import ConnectFour
 from paddlecraft.encoders import BoardLineEncoder
 from paddlecraft.encoders.board_lines import line_cells
@@ -162,3 +165,25 @@ def test_a_line_length_or_size_the_board_lacks_is_named(override, words, compose
 def test_a_board_of_another_size_is_refused_when_built_directly(make_scope):
     with pytest.raises(ValueError, match=r"input_size=20 but a 3x3 board with 2 planes has 18"):
         BoardLineEncoder(make_scope("lines"), image_size=3, in_channels=2, input_size=20)
+
+
+def test_an_alphazero_run_with_board_lines_resumes_bit_identically():
+    """The Connect Four default's head: a run with it stopped at a checkpoint and resumed
+    ends on the uninterrupted run's weights (check_arena's resume check)."""
+    seed_everything(0)
+    policy = Policy(
+        "policy",
+        encoder={
+            "_target_": "paddlecraft.encoders.BoardLineEncoder",
+            "line_length": 3,
+            "hidden_size": 16,
+        },
+        obs_shape=[3, 3, 2],
+        num_actions=9,
+        seed=0,
+        value_discount=0.95,
+        search_tactics=True,
+        search_proofs=True,
+    )
+    arena = replay_arena(policy, update={"average_duplicates": True})
+    assert "resume from a checkpoint is bit-identical" in check_arena(arena, steps=2)
