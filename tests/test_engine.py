@@ -117,10 +117,16 @@ def test_resume_from_mid_run_checkpoint_is_bit_identical(tmp_path):
     import shutil
 
     shutil.rmtree(list_checkpoints(tmp_path / "part")[0])
+    # the checkpoint carries the run's time so far; say the first session took 1000 s
+    state_file = list_checkpoints(tmp_path / "part")[0] / "state.json"
+    state = json.loads(state_file.read_text())
+    assert state["position"]["step"] == 10 and 0 < state["elapsed_s"] < 1000
+    state_file.write_text(json.dumps({**state, "elapsed_s": 1000.0}))
     seed_everything(99)  # whatever the new process's RNG is, the checkpoint's wins
     resumed = _toy(epochs=3)  # a fresh process rebuilds the same arena and agent
     out = run_arena(resumed, tmp_path / "part", _quiet(checkpoint_every=5), resume=True)
     assert out["status"] == "finished" and out["step"] == 24
+    assert 1000 < out["elapsed_s"] < 1000 + 300  # the earlier session counts, once
     got = {p.name.split(".", 1)[1]: p.numpy() for p in resumed.agents["reg"].parameters()}
     assert got.keys() == ref.keys()
     for k in ref:

@@ -263,7 +263,12 @@ def test_resume_logs_into_its_own_run_and_makes_no_folder(tmp_path):
     assert again["left"] == []  # nothing under the current folder (no runs/classify/<time>)
     assert (run_dir / ".hydra" / "overrides.yaml").read_text() == started
     assert "resumed from" in (run_dir / "cli.log").read_text()
-    assert json.loads((run_dir / "results.json").read_text())["step"] == 3
+    results = json.loads((run_dir / "results.json").read_text())
+    assert results["step"] == 3
+    # the resumed run is the same run: its record keeps the first command line, then the
+    # resume's (a sweep summary groups it with its siblings)
+    first_line = [ln[2:] for ln in started.splitlines()]
+    assert results["overrides"] == [*first_line, f"resume={run_dir}", "trainer.max_steps=3", *Q]
 
 
 def test_an_encoder_whose_input_spec_cannot_take_the_images_is_refused():

@@ -396,3 +396,28 @@ def test_mlflow_sweep_logs_every_job_into_the_sweeps_experiment(tmp_path, in_pro
         assert r.info.status == "FINISHED" and r.data.tags["paddlecraft.status"] == "finished"
         assert r.data.params[LR] == dict(o.split("=") for o in results["overrides"])[LR]
     assert not list(sweep.glob("*/mlflow"))  # no store of their own in the job folders
+
+
+def test_runs_with_different_overrides_and_resumed_ones_group_as_one_seed_set(tmp_path):
+    """Three seeds of one config launched three ways: two resumed (their results.json
+    written before resumed runs kept their first command line), one naming a setting the
+    others left at its default; and a fourth run with another encoder. The resumed runs
+    group by how they were started; a key set by some runs and unset (None) in others sorts."""
+    runs = ((0, [], True), (1, ["arena.epochs=10"], False), (2, [], True),
+            (3, ["encoder=lines"], False))  # fmt: skip
+    for seed, extra, resumed in runs:
+        d = tmp_path / f"s{seed}" / f"seed{seed}"
+        (d / ".hydra").mkdir(parents=True)
+        first = [f"seed={seed}", "game=connect_four", *extra]
+        (d / ".hydra" / "overrides.yaml").write_text("".join(f"- {o}\n" for o in first))
+        overrides = [f"resume={d}", "trainer.progress=false"] if resumed else first
+        (d / "config.yaml").write_text("arena:\n  epochs: 10\n")
+        (d / "results.json").write_text(json.dumps({
+            "status": "finished", "headline": "acc", "headline_mode": "max",
+            "headline_value": 0.5 + seed / 10, "metrics": {"acc": 0.5 + seed / 10},
+            "overrides": overrides, "elapsed_s": 10.0}))  # fmt: skip
+    summary = build_summary(find_runs([tmp_path / f"s{s}" for s, *_ in runs]))
+    # game is connect_four and arena.epochs 10 in every run: only the encoder varies
+    assert summary.by == ["encoder"]
+    assert [(g.key, g.stats.n) for g in summary.groups] == [(("lines",), 1), ((None,), 3)]
+    assert summary.groups[1].stats.mean == pytest.approx(0.6)

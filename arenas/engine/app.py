@@ -38,6 +38,7 @@ from .loop import Callback, Loop
 from .resume import apply_changes, record_changes, resume_changes, upgrade_saved_config
 from .rng import seed_everything
 from .runlock import RunLock
+from .summary.runs import first_overrides
 from .validate import validate
 
 log = logging.getLogger("paddlecraft")
@@ -193,7 +194,10 @@ def run_config(
             results = run_arena(
                 arena,
                 run_dir,
-                trainer_callbacks(cfg, overrides),
+                # a resumed run is the run it resumes: its record keeps the first command line
+                trainer_callbacks(
+                    cfg, [*first_overrides(run_dir), *overrides] if resume else overrides
+                ),
                 resume=bool(resume),
                 max_steps=cfg.trainer.max_steps,
                 lock=False,  # held above

@@ -27,6 +27,7 @@ import logging
 import os
 import shutil
 import tempfile
+import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -79,6 +80,7 @@ def save_checkpoint(loop: Loop, keep: int = 3) -> Path:
         state = {
             "format": FORMAT,
             "position": loop.position(),
+            "elapsed_s": loop.elapsed_s(),  # the run's time so far, earlier sessions included
             "rng": capture_rng(),
             "arena": arena_json,
             "callbacks": {cb.state_key(): cb.state_dict() for cb in loop.callbacks},
@@ -152,6 +154,7 @@ def restore_checkpoint(loop: Loop, path: Path, state: dict[str, Any]) -> None:
         if cb.state_key() in by_key:
             cb.load_state_dict(by_key[cb.state_key()])
     loop.set_position(state["position"])
+    loop.started = time.time() - float(state.get("elapsed_s", 0.0))  # older: this session's
     loop.last_eval = dict(state.get("last_eval", {}))
     restore_rng(state["rng"])
 

@@ -243,9 +243,14 @@ class Loop:
             "headline_value": self.last_eval.get(head, math.nan),
             "metrics": self.last_eval,
             "last_train_metrics": self.last_metrics,
-            "elapsed_s": round(time.time() - self.started, 3),
+            "elapsed_s": self.elapsed_s(),
             "run_dir": str(self.run_dir),
         }
+
+    def elapsed_s(self) -> float:
+        """Seconds the run has taken; a resumed run counts its earlier sessions up to the
+        checkpoint it resumed from (``state.json``'s ``elapsed_s``)."""
+        return round(time.time() - self.started, 3)
 
     # ------------------------------------------------------------------ position state
     def position(self) -> dict[str, int]:

@@ -96,6 +96,13 @@ def split_override(item: str) -> tuple[str, str] | None:
     return key.lstrip("+"), value
 
 
+def first_overrides(folder: Path) -> list[str]:
+    """The command line that started the run in ``folder`` (Hydra's
+    ``.hydra/overrides.yaml``; a resume writes none there), or [] when Hydra did not start it."""
+    items = _read_yaml(Path(folder) / ".hydra" / "overrides.yaml")
+    return [str(i) for i in items] if isinstance(items, list) else []
+
+
 def is_bookkeeping(key: str) -> bool:
     """Whether ``key`` says how a run was run (seed, resume, logging, Hydra's own)."""
     return any(key == b or key.startswith(b + ".") or key.startswith(b + "/") for b in BOOKKEEPING)
@@ -141,7 +148,9 @@ def read_run(folder: Path, name: str) -> RunRecord | None:
     record = results if results is not None else failed
     items = record.get("overrides")
     if items is None:
-        items = _read_yaml(folder / ".hydra" / "overrides.yaml") or []
+        items = first_overrides(folder)
+    elif any(str(i).startswith("resume=") for i in items):  # written before resumed runs
+        items = [*first_overrides(folder), *items]  # kept their first command line
     overrides = dict(kv for kv in map(split_override, map(str, items)) if kv)
     config = flatten(_read_yaml(folder / "config.yaml") or {})
     metrics = _numbers(record.get("metrics"))

@@ -246,8 +246,17 @@ def varying_keys(runs: Sequence[RunRecord]) -> list[str]:
 
 
 def _sort_key(key: tuple[Any, ...]) -> tuple:
-    return tuple((isinstance(v, str) or v is None, v if not isinstance(v, str) else 0, str(v))
-                 for v in key)  # fmt: skip
+    """Numbers in order, then everything else by its text, then unset (None) last: runs whose
+    overrides differ mix a number, a string and None under one key."""
+
+    def one(v: Any) -> tuple[int, float, str]:
+        if v is None:
+            return (2, 0.0, "")
+        if isinstance(v, (int, float)):
+            return (0, float(v), str(v))
+        return (1, 0.0, str(v))
+
+    return tuple(one(v) for v in key)
 
 
 def build_summary(
