@@ -398,18 +398,27 @@ def test_mlflow_sweep_logs_every_job_into_the_sweeps_experiment(tmp_path, in_pro
     assert not list(sweep.glob("*/mlflow"))  # no store of their own in the job folders
 
 
-def test_runs_with_different_overrides_and_resumed_ones_group_as_one_seed_set(tmp_path):
-    """Three seeds of one config launched three ways: two resumed (their results.json
-    written before resumed runs kept their first command line), one naming a setting the
-    others left at its default; and a fourth run with another encoder. The resumed runs
-    group by how they were started; a key set by some runs and unset (None) in others sorts."""
-    runs = ((0, [], True), (1, ["arena.epochs=10"], False), (2, [], True),
-            (3, ["encoder=lines"], False))  # fmt: skip
+def test_runs_started_differently_group_by_what_they_ran(tmp_path):
+    """Seeds 0-2 of one config launched three ways: resumed (their results.json written
+    before resumed runs kept their first command line), naming a setting's default
+    (``arena.epochs=10``), naming the config group's default; seed 3 with another encoder;
+    seed 4 started from Python (no Hydra record: its encoder is unknown, None). The first
+    three form one group; a None among the keys sorts last."""
+    runs = ((0, [], True), (1, ["arena.epochs=10"], False),
+            (2, ["encoder@agents.policy.encoder=lines"], True),
+            (3, ["encoder@agents.policy.encoder=mlp"], False), (4, None, False))  # fmt: skip
     for seed, extra, resumed in runs:
         d = tmp_path / f"s{seed}" / f"seed{seed}"
-        (d / ".hydra").mkdir(parents=True)
-        first = [f"seed={seed}", "game=connect_four", *extra]
-        (d / ".hydra" / "overrides.yaml").write_text("".join(f"- {o}\n" for o in first))
+        d.mkdir(parents=True)
+        first = [f"seed={seed}", *(extra or [])]
+        if extra is not None:  # Hydra's record of how the run started
+            (d / ".hydra").mkdir()
+            (d / ".hydra" / "overrides.yaml").write_text("".join(f"- {o}\n" for o in first))
+            encoder = "mlp" if seed == 3 else "lines"
+            choices = {"game": "connect_four", "encoder@agents.policy.encoder": encoder,
+                       "hydra/launcher": "basic"}  # fmt: skip
+            hydra = {"hydra": {"runtime": {"choices": choices}, "job": {"num": 0}}}
+            (d / ".hydra" / "hydra.yaml").write_text(json.dumps(hydra))
         overrides = [f"resume={d}", "trainer.progress=false"] if resumed else first
         (d / "config.yaml").write_text("arena:\n  epochs: 10\n")
         (d / "results.json").write_text(json.dumps({
@@ -417,7 +426,8 @@ def test_runs_with_different_overrides_and_resumed_ones_group_as_one_seed_set(tm
             "headline_value": 0.5 + seed / 10, "metrics": {"acc": 0.5 + seed / 10},
             "overrides": overrides, "elapsed_s": 10.0}))  # fmt: skip
     summary = build_summary(find_runs([tmp_path / f"s{s}" for s, *_ in runs]))
-    # game is connect_four and arena.epochs 10 in every run: only the encoder varies
-    assert summary.by == ["encoder"]
-    assert [(g.key, g.stats.n) for g in summary.groups] == [(("lines",), 1), ((None,), 3)]
-    assert summary.groups[1].stats.mean == pytest.approx(0.6)
+    # arena.epochs is 10 in every run: only the encoder varies
+    assert summary.by == ["encoder@agents.policy.encoder"]
+    got = [(g.key, sorted(r.seed for r in g.runs)) for g in summary.groups]
+    assert got == [(("lines",), [0, 1, 2]), (("mlp",), [3]), ((None,), [4])]
+    assert summary.groups[0].stats.mean == pytest.approx(0.6)

@@ -130,9 +130,22 @@ def _numbers(metrics: Any) -> dict[str, float]:
     return out
 
 
+def _hydra(folder: Path) -> dict[str, Any]:
+    tree = _read_yaml(folder / ".hydra" / "hydra.yaml")
+    out = tree.get("hydra") if isinstance(tree, dict) else None
+    return out if isinstance(out, dict) else {}
+
+
+def _choices(folder: Path) -> dict[str, Any]:
+    """The config groups the run was composed from (``game: connect_four``,
+    ``encoder@agents.policy.encoder: lines_256x3``; Hydra's own aside): a run that names a
+    group's default and one that leaves it are the same setting."""
+    choices = (_hydra(folder).get("runtime") or {}).get("choices") or {}
+    return {str(k): v for k, v in choices.items() if not str(k).startswith("hydra/")}
+
+
 def _job_number(folder: Path) -> int | None:
-    hydra = _read_yaml(folder / ".hydra" / "hydra.yaml") or {}
-    num = ((hydra.get("hydra") or {}).get("job") or {}).get("num")
+    num = (_hydra(folder).get("job") or {}).get("num")
     if isinstance(num, int):
         return num
     m = re.match(r"(\d+)_", folder.name)
@@ -152,7 +165,7 @@ def read_run(folder: Path, name: str) -> RunRecord | None:
     elif any(str(i).startswith("resume=") for i in items):  # written before resumed runs
         items = [*first_overrides(folder), *items]  # kept their first command line
     overrides = dict(kv for kv in map(split_override, map(str, items)) if kv)
-    config = flatten(_read_yaml(folder / "config.yaml") or {})
+    config = {**_choices(folder), **flatten(_read_yaml(folder / "config.yaml") or {})}
     metrics = _numbers(record.get("metrics"))
     headline = record.get("headline")
     if headline and headline not in metrics and isinstance(record.get("headline_value"), float):
