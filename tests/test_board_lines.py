@@ -124,18 +124,15 @@ def test_a_policy_with_board_lines_plays_trains_and_saves_only_its_layers(compos
         np.testing.assert_array_equal(a.numpy(), b.numpy())
 
 
+def _ttt_lines_policy(name: str, **kw: object) -> Policy:
+    """A small tic-tac-toe policy over the board's lines of three; ``kw``: Policy settings."""
+    encoder = {"_target_": "paddlecraft.encoders.BoardLineEncoder", "line_length": 3,
+               "hidden_size": 16}  # fmt: skip
+    return Policy(name, encoder=encoder, obs_shape=[3, 3, 2], num_actions=9, seed=0, **kw)
+
+
 def test_a_board_lines_policy_exports(make_scope, tmp_path):
-    policy = Policy(
-        make_scope("policy"),
-        encoder={
-            "_target_": "paddlecraft.encoders.BoardLineEncoder",
-            "line_length": 3,
-            "hidden_size": 16,
-        },
-        obs_shape=[3, 3, 2],
-        num_actions=9,
-        seed=0,
-    )
+    policy = _ttt_lines_policy(make_scope("policy"))
     record = export_layer(policy, tmp_path / "policy")
     assert record["checks"]["paddle_inference_max_abs_diff"] <= 1e-5
 
@@ -171,19 +168,8 @@ def test_an_alphazero_run_with_board_lines_resumes_bit_identically():
     """The Connect Four default's head: a run with it stopped at a checkpoint and resumed
     ends on the uninterrupted run's weights (check_arena's resume check)."""
     seed_everything(0)
-    policy = Policy(
-        "policy",
-        encoder={
-            "_target_": "paddlecraft.encoders.BoardLineEncoder",
-            "line_length": 3,
-            "hidden_size": 16,
-        },
-        obs_shape=[3, 3, 2],
-        num_actions=9,
-        seed=0,
-        value_discount=0.95,
-        search_tactics=True,
-        search_proofs=True,
+    policy = _ttt_lines_policy(
+        "policy", value_discount=0.95, search_tactics=True, search_proofs=True
     )
     arena = replay_arena(policy, update={"average_duplicates": True})
     assert "resume from a checkpoint is bit-identical" in check_arena(arena, steps=2)

@@ -136,16 +136,16 @@ def _hydra(folder: Path) -> dict[str, Any]:
     return out if isinstance(out, dict) else {}
 
 
-def _choices(folder: Path) -> dict[str, Any]:
+def _choices(hydra: dict[str, Any]) -> dict[str, Any]:
     """The config groups the run was composed from (``game: connect_four``,
-    ``encoder@agents.policy.encoder: lines_256x3``; Hydra's own aside): a run that names a
-    group's default and one that leaves it are the same setting."""
-    choices = (_hydra(folder).get("runtime") or {}).get("choices") or {}
+    ``encoder@agents.policy.encoder: lines_256x3``; Hydra's own aside), from its `_hydra`
+    record: a run that names a group's default and one that leaves it are the same setting."""
+    choices = (hydra.get("runtime") or {}).get("choices") or {}
     return {str(k): v for k, v in choices.items() if not str(k).startswith("hydra/")}
 
 
-def _job_number(folder: Path) -> int | None:
-    num = (_hydra(folder).get("job") or {}).get("num")
+def _job_number(folder: Path, hydra: dict[str, Any]) -> int | None:
+    num = (hydra.get("job") or {}).get("num")
     if isinstance(num, int):
         return num
     m = re.match(r"(\d+)_", folder.name)
@@ -165,7 +165,8 @@ def read_run(folder: Path, name: str) -> RunRecord | None:
     elif any(str(i).startswith("resume=") for i in items):  # written before resumed runs
         items = [*first_overrides(folder), *items]  # kept their first command line
     overrides = dict(kv for kv in map(split_override, map(str, items)) if kv)
-    config = {**_choices(folder), **flatten(_read_yaml(folder / "config.yaml") or {})}
+    hydra = _hydra(folder)
+    config = {**_choices(hydra), **flatten(_read_yaml(folder / "config.yaml") or {})}
     metrics = _numbers(record.get("metrics"))
     headline = record.get("headline")
     if headline and headline not in metrics and isinstance(record.get("headline_value"), float):
@@ -182,7 +183,7 @@ def read_run(folder: Path, name: str) -> RunRecord | None:
         metrics=metrics,
         elapsed_s=record.get("elapsed_s"),
         seed=seed,
-        job=_job_number(folder),
+        job=_job_number(folder, hydra),
         error=record.get("error") or (record.get("stop_reason") if results else None),
     )
 
