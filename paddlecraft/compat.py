@@ -27,6 +27,7 @@ __all__ = [
     "recognizer_ctc_0_1",
     "renamed_attribute",
     "renamed_settings",
+    "settings_as_saved",
     "saved_shapes",
     "upgrade_names",
     "upgrade_opt_names",
@@ -108,6 +109,23 @@ def renamed_settings(config_cls: type) -> Mapping[str, str]:
     """``{old key: new dotted key}`` of settings a ``Config`` dataclass moved (its ``RENAMED``
     class variable; empty when it declares none)."""
     return getattr(config_cls, "RENAMED", None) or {}
+
+
+def settings_as_saved(config_cls: type, settings: dict[str, Any]) -> dict[str, Any]:
+    """Give a saved run's ``settings`` (a plain dict, edited in place) the value each
+    setting added since had before it existed, where the run saved none (a ``Config``'s
+    ``AS_BEFORE``: ``{"search.cache": False}``), so that its resume runs as it ran;
+    returns ``{dotted key: value}`` for those filled in."""
+    filled: dict[str, Any] = {}
+    for key, value in (getattr(config_cls, "AS_BEFORE", None) or {}).items():
+        *groups, leaf = key.split(".")
+        node = settings
+        for g in groups:
+            node = node.setdefault(g, {})
+        if leaf not in node:
+            node[leaf] = value
+            filled[key] = value
+    return filled
 
 
 def upgrade_settings(config_cls: type, settings: dict[str, Any]) -> dict[str, str]:

@@ -10,7 +10,9 @@ import pytest
 from paddlecraft.arenas.games import ConnectFour, TicTacToe, random_legal
 from paddlecraft.arenas.games.search import (
     MCTS,
+    CachedEvaluator,
     Children,
+    NetworkEvaluator,
     PUCTSearch,
     RandomRolloutEvaluator,
     SearchResult,
@@ -263,3 +265,76 @@ def test_a_selection_rule_is_any_function_and_names_are_checked():
         MCTS(ConnectFour, uniform_evaluator, 4, selection="uct").search(cur, mask)
     with pytest.raises(ValueError, match="rng"):
         MCTS(ConnectFour, RandomRolloutEvaluator(), 4).search(cur, mask)
+
+
+def _counting(game):
+    """A fixed network whose results for a row are exact whatever rows are beside it
+    (dyadic weights: every sum is exact), recording the positions it is asked for."""
+    rng = np.random.default_rng(0)
+    d = int(np.prod(game.obs_shape()))
+    w = rng.integers(-64, 64, size=(d, game.num_actions)) / 64.0
+    u = rng.integers(-64, 64, size=d) / 1024.0
+    seen: list[bytes] = []
+
+    def evaluate(planes, masks):
+        seen.extend(p.tobytes() for p in planes)
+        x = planes.reshape(len(planes), -1).astype(np.float64)
+        logits = x @ w
+        p = np.where(masks, np.exp(logits - logits.max(1, keepdims=True)), 0)
+        return p / p.sum(1, keepdims=True), np.tanh(x @ u)
+
+    evaluate.seen = seen
+    return evaluate
+
+
+def _play_searched_games(game, search, games: int, seed: int):
+    """Play ``games`` games move by move with ``search`` (root noise, 4 sampled plies):
+    each move's `SearchResult`."""
+    rng = np.random.default_rng(seed)
+    g = game(games)
+    results = []
+    while not g.done.all():
+        live = np.flatnonzero(~g.done)
+        res = search.search(g.cur[live], g.mask[live], rng, noise=True)
+        results.append(res)
+        temperature = np.where(g.moves[live] < 4, 1.0, 0.0)
+        g.step(choose_moves(res.visits, temperature, rng), live)
+    return results
+
+
+@pytest.mark.parametrize("game", [TicTacToe, ConnectFour])
+def test_a_cached_search_plays_as_the_uncached_one_with_each_position_evaluated_once(game):
+    plain_net, cached_net = _counting(game), _counting(game)
+    cache = CachedEvaluator(NetworkEvaluator(cached_net))
+    settings = dict(simulations=30, discount=0.95, tactics=True, proofs=True)
+    plain = _play_searched_games(game, PUCTSearch(game, plain_net, **settings), 24, seed=5)
+    cached = _play_searched_games(game, PUCTSearch(game, cache, **settings), 24, seed=5)
+    assert len(plain) == len(cached)
+    for a, b in zip(plain, cached):  # the same games, move for move, the same statistics
+        for name, value in vars(a).items():
+            if value is not None:
+                np.testing.assert_array_equal(getattr(b, name), value, err_msg=name)
+    # the network saw each position once, and every position the plain search evaluated
+    assert len(cached_net.seen) == len(set(cached_net.seen)) == cache._size
+    assert set(cached_net.seen) == set(plain_net.seen)
+    assert cache.lookups == len(plain_net.seen)
+    # the next move's search starts inside the last one's tree: most lookups are hits
+    assert cache.hits == cache.lookups - len(cached_net.seen)
+    assert cache.hits / cache.lookups > 0.4
+
+
+def test_the_cache_starts_afresh_when_full_and_refuses_a_random_evaluator():
+    net = _counting(ConnectFour)
+    cache = CachedEvaluator(NetworkEvaluator(net), max_entries=30)
+    plain = PUCTSearch(ConnectFour, _counting(ConnectFour), simulations=40)
+    cur, mask = _position(ConnectFour, [3, 3, 2])
+    cur, mask = np.repeat(cur, 3), np.repeat(mask, 3)  # one position, three times a call
+    want = plain.search(cur, mask)
+    for _ in range(2):
+        got = PUCTSearch(ConnectFour, cache, simulations=40).search(cur, mask)
+        np.testing.assert_array_equal(got.visits, want.visits)
+        np.testing.assert_array_equal(got.q, want.q)
+        assert cache._size <= 30 + 3  # a call's new positions may pass the bound once
+    assert len(net.seen) > 41  # it cleared and evaluated again; duplicates within a call once
+    with pytest.raises(ValueError, match="RandomRolloutEvaluator is not deterministic"):
+        CachedEvaluator(RandomRolloutEvaluator())

@@ -130,6 +130,32 @@ def test_playout_cap_randomisation_trains_on_the_full_searches_only(make_scope):
             _az_arena(policy, search=bad)
 
 
+@pytest.mark.parametrize("cache", [True, False])
+def test_a_collection_reuses_its_network_results_unless_told_not_to(make_scope, cache):
+    """arena.search.cache: one `CachedEvaluator` per controller (a collection), shared by
+    its full and fast searches; false: every leaf goes to the network."""
+    from paddlecraft.arenas.games.search import CachedEvaluator, NetworkEvaluator
+    from paddlecraft.arenas.selfplay.alphazero import search_controller
+
+    seed_everything(0)
+    policy = Policy(make_scope("cache"), encoder=TTT_MLP, obs_shape=[3, 3, 2], num_actions=9)
+    search = {"cache": cache, "full_fraction": 0.5, "fast_simulations": 2}
+    arena = _az_arena(policy, search=search)
+    act = search_controller(policy, TicTacToe, arena.cfg.search, np.random.default_rng(5))
+    evaluator = act.search.evaluator
+    assert type(evaluator) is (CachedEvaluator if cache else NetworkEvaluator)
+    assert (act.fast.evaluator is evaluator) == cache  # one store for both searches
+    g = TicTacToe(16)
+    while not g.done.all():
+        live = np.flatnonzero(~g.done)
+        planes, masks = g.observe(live)
+        actions, _ = act(planes, masks)
+        g.step(actions, live)
+    if cache:  # each move's search starts inside the last one's tree
+        assert evaluator.lookups > 0 and evaluator.hits / evaluator.lookups > 0.3
+        assert evaluator._size == evaluator.lookups - evaluator.hits
+
+
 def test_alphazero_run_resumes_bit_identically():
     """With playout cap randomisation on: its draws come from the run's streams too."""
     seed_everything(0)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any, ClassVar
@@ -10,9 +11,11 @@ import numpy as np
 
 from paddlecraft.agents import Agent
 from paddlecraft.agents.settings import ConfigError, make_settings
-from paddlecraft.compat import upgrade_settings
+from paddlecraft.compat import settings_as_saved, upgrade_settings
 
 from .interrupt import StepGate
+
+log = logging.getLogger("paddlecraft")
 
 
 class StepAborted(RuntimeError):
@@ -87,10 +90,15 @@ class Arena:
         renames for the log.
 
         The base moves the keys its ``Config`` lists in ``RENAMED`` (``{old key: new dotted
-        key}``, see `upgrade_settings`); an arena whose
-        saved settings changed otherwise overrides this.
+        key}``, see `upgrade_settings`) and gives the settings its ``Config`` lists in
+        ``AS_BEFORE`` (``{dotted key: the value before the setting existed}``) that value
+        where the run saved none (`settings_as_saved`; logged); an arena whose saved
+        settings changed otherwise overrides this.
         """
-        return upgrade_settings(cls.Config, config)
+        moved = upgrade_settings(cls.Config, config)
+        for key, value in settings_as_saved(cls.Config, config).items():
+            log.info("resume: the run was saved before arena.%s existed; it keeps %r", key, value)
+        return moved
 
     def setup(self, run_dir: str) -> None:
         """Called by the engine once per run, when its `Loop` is made:

@@ -19,6 +19,9 @@ BOTTOM = U64(1) << (_COL * U64(7))
 TOP = U64(1) << (_COL * U64(7) + U64(ROWS - 1))
 COLUMN = U64((1 << ROWS) - 1) << (_COL * U64(7))
 _SHIFTS = (1, 7, 6, 8)  # vertical, horizontal, two diagonals
+_BOARD = U64(int(COLUMN.sum()))  # every cell, no sentinel
+_BOTTOMS = U64(int(BOTTOM.sum()))  # the bottom cell of every column
+_U = [U64(k) for k in range(25)]  # shift amounts as uint64 scalars
 
 
 class ConnectFour(BoardGame):
@@ -47,3 +50,18 @@ class ConnectFour(BoardGame):
             m = p & (p >> U64(s))
             out |= (m & (m >> U64(2 * s))) != 0
         return out
+
+    @classmethod
+    def winning_moves(cls, stones: np.ndarray, mask: np.ndarray) -> np.ndarray:
+        """As `BoardGame.winning_moves`, on whole bitboards (Pons' winning cells): the
+        empty cells that would complete a line of ``stones``, kept where a stone can be
+        played (the lowest empty cell of each column)."""
+        p, mask = np.asarray(stones, U64), np.asarray(mask, U64)
+        cells = (p << _U[1]) & (p << _U[2]) & (p << _U[3])  # vertical: three below
+        for s in _SHIFTS[1:]:  # three in a row on either side of the cell, or two and one
+            up1, up2, down1, down2 = p << _U[s], p << _U[2 * s], p >> _U[s], p >> _U[2 * s]
+            left, right = up1 & up2, down1 & down2
+            cells |= (left & ((p << _U[3 * s]) | down1)) | (right & ((p >> _U[3 * s]) | up1))
+        playable = (mask + _BOTTOMS) & _BOARD
+        win = cells & playable & ~mask  # [n]
+        return (win[:, None] & COLUMN[None, :]) != 0  # [n, 7]

@@ -12,6 +12,8 @@ simulation on the new leaves of all its games, and `Evaluator.root` once per sea
   ``paddlecraft.agents.Policy.priors_and_values``: AlphaZero's evaluator.
 - `RandomRolloutEvaluator`: uniform priors and the result of one random playout:
   the classic UCT baseline (the league's MCTS-k anchors).
+- `CachedEvaluator`: a deterministic evaluator's results kept by position, so a position
+  met again (in the next move's search, or in another game) costs no network call.
 """
 
 from __future__ import annotations
@@ -44,6 +46,9 @@ def _normalized(priors: Any, legal: np.ndarray) -> np.ndarray:
 class Evaluator:
     """Priors and values for a batch of positions (see the module docstring)."""
 
+    #: the same position always gets the same results (what `CachedEvaluator` needs)
+    deterministic = False
+
     def evaluate(
         self, game: type[BoardGame], cur: np.ndarray, mask: np.ndarray, legal: np.ndarray, rng: Any
     ) -> tuple[np.ndarray, np.ndarray]:
@@ -65,6 +70,8 @@ class NetworkEvaluator(Evaluator):
     ``rng`` is not used.
     """
 
+    deterministic = True
+
     def __init__(self, network: NetworkFn) -> None:
         self.network = network
 
@@ -74,6 +81,93 @@ class NetworkEvaluator(Evaluator):
         p, v, *m = self.network(game.planes(cur, mask), legal)
         out = _normalized(p, legal), np.asarray(v, np.float64).reshape(-1)
         return (*out, np.asarray(m[0], np.float64).reshape(-1)) if m else out
+
+
+class CachedEvaluator(Evaluator):
+    """A deterministic evaluator's results, kept by position for as long as it lives.
+
+    A search that plays a game move by move meets most positions again: the next move's
+    search starts inside the tree of the last one (in Connect Four training more than half
+    the leaves were evaluated by an earlier search), and games of one batch share their
+    openings. Each call evaluates only the positions it has not seen, once
+    each, and looks the rest up. Make one per set of weights (the self-play collection
+    makes one per update): it cannot tell that a network has changed.
+
+    Results equal the inner evaluator's up to the last bits of float arithmetic (a
+    network's output for a row may differ that much with the rows beside it).
+
+    Args:
+        inner: the evaluator (``deterministic``, and giving a root what it gives a leaf,
+            as `NetworkEvaluator`).
+        max_entries: positions kept; the call after the cache holds that many starts it
+            afresh.
+    """
+
+    deterministic = True
+
+    def __init__(self, inner: Evaluator, max_entries: int = 1 << 19) -> None:
+        if not inner.deterministic:
+            raise ValueError(
+                f"CachedEvaluator: {type(inner).__name__} is not deterministic (its results "
+                "for a position vary), so its results cannot be reused; search with it uncached"
+            )
+        if int(max_entries) < 1:
+            raise ValueError(f"CachedEvaluator: max_entries must be >= 1, got {max_entries}")
+        self.inner, self.max_entries = inner, int(max_entries)
+        # positions asked for, and those answered without the inner evaluator (seen
+        # before, or twice in one call)
+        self.lookups = self.hits = 0
+        self.clear()
+
+    def clear(self) -> None:
+        """Forget every position (after the network's weights changed)."""
+        self._rows: dict[int, int] = {}  # position key -> row of the store
+        self._store: list[np.ndarray] = []  # one array per output, rows [capacity, ...]
+        self._size = 0
+
+    def evaluate(
+        self, game: type[BoardGame], cur: np.ndarray, mask: np.ndarray, legal: np.ndarray, rng: Any
+    ) -> tuple[np.ndarray, ...]:
+        if self._size >= self.max_entries:
+            self.clear()
+        keys = [c << 64 | m for c, m in zip(cur.tolist(), mask.tolist())]  # unique per position
+        found = self._rows
+        rows = np.fromiter((found.get(k, -1) for k in keys), np.int64, len(keys))
+        miss = np.flatnonzero(rows < 0)
+        self.lookups += len(keys)
+        self.hits += len(keys) - len(miss)
+        if len(miss):
+            new: dict[int, int] = {}
+            first: list[int] = []  # the first row of each unseen position
+            for i in miss.tolist():
+                k = keys[i]
+                if k not in new:
+                    new[k] = len(first)
+                    first.append(i)
+            self.hits += len(miss) - len(first)
+            out = self.inner.evaluate(game, cur[first], mask[first], legal[first], rng)
+            start = self._keep(out)
+            for k, r in new.items():
+                found[k] = start + r
+            rows[miss] = [start + new[keys[i]] for i in miss.tolist()]
+        return tuple(a[rows] for a in self._store)
+
+    def _keep(self, out: tuple[np.ndarray, ...]) -> int:
+        """Append one call's results to the store (capacity doubling); their first row."""
+        arrays = [np.asarray(a) for a in out]
+        n, start = len(arrays[0]), self._size
+        if not self._store:
+            self._store = [np.empty((max(n, 1024), *a.shape[1:]), a.dtype) for a in arrays]
+        elif start + n > len(self._store[0]):
+            size = max(2 * len(self._store[0]), start + n)
+            for j, a in enumerate(self._store):
+                grown = np.empty((size, *a.shape[1:]), a.dtype)
+                grown[:start] = a[:start]
+                self._store[j] = grown
+        for a, b in zip(self._store, arrays):
+            a[start : start + n] = b
+        self._size = start + n
+        return start
 
 
 class RandomRolloutEvaluator(Evaluator):

@@ -38,6 +38,7 @@ import numpy as np
 
 from .core import BoardGame
 from .evaluators import (
+    CachedEvaluator,
     Evaluator,
     NetworkEvaluator,
     NetworkFn,
@@ -50,6 +51,7 @@ from .selection import Children, SelectionRule, puct, selection_rule, uct
 
 __all__ = [
     "MCTS",
+    "CachedEvaluator",
     "Children",
     "Evaluator",
     "NetworkEvaluator",
@@ -355,7 +357,8 @@ class PUCTSearch(MCTS):
     Args:
         game: the rules (``ConnectFour``, ``TicTacToe``).
         evaluate: the network (or heuristic), see `NetworkFn`, e.g.
-            ``paddlecraft.agents.Policy.priors_and_values`` or `uniform_evaluator`.
+            ``paddlecraft.agents.Policy.priors_and_values`` or `uniform_evaluator`; or an
+            `Evaluator` around one (e.g. a `CachedEvaluator`, which searches may share).
         simulations: simulations per search (each adds at most one node per tree).
         c_puct: exploration constant.
         dirichlet_alpha: root noise concentration (AlphaZero: 0.3 chess, ~10 / moves).
@@ -370,7 +373,7 @@ class PUCTSearch(MCTS):
     def __init__(
         self,
         game: type[BoardGame],
-        evaluate: NetworkFn,
+        evaluate: NetworkFn | Evaluator,
         simulations: int = 100,
         c_puct: float = 1.5,
         dirichlet_alpha: float = 1.0,
@@ -383,7 +386,8 @@ class PUCTSearch(MCTS):
         if c_puct <= 0:
             raise ValueError(f"search: need c_puct > 0, got {c_puct}")
         super().__init__(
-            game, NetworkEvaluator(evaluate), simulations, "puct", c_puct, dirichlet_alpha,
+            game, evaluate if isinstance(evaluate, Evaluator) else NetworkEvaluator(evaluate),
+            simulations, "puct", c_puct, dirichlet_alpha,
             noise_fraction, discount, moves_left_weight, tactics, proofs,
         )  # fmt: skip
         self.evaluate, self.c_puct = evaluate, float(c_puct)

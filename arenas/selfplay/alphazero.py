@@ -29,6 +29,8 @@ import numpy as np
 
 from ..games.core import BoardGame
 from ..games.search import (
+    CachedEvaluator,
+    NetworkEvaluator,
     PUCTSearch,
     SearchResult,
     choose_moves,
@@ -43,8 +45,10 @@ def search_controller(
     """A collection controller: ``(planes, masks) -> (actions, {"pi", "root_value"})``.
 
     ``cfg`` is ``arena.search`` (`SearchConfig`): ``simulations``,
-    ``c_puct``, ``dirichlet_alpha``, ``noise_fraction``, ``temperature_moves`` and
-    ``policy_target`` are read. ``pi`` is the
+    ``c_puct``, ``dirichlet_alpha``, ``noise_fraction``, ``temperature_moves``,
+    ``policy_target`` and ``cache`` are read. Make one per collection: with ``cache``
+    its searches reuse the network's results for positions met before
+    (`CachedEvaluator`), which is right only while the weights stay as they are. ``pi`` is the
     policy target: the visit distribution, or the completed-Q policy
     (`completed_q_policy`).
     """
@@ -54,6 +58,8 @@ def search_controller(
         noise_fraction=cfg.noise_fraction,
         **policy.search_settings(),  # its evaluator, value discount and moves-left utility
     )
+    if cfg.cache:  # one cache for this controller's life: the weights do not change in it
+        settings["evaluate"] = CachedEvaluator(NetworkEvaluator(settings["evaluate"]))
     search = PUCTSearch(rules, simulations=cfg.simulations, **settings)
     capped = cfg.full_fraction < 1.0  # playout cap randomisation
     fast = PUCTSearch(rules, simulations=cfg.fast_simulations, **settings) if capped else None
@@ -86,6 +92,7 @@ def search_controller(
         return actions, out
 
     act.search = search  # type: ignore[attr-defined]  # the tree it plays with
+    act.fast = fast  # type: ignore[attr-defined]  # and its fast searches (None: none)
     return act
 
 

@@ -12,6 +12,7 @@ import numpy as np
 
 from paddlecraft.agents import Policy
 
+from ..games.evaluators import CachedEvaluator
 from .analysis import outcomes
 from .league import OpponentPool, weights_of
 from .playing import Controller, PlanEntry, frozen_policy, make_controller, play_games
@@ -97,6 +98,7 @@ class Collector:
         rows = np.arange(n)
         seats[rows, learner_seat] = 0
         seats[rows, 1 - learner_seat] = opp  # 0 for self-play games: both seats learn
+        controllers: list[Controller] = []  # in-process ones
         if self.cfg.workers.count:
             winner, records, moves = self._collectors().play(
                 seats,
@@ -112,6 +114,7 @@ class Collector:
             )
         won = outcomes(winner, learner_seat)
         metrics: dict[str, float] = {
+            **cache_metrics(controllers),
             "moves_per_game": moves / n,
             "positions": float(sum(len(r["game"]) for r in records)),
             "games_vs_self": float((opp == 0).sum()),  # matchup counts of this update
@@ -168,3 +171,14 @@ class Collector:
         if self._pool_workers is not None:
             self._pool_workers.close()
             self._pool_workers = None
+
+
+def cache_metrics(controllers: list[Controller]) -> dict[str, float]:
+    """``{"search_cache_hits": share}``: the share of the learner's leaf evaluations its
+    evaluation cache answered in this collection (`CachedEvaluator`); empty without one
+    (``arena.search.cache=false``, PPO, or the games played on workers)."""
+    search = getattr(controllers[0], "search", None) if controllers else None
+    cache = getattr(search, "evaluator", None)
+    if not isinstance(cache, CachedEvaluator) or not cache.lookups:
+        return {}
+    return {"search_cache_hits": cache.hits / cache.lookups}

@@ -130,6 +130,12 @@ class SearchConfig:
     move is a full search)."""
     fast_simulations: int = 10
     """Simulations of the fast searches (``full_fraction`` < 1)."""
+    cache: bool = True
+    """Keep the network's priors and value of every position a collection's searches
+    evaluate, and look them up when a later search (the next move's, another game's)
+    meets the position again (`CachedEvaluator`): the same search, fewer network calls.
+    The results match uncached ones up to float rounding, so runs differ in their last
+    bits (false: every leaf is evaluated, as before)."""
 
     def check(self, total: int, at: str = "arena.search") -> None:
         """Refuse values no search can use; ``total`` is the run's number of updates."""
@@ -302,6 +308,9 @@ class SelfPlayConfig(ArenaConfig):
     #: the flat keys of PaddleCraft 0.2 and where they are now (``old: group.new``), from
     #: the one rename table of `paddlecraft.compat`
     RENAMED: ClassVar[dict[str, str]] = RENAMED["selfplay_setting"]
+    #: settings added since whose default changed how a run plays, and the value a run
+    #: saved before them resumes with (`paddlecraft.compat.settings_as_saved`)
+    AS_BEFORE: ClassVar[dict[str, Any]] = {"search.cache": False}
 
 
 def check_settings(cfg: SelfPlayConfig, proofs: bool = False) -> None:

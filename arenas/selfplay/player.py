@@ -22,7 +22,13 @@ from paddlecraft.errors import ConfigError
 
 from ..games import GAMES, Player
 from ..games.core import BoardGame
-from ..games.search import PUCTSearch, choose_moves, decided_visits
+from ..games.search import (
+    CachedEvaluator,
+    NetworkEvaluator,
+    PUCTSearch,
+    choose_moves,
+    decided_visits,
+)
 
 
 def load_policy(source: str | os.PathLike | Policy, name: str | None = None) -> Policy:
@@ -71,7 +77,9 @@ class SearchPlayer(Player):
     No root noise, temperature 0 (ties at random, from ``rng``). Batched: one search over
     all the boards of a call, one network call per simulation. Values are backed up with
     the policy's ``value_discount`` and its moves-left utility (``moves_left_weight``), the
-    ones it was trained with.
+    ones it was trained with. With ``cache`` (the default) the network's results are kept
+    by position for the player's life (`CachedEvaluator`): the next move's search reuses
+    the last one's; make a new player once the policy has trained further.
     """
 
     def __init__(
@@ -81,6 +89,7 @@ class SearchPlayer(Player):
         simulations: int = 200,
         c_puct: float = 1.5,
         name: str | None = None,
+        cache: bool = True,
     ) -> None:
         self.policy, self.rules = policy, _rules(game)
         if tuple(policy.obs_shape) != self.rules.obs_shape():
@@ -88,9 +97,10 @@ class SearchPlayer(Player):
                 f"the policy is sized for boards {list(policy.obs_shape)}, but {self.rules.name} "
                 f"has {list(self.rules.obs_shape())}: pass the game the policy was trained on"
             )
-        self.search = PUCTSearch(
-            self.rules, simulations=simulations, c_puct=c_puct, **policy.search_settings()
-        )
+        settings = policy.search_settings()
+        if cache:
+            settings["evaluate"] = CachedEvaluator(NetworkEvaluator(settings["evaluate"]))
+        self.search = PUCTSearch(self.rules, simulations=simulations, c_puct=c_puct, **settings)
         self.name = name or f"search{simulations}"
 
     def act(self, observations: Any, action_masks: Any, rng: Any = None) -> np.ndarray:
