@@ -172,6 +172,10 @@ def test_a_run_played_against_ends_bit_identical_to_one_not_played(make_scope, t
         run_arena(arena, tmp_path / str(played), cbs)
         finals.append({k: v.numpy().copy() for k, v in arena.policy.state_dict().items()})
     assert human_score(tmp_path / "True")["games"] == 2
+    from paddlecraft.arenas.games.search import NetworkEvaluator
+
+    searcher = HumanPlay(arena.policy, ConnectFour, tmp_path, 8, 1.5, 0, lambda: 2)._search()
+    assert type(searcher.search.evaluator) is NetworkEvaluator  # the policy trains meanwhile
     assert finals[0].keys() == finals[1].keys()
     assert all(np.array_equal(finals[0][k], finals[1][k]) for k in finals[0])
     lines = [(tmp_path / str(p) / "metrics.jsonl").read_text().splitlines() for p in (False, True)]

@@ -186,8 +186,10 @@ class HumanPlay:
 
     # ------------------------------------------------------------------ internals
     def _search(self) -> SearchPlayer:
-        if self._searcher is None:
-            self._searcher = SearchPlayer(self.policy, self.rules, self.simulations, self.c_puct)
+        if self._searcher is None:  # uncached: in a live run the policy trains between replies
+            self._searcher = SearchPlayer(
+                self.policy, self.rules, self.simulations, self.c_puct, cache=False
+            )
         return self._searcher
 
     def _running(self, who: str) -> HumanGame:
