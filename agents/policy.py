@@ -21,6 +21,9 @@ from .settings import ConfigError
 
 #: added to the logits of illegal actions (finite, so masked terms never produce NaN)
 MASK_PENALTY = 1e9
+#: the search's move rules (``paddlecraft.arenas.games.search.MOVE_RULES``; agents do not
+#: import the arenas): what ``search_move`` accepts
+SEARCH_MOVES = ("visits", "lcb")
 
 
 @dataclass
@@ -53,6 +56,11 @@ class PolicyConfig(AgentConfig):
     #: ``proofs``) and, where it proves the root, plays and trains toward the moves it
     #: proved best. Saved with the policy.
     search_proofs: bool = False
+    #: how a player that searches with this policy picks the move it plays (evaluation,
+    #: tournaments, human games; training games still sample from the visits): ``visits``
+    #: the most visited move, ``lcb`` the best lower bound ``Q - 1 / sqrt(N)`` among the
+    #: visited moves (`played_moves`). Saved with the policy.
+    search_move: str = "visits"
 
 
 class Policy(Agent):
@@ -120,6 +128,11 @@ class Policy(Agent):
                 f"agents.{name}.moves_left_weight={self.moves_left_weight}: the search's "
                 f"moves-left utility reads the moves-left head, which is off; set "
                 f"agents.{name}.moves_left=true (or moves_left_weight=0)"
+            )
+        if self.cfg.search_move not in SEARCH_MOVES:
+            raise ConfigError(
+                f"agents.{name}.search_move={self.cfg.search_move!r}: expected one of "
+                f"{', '.join(SEARCH_MOVES)}; e.g. agents.{name}.search_move=lcb"
             )
         #: the most plies a game can last (a full board): the moves-left head's range
         self.max_plies = obs_shape[0] * obs_shape[1]

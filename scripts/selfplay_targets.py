@@ -58,24 +58,26 @@ def judge(
     games: int = 20,
     deeper: tuple[int, ...] = (),
     average: tuple[int, ...] = (),
+    move: str | None = None,
 ) -> dict[str, float]:
     """The saved policy of ``run`` judged by the perfect solver (extra ``solver``): move
     rates on ``positions`` positions, and ``games`` games as first player against it (also
     searching with each of ``deeper`` simulations: games only). For each ``K`` in
     ``average``, the same for the mean of the weights at the run's last K epoch ends
-    (keys ``avgK_*``: what ``arena.eval.average_last=K`` would have ended with)."""
+    (keys ``avgK_*``: what ``arena.eval.average_last=K`` would have ended with). ``move``:
+    the searching player's move rule (`played_moves`; default: the policy's ``search_move``)."""
     from paddlecraft.arenas.selfplay import load_policy
     from paddlecraft.arenas.selfplay.final import average_of_run
     from paddlecraft.arenas.selfplay.league import OpponentPool
 
     policy = load_policy(run / "policy", name=f"judged_{run.name}")
-    out = judge_policy(policy, positions, simulations, games, deeper)
+    out = judge_policy(policy, positions, simulations, games, deeper, move)
     for k in average:
         OpponentPool.load_into(policy, average_of_run(run, k))
         out.update(
             {
                 f"avg{k}_{key}": v
-                for key, v in judge_policy(policy, positions, simulations, games).items()
+                for key, v in judge_policy(policy, positions, simulations, games, (), move).items()
             }
         )
     return out
@@ -87,6 +89,7 @@ def judge_policy(
     simulations: int = 200,
     games: int = 20,
     deeper: tuple[int, ...] = (),
+    move: str | None = None,
 ) -> dict[str, float]:
     """`judge` for one policy object."""
     from paddlecraft.arenas.games.solver import (
@@ -102,7 +105,7 @@ def judge_policy(
     out: dict[str, float] = {}
     for label, player in (
         ("raw", PolicyPlayer(policy)),
-        (f"search{simulations}", SearchPlayer(policy, "connect_four", simulations)),
+        (f"search{simulations}", SearchPlayer(policy, "connect_four", simulations, move=move)),
     ):
         actions = judged_moves(player, pos)
         for k, v in move_rates(pos.values, actions).items():
@@ -117,7 +120,7 @@ def judge_policy(
         out[f"{label}_first_vs_solver_win_given_away_at"] = first["win_given_away_at"]
         out[f"{label}_first_vs_solver_given_away_by_ply_10"] = first["given_away_by_ply_10"]
     for n in deeper:  # how much of the gap against the solver a deeper search closes
-        first = versus_solver(SearchPlayer(policy, "connect_four", n), games=games)
+        first = versus_solver(SearchPlayer(policy, "connect_four", n, move=move), games=games)
         for k in ("win_rate", "win_given_away_at", "given_away_by_ply_10"):
             out[f"search{n}_first_vs_solver_{k}"] = first[k]
     return out
@@ -138,6 +141,8 @@ def main() -> None:
                     help="also play those games searching with these simulations")  # fmt: skip
     ap.add_argument("--average-last", type=int, nargs="*", default=[],
                     help="also judge the mean weights of each run's last K epoch ends (avgK_*)")  # fmt: skip
+    ap.add_argument("--search-move", choices=["visits", "lcb"], default=None,
+                    help="the searching player's move rule (default: each policy's search_move)")  # fmt: skip
     ap.add_argument("--threads", type=int, default=None,
                     help="OMP_NUM_THREADS of each run (default: the machine's cores)")  # fmt: skip
     args = ap.parse_args()
@@ -166,7 +171,7 @@ def main() -> None:
         row["raw_score_vs_mcts100"] = m.get("score_vs_mcts100", float("nan"))
         if args.solver:
             row.update(judge(run, args.solver, games=args.solver_games, deeper=tuple(args.deeper),
-                             average=tuple(args.average_last)))  # fmt: skip
+                             average=tuple(args.average_last), move=args.search_move))  # fmt: skip
         if args.tournament:
             cmd = [sys.executable, "-m", "paddlecraft.arenas.selfplay.tournament", "--game", "connect_four",
                    "--games", str(args.games), "--seed", str(seed), "--out",

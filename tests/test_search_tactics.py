@@ -72,6 +72,9 @@ def test_winning_moves_are_the_moves_that_complete_a_line(game):
             want[ok] = game.wins(stones[ok] | game.new_stone(mask[ok], np.full(ok.sum(), a)))
             assert np.array_equal(got[:, a], want)
         assert got.any() and not got.all()  # the sample has both kinds
+        count = game.winning_move_count(stones, mask)  # the bitboard count for Connect Four
+        assert np.array_equal(count, np.minimum(got.sum(axis=1), 2))
+        assert game is TicTacToe or 2 in count  # Connect Four's sample has double threats
 
 
 def _misled(game):

@@ -52,10 +52,10 @@ class ConnectFour(BoardGame):
         return out
 
     @classmethod
-    def winning_moves(cls, stones: np.ndarray, mask: np.ndarray) -> np.ndarray:
-        """As `BoardGame.winning_moves`, on whole bitboards (Pons' winning cells): the
-        empty cells that would complete a line of ``stones``, kept where a stone can be
-        played (the lowest empty cell of each column)."""
+    def winning_cells(cls, stones: np.ndarray, mask: np.ndarray) -> np.ndarray:
+        """``uint64 [n]`` bitboards (Pons' winning cells): the empty cells that would
+        complete a line of ``stones``, kept where a stone can be played (the lowest empty
+        cell of each column, so at most one per column)."""
         p, mask = np.asarray(stones, U64), np.asarray(mask, U64)
         cells = (p << _U[1]) & (p << _U[2]) & (p << _U[3])  # vertical: three below
         for s in _SHIFTS[1:]:  # three in a row on either side of the cell, or two and one
@@ -63,5 +63,17 @@ class ConnectFour(BoardGame):
             left, right = up1 & up2, down1 & down2
             cells |= (left & ((p << _U[3 * s]) | down1)) | (right & ((p >> _U[3 * s]) | up1))
         playable = (mask + _BOTTOMS) & _BOARD
-        win = cells & playable & ~mask  # [n]
+        return cells & playable & ~mask  # [n]
+
+    @classmethod
+    def winning_moves(cls, stones: np.ndarray, mask: np.ndarray) -> np.ndarray:
+        """As `BoardGame.winning_moves`, from `winning_cells`."""
+        win = cls.winning_cells(stones, mask)  # [n]
         return (win[:, None] & COLUMN[None, :]) != 0  # [n, 7]
+
+    @classmethod
+    def winning_move_count(cls, stones: np.ndarray, mask: np.ndarray) -> np.ndarray:
+        """As `BoardGame.winning_move_count`, on the bitboards: one winning cell per
+        column at most, so a second set bit (``w & (w - 1)``) means two moves."""
+        w = cls.winning_cells(stones, mask)  # [n]
+        return (w != 0).astype(np.int64) + ((w & (w - _U[1])) != 0)

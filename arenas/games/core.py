@@ -122,6 +122,12 @@ class BoardGame:
         return won & cls.legal(mask)
 
     @classmethod
+    def winning_move_count(cls, stones: np.ndarray, mask: np.ndarray) -> np.ndarray:
+        """``int64 [n]``: how many legal moves complete a line for the player owning
+        ``stones`` (as `winning_moves`), counted up to 2 (two or more: 2)."""
+        return np.minimum(cls.winning_moves(stones, mask).sum(axis=1), 2)
+
+    @classmethod
     def full(cls, mask: np.ndarray) -> np.ndarray:
         """Whether the board is full."""
         return mask == cls.FULL  # type: ignore[attr-defined]

@@ -46,11 +46,19 @@ from .evaluators import (
     uniform_evaluator,
 )
 from .search_reference import search_one
-from .search_results import SearchResult, choose_moves, completed_q_policy, decided_visits
+from .search_results import (
+    MOVE_RULES,
+    SearchResult,
+    choose_moves,
+    completed_q_policy,
+    decided_visits,
+    played_moves,
+)
 from .selection import Children, SelectionRule, puct, selection_rule, uct
 
 __all__ = [
     "MCTS",
+    "MOVE_RULES",
     "CachedEvaluator",
     "Children",
     "Evaluator",
@@ -63,6 +71,7 @@ __all__ = [
     "choose_moves",
     "completed_q_policy",
     "decided_visits",
+    "played_moves",
     "puct",
     "search_one",
     "uct",
@@ -292,9 +301,10 @@ class MCTS:
         """What the rules decide within two plies of the positions ``(cur, mask)`` (none
         finished): 3 where the mover has a winning move, 4 where it has none and the
         opponent has two (one move blocks one of them, never both), else 0."""
-        g = self.game
-        mover = g.winning_moves(cur, mask).any(axis=1)
-        lost = ~mover & (g.winning_moves(cur ^ mask, mask).sum(axis=1) >= 2)
+        n = len(cur)
+        count = self.game.winning_move_count(np.concatenate([cur, cur ^ mask]),
+                                             np.concatenate([mask, mask]))  # fmt: skip
+        mover, lost = count[:n] > 0, count[n:] >= 2  # [n]: a loss only where mover is False
         return np.where(mover, 3, np.where(lost, 4, 0))
 
     def _prove(

@@ -1,6 +1,7 @@
 """What a search returns and what is made of it: `SearchResult`, the move choice
-(`choose_moves`), Gumbel AlphaZero's policy target (`completed_q_policy`) and the visits
-left to the moves a search proved best (`decided_visits`)."""
+(`choose_moves`), the move a player plays after its search (`played_moves`), Gumbel
+AlphaZero's policy target (`completed_q_policy`) and the visits left to the moves a
+search proved best (`decided_visits`)."""
 
 from __future__ import annotations
 
@@ -9,7 +10,17 @@ from typing import Any
 
 import numpy as np
 
-__all__ = ["SearchResult", "choose_moves", "completed_q_policy", "decided_visits"]
+__all__ = [
+    "MOVE_RULES",
+    "SearchResult",
+    "choose_moves",
+    "completed_q_policy",
+    "decided_visits",
+    "played_moves",
+]
+
+#: how a player picks the move it plays after a search (`played_moves`)
+MOVE_RULES = ("visits", "lcb")
 
 
 @dataclass
@@ -99,3 +110,31 @@ def decided_visits(res: SearchResult) -> np.ndarray:
     worth = np.where(res.legal & ~np.isnan(res.proven), res.proven, -np.inf)
     top = worth >= worth.max(axis=1, keepdims=True) - 1e-12
     return np.where(res.decided[:, None] & ~top, 0.0, res.visits)
+
+
+def played_moves(
+    res: SearchResult, rule: str = "visits", legal: np.ndarray | None = None, rng: Any = None
+) -> np.ndarray:
+    """The move a player plays after a search, one per row ``int64 [B]``, among ``legal``
+    ``[B, A]`` (default: the search's ``res.legal``). Both rules read `decided_visits`
+    (where the search proved the root: its best moves only).
+
+    - ``"visits"``: the most visited move, ties at random from ``rng`` (AlphaZero).
+    - ``"lcb"``: the best lower confidence bound ``Q - 1 / sqrt(N)`` among the visited
+      moves (Leela Chess Zero's and KataGo's LCB move choice, with a fixed width instead
+      of their value variance): a move with fewer visits is played over the most visited
+      one only when its mean value is higher by more than their bounds' difference. ``Q``
+      is the move's mean value for the mover (exact where proven); ties go to the lowest
+      move.
+    """
+    ok = res.legal if legal is None else np.asarray(legal, bool)
+    visits = decided_visits(res)
+    if rule == "visits":
+        rng = rng if rng is not None else np.random.default_rng(0)
+        return choose_moves(np.where(ok, visits, -1.0), 0.0, rng)
+    if rule != "lcb":
+        raise ValueError(f"unknown move rule {rule!r}: use one of {', '.join(MOVE_RULES)}")
+    bound = res.q - 1.0 / np.sqrt(np.maximum(visits, 1.0))  # [B, A]
+    # unvisited legal moves rank below every visited one, illegal ones last
+    bound = np.where(ok & (visits > 0), bound, np.where(ok, -1e300, -np.inf))
+    return bound.argmax(axis=1).astype(np.int64)

@@ -23,11 +23,11 @@ from paddlecraft.errors import ConfigError
 from ..games import GAMES, Player
 from ..games.core import BoardGame
 from ..games.search import (
+    MOVE_RULES,
     CachedEvaluator,
     NetworkEvaluator,
     PUCTSearch,
-    choose_moves,
-    decided_visits,
+    played_moves,
 )
 
 
@@ -72,9 +72,11 @@ class PolicyPlayer(Player):
 
 
 class SearchPlayer(Player):
-    """PUCT search guided by a policy's priors and value; plays the most visited move.
+    """PUCT search guided by a policy's priors and value; plays the move its rule picks.
 
-    No root noise, temperature 0 (ties at random, from ``rng``). Batched: one search over
+    The rule (`played_moves`) is ``move``, by default the policy's ``search_move`` (the
+    most visited move, ties at random from ``rng``; or the best lower confidence bound).
+    No root noise, temperature 0. Batched: one search over
     all the boards of a call, one network call per simulation. Values are backed up with
     the policy's ``value_discount`` and its moves-left utility (``moves_left_weight``), the
     ones it was trained with. With ``cache`` (the default) the network's results are kept
@@ -90,6 +92,7 @@ class SearchPlayer(Player):
         c_puct: float = 1.5,
         name: str | None = None,
         cache: bool = True,
+        move: str | None = None,
     ) -> None:
         self.policy, self.rules = policy, _rules(game)
         if tuple(policy.obs_shape) != self.rules.obs_shape():
@@ -97,6 +100,9 @@ class SearchPlayer(Player):
                 f"the policy is sized for boards {list(policy.obs_shape)}, but {self.rules.name} "
                 f"has {list(self.rules.obs_shape())}: pass the game the policy was trained on"
             )
+        self.move = str(policy.cfg.search_move if move is None else move)
+        if self.move not in MOVE_RULES:
+            raise ValueError(f"SearchPlayer: move={self.move!r}, expected one of {MOVE_RULES}")
         settings = policy.search_settings()
         if cache:
             settings["evaluate"] = CachedEvaluator(NetworkEvaluator(settings["evaluate"]))
@@ -109,11 +115,10 @@ class SearchPlayer(Player):
         cur, mask = self.rules.from_planes(obs)
         training = self.policy.training
         self.policy.eval()  # once per search, not once per simulation
-        visits = decided_visits(self.search.search(cur, mask))
+        res = self.search.search(cur, mask)
         if training:
             self.policy.train()
-        visits = np.where(legal, visits, -1.0)
-        return choose_moves(visits, 0.0, rng if rng is not None else np.random.default_rng(0))
+        return played_moves(res, self.move, legal, rng)
 
 
 def search_player(
