@@ -396,8 +396,7 @@ class PUCTSearch(MCTS):
         if c_puct <= 0:
             raise ValueError(f"search: need c_puct > 0, got {c_puct}")
         super().__init__(
-            game, evaluate if isinstance(evaluate, Evaluator) else NetworkEvaluator(evaluate),
-            simulations, "puct", c_puct, dirichlet_alpha,
+            game, evaluate, simulations, "puct", c_puct, dirichlet_alpha,  # MCTS wraps a function
             noise_fraction, discount, moves_left_weight, tactics, proofs,
         )  # fmt: skip
         self.evaluate, self.c_puct = evaluate, float(c_puct)
