@@ -54,6 +54,7 @@ from .search_results import (
     decided_visits,
     played_moves,
 )
+from .search_tree import Tree, TreeReuse
 from .selection import Children, SelectionRule, puct, selection_rule, uct
 
 __all__ = [
@@ -68,6 +69,7 @@ __all__ = [
     "RandomRolloutEvaluator",
     "SearchResult",
     "SelectionRule",
+    "TreeReuse",
     "choose_moves",
     "completed_q_policy",
     "decided_visits",
@@ -169,35 +171,33 @@ class MCTS:
         rng: Any = None,
         noise: bool = False,
         legal: np.ndarray | None = None,
+        reuse: TreeReuse | None = None,
     ) -> SearchResult:
         """Search the positions ``(cur, mask)`` (bitboards ``[B]``, mover's side; none
         finished). ``rng``: a ``np.random.Generator`` or ``np.random`` (root noise, and the
         random draws of the evaluator and selection rule); ``legal``: the root moves
-        ``[B, A]`` if known (by default from the rules)."""
+        ``[B, A]`` if known (by default from the rules). ``reuse``: the subtrees earlier
+        searches left (`TreeReuse`): a position found there starts from its subtree's
+        visits and adds ``simulations`` to them; this search's trees are left in
+        ``reuse.last`` (then call ``reuse.played(actions)``)."""
         g = self.game
         cur, mask = np.asarray(cur, np.uint64), np.asarray(mask, np.uint64)
         B, S, A = len(cur), self.simulations, g.num_actions
-        N = S + 1  # nodes per tree; node i of game b is row b * N + i of the arrays below
-        ncur = np.zeros(B * N, np.uint64)
-        nmask = np.zeros(B * N, np.uint64)
-        prior = np.zeros((B * N, A))
-        legal_at = np.zeros((B * N, A), bool)
-        child = np.full((B * N, A), -1, np.int64)  # row of the child node, -1: untried
-        visits = np.zeros((B * N, A))  # N(s, a)
-        total = np.zeros((B * N, A))  # W(s, a), for the player to move at s
-        flat_visits, flat_total = visits.reshape(-1), total.reshape(-1)  # [B * N * A] views
-        roots = np.arange(B) * N
-        count = roots + 1  # the next free row of each tree
-        ncur[roots], nmask[roots] = cur, mask
         legal0 = g.legal(mask) if legal is None else np.asarray(legal, bool)
         if not legal0.any(axis=1).all():
             raise ValueError("search: a root position has no legal move (is the game over?)")
-        net_p0, v0, *m0 = self.evaluator.root(g, cur, mask, legal0, rng)
         ml = self.moves_left_weight > 0
+        # node i of game b is row b * N + i of the tree's arrays (`Tree`)
+        tree = Tree.empty(B, S + 1, A, ml) if reuse is None else reuse.start(cur, mask, S, A, ml)
+        ncur, nmask, prior, legal_at = tree.ncur, tree.nmask, tree.prior, tree.legal_at
+        child, visits, total, exact = tree.child, tree.visits, tree.total, tree.exact
+        flat_visits, flat_total = visits.reshape(-1), total.reshape(-1)  # [B * N * A] views
+        roots, count = tree.roots, tree.count
+        ncur[roots], nmask[roots] = cur, mask
+        net_p0, v0, *m0 = self.evaluator.root(g, cur, mask, legal0, rng)
         if ml:  # plies to the end: each node's evaluator estimate, each edge's running sum
-            node_m = np.zeros(B * N)
+            node_m, mtotal = tree.node_m, tree.mtotal
             node_m[roots] = np.asarray(m0[0], np.float64).reshape(-1) if m0 else 0.0
-            mtotal = np.zeros((B * N, A))
             flat_mtotal = mtotal.reshape(-1)
         p0 = net_p0
         if noise and self.noise_fraction > 0:
@@ -211,12 +211,15 @@ class MCTS:
             some = wins0.any(axis=1, keepdims=True)
             p0 = np.where(some, np.where(wins0, p0 + 1e-12, 0.0), p0)
             p0 = p0 / p0.sum(axis=1, keepdims=True)
+            if reuse is not None:  # nothing kept below the moves it no longer searches
+                keep = ~some | wins0
+                visits[roots], total[roots] = visits[roots] * keep, total[roots] * keep
+                child[roots] = np.where(keep, child[roots], -1)
         prior[roots], legal_at[roots] = p0, legal0
         gamma = self.discount
         # the value, for the player to move there, that a leaf of each kind backs up
         leaf_value = np.array([np.nan, -1.0, 0.0, gamma, -gamma * gamma])
-        # each node's exact leaf value (NaN: not known); an edge into it is worth -exact
-        exact = np.full(B * N, np.nan)
+        # exact: each node's exact leaf value (NaN: not known); an edge into it is worth -exact
         for _ in range(S):
             node = roots.copy()  # [B] row of each game's current node
             path: list[tuple[np.ndarray, np.ndarray]] = []  # per depth: (games, edge rows)
@@ -289,6 +292,8 @@ class MCTS:
         root_q = total[roots] / np.maximum(root_n, 1.0)
         root_m = mtotal[roots] / np.maximum(root_n, 1.0) if ml else None
         res = SearchResult(root_n, root_value, p0, root_q, net_p0, v0, legal0, root_m)
+        if reuse is not None:
+            reuse.last = tree
         if self.proofs:
             kids = child[roots]
             res.proven = np.where(kids >= 0, -exact[np.maximum(kids, 0)], np.nan)

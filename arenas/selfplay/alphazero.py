@@ -33,6 +33,7 @@ from ..games.search import (
     NetworkEvaluator,
     PUCTSearch,
     SearchResult,
+    TreeReuse,
     choose_moves,
     completed_q_policy,
     decided_visits,
@@ -46,11 +47,12 @@ def search_controller(
 
     ``cfg`` is ``arena.search`` (`SearchConfig`): ``simulations``,
     ``c_puct``, ``dirichlet_alpha``, ``noise_fraction``, ``temperature_moves``,
-    ``policy_target`` and ``cache`` are read. Make one per collection: with ``cache``
+    ``policy_target``, ``cache`` and ``reuse`` are read. Make one per collection: with ``cache``
     its searches reuse the network's results for positions met before
-    (`CachedEvaluator`), which is right only while the weights stay as they are. ``pi`` is the
-    policy target: the visit distribution, or the completed-Q policy
-    (`completed_q_policy`).
+    (`CachedEvaluator`), which is right only while the weights stay as they are; with
+    ``reuse`` each search starts from the subtree its predecessor left below the move
+    played (`TreeReuse`). ``pi`` is the policy target: the visit distribution, or the
+    completed-Q policy (`completed_q_policy`).
     """
     settings = dict(
         c_puct=cfg.c_puct,
@@ -60,6 +62,7 @@ def search_controller(
     )
     if cfg.cache:  # one cache for this controller's life: the weights do not change in it
         settings["evaluate"] = CachedEvaluator(NetworkEvaluator(settings["evaluate"]))
+    reuse = TreeReuse() if cfg.reuse else None  # each search starts from the last one's
     search = PUCTSearch(rules, simulations=cfg.simulations, **settings)
     capped = cfg.full_fraction < 1.0  # playout cap randomisation
     fast = PUCTSearch(rules, simulations=cfg.fast_simulations, **settings) if capped else None
@@ -69,7 +72,7 @@ def search_controller(
         training = policy.training
         policy.eval()  # once per search, not once per simulation
         if fast is None:
-            res = search.search(cur, mask, rng, noise=True)
+            res = search.search(cur, mask, rng, noise=True, reuse=reuse)
             full = None
         else:
             full = rng.random(len(cur)) < cfg.full_fraction  # [n] searched in full
@@ -80,6 +83,8 @@ def search_controller(
         temperature = np.where(ply < cfg.temperature_moves, 1.0, 0.0)
         visits = decided_visits(res)  # where the search proved the root: its best moves
         actions = choose_moves(visits, temperature, rng)
+        if reuse is not None:
+            reuse.played(actions)
         if cfg.policy_target == "completed_q":
             pi = completed_q_policy(res)  # [n, A]
         else:
@@ -93,6 +98,7 @@ def search_controller(
 
     act.search = search  # type: ignore[attr-defined]  # the tree it plays with
     act.fast = fast  # type: ignore[attr-defined]  # and its fast searches (None: none)
+    act.reuse = reuse  # type: ignore[attr-defined]  # the subtrees it keeps (None: none)
     return act
 
 

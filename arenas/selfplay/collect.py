@@ -175,10 +175,16 @@ class Collector:
 
 def cache_metrics(controllers: list[Controller]) -> dict[str, float]:
     """``{"search_cache_hits": share}``: the share of the learner's leaf evaluations its
-    evaluation cache answered in this collection (`CachedEvaluator`); empty without one
-    (``arena.search.cache=false``, PPO, or the games played on workers)."""
+    evaluation cache answered in this collection (`CachedEvaluator`), and
+    ``{"search_reused": share}``: the share of its searches that started from a kept
+    subtree (`TreeReuse`); each empty without one (``arena.search.cache=false``,
+    ``arena.search.reuse=false``, PPO, or the games played on workers)."""
+    out: dict[str, float] = {}
     search = getattr(controllers[0], "search", None) if controllers else None
     cache = getattr(search, "evaluator", None)
-    if not isinstance(cache, CachedEvaluator) or not cache.lookups:
-        return {}
-    return {"search_cache_hits": cache.hits / cache.lookups}
+    if isinstance(cache, CachedEvaluator) and cache.lookups:
+        out["search_cache_hits"] = cache.hits / cache.lookups
+    reuse = getattr(controllers[0], "reuse", None) if controllers else None
+    if reuse is not None and reuse.searched:
+        out["search_reused"] = reuse.reused / reuse.searched
+    return out

@@ -136,6 +136,10 @@ class SearchConfig:
     meets the position again (`CachedEvaluator`): the same search, fewer network calls.
     The results match uncached ones up to float rounding, so runs differ in their last
     bits (false: every leaf is evaluated, as before)."""
+    reuse: bool = False
+    """Start each training search from the subtree the previous one left below the move
+    played (AlphaZero's and KataGo's tree reuse, `TreeReuse`): its visits count with the
+    ``simulations`` new ones, in the search and in the policy target."""
 
     def check(self, total: int, at: str = "arena.search") -> None:
         """Refuse values no search can use; ``total`` is the run's number of updates."""
@@ -173,6 +177,12 @@ class SearchConfig:
             _need(1 <= self.fast_simulations <= self.simulations, f"{at}.fast_simulations",
                   self.fast_simulations, f"in [1, {at}.simulations = {self.simulations}]",
                   f"e.g. {at}.fast_simulations={max(1, self.simulations // 5)}")  # fmt: skip
+            if self.reuse:
+                raise ConfigError(
+                    f"{at}.reuse keeps a search's tree for the next move, which "
+                    f"{at}.full_fraction < 1 searches with another search: set one of "
+                    f"them ({at}.reuse=false or {at}.full_fraction=1)"
+                )
         if self.games_per_step is not None and self.games_per_step < 1:
             raise ConfigError(
                 f"{at}.games_per_step must be >= 1 or null (arena.games_per_step), got "

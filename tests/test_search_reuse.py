@@ -1,0 +1,133 @@
+"""Tree reuse (`TreeReuse`, ``arena.search.reuse``): a search starts from the subtree the
+last one left below the move played, its statistics copied exactly, every tree still a
+tree of the game; the training controller keeps its trees across moves and a run with it
+resumes bit for bit."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from test_selfplay_search import TTT_MLP, _az_arena
+
+from paddlecraft.agents import Policy
+from paddlecraft.agents.settings import ConfigError
+from paddlecraft.arenas import check_arena
+from paddlecraft.arenas.engine.rng import seed_everything
+from paddlecraft.arenas.games import ConnectFour, TicTacToe, random_legal
+from paddlecraft.arenas.games.search import PUCTSearch, TreeReuse, choose_moves
+from paddlecraft.arenas.games.search_tree import Tree
+
+
+def _net(planes: np.ndarray, masks: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """A fixed, position-dependent evaluator: priors and values from the stones."""
+    flat = planes.reshape(len(planes), -1)
+    w = np.random.default_rng(7).standard_normal((flat.shape[1], masks.shape[1] + 1))
+    out = flat @ w
+    p = np.exp(out[:, :-1]) * masks
+    return p / p.sum(axis=1, keepdims=True), np.tanh(out[:, -1] / 4)
+
+
+def _check_tree(game: type, tree: Tree, games: int) -> None:
+    """Every expanded edge leads to the position its move makes; an edge into an evaluated
+    node was visited once more than the node's own edges (the visit that made it), one
+    into a node of known value at least that often (visits stop there)."""
+    rows = np.concatenate([np.arange(b * tree.nodes, tree.count[b]) for b in range(games)])
+    r, a = np.nonzero(tree.child[rows] >= 0)
+    r = rows[r]
+    c = tree.child[r, a]
+    assert (c // tree.nodes == r // tree.nodes).all()  # a game's child stays in its tree
+    c2, m2, _, _ = game.play(tree.ncur[r], tree.nmask[r], a)
+    assert np.array_equal(c2, tree.ncur[c]) and np.array_equal(m2, tree.nmask[c])
+    below = tree.visits[c].sum(axis=1)
+    known = ~np.isnan(tree.exact[c])
+    assert np.array_equal(tree.visits[r, a][~known], 1 + below[~known])
+    assert (tree.visits[r, a][known] >= 1 + below[known] - 1e-9).all()
+
+
+@pytest.mark.parametrize(
+    "game,tactics", [(ConnectFour, True), (ConnectFour, False), (TicTacToe, True)]
+)
+def test_reused_trees_stay_trees_of_the_game_whole_games_long(game, tactics):
+    rng = np.random.default_rng(0)
+    search = PUCTSearch(game, _net, simulations=24, discount=0.95, tactics=tactics, proofs=tactics,
+                        moves_left_weight=0.0)  # fmt: skip
+    g, reuse = game(12), TreeReuse()
+    plies = more = later = 0
+    while not g.done.all():
+        live = np.flatnonzero(~g.done)
+        planes, masks = g.observe(live)
+        cur, mask = game.from_planes(planes)
+        res = search.search(cur, mask, rng, noise=True, reuse=reuse)
+        tree = reuse.last
+        _check_tree(game, tree, len(live))
+        assert (res.visits.sum(axis=1) >= 24).all()
+        if plies:  # from the second move on, a game's search adds 24 visits to what it kept
+            more += int((res.visits.sum(axis=1) > 24).sum())
+            later += len(live)
+        actions = choose_moves(res.visits, np.ones(len(live)), rng)
+        reuse.played(actions)
+        g.step(actions, live)
+        plies += 1
+    assert reuse.reused > 0.6 * reuse.searched and more > 0.6 * later
+
+
+def test_a_kept_subtree_starts_the_next_search_with_its_statistics():
+    """The child of the move played (self-play) and a grandchild (an opponent moved
+    between) start from exact copies of their nodes' statistics; other positions from
+    nothing; one more simulation adds one visit to the copy."""
+    rng = np.random.default_rng(3)
+    search = PUCTSearch(ConnectFour, _net, simulations=60, discount=0.95)
+    g = ConnectFour(4)
+    g.step(random_legal(g.legal_mask(), np.random.default_rng(1)))
+    planes, masks = g.observe()
+    cur, mask = ConnectFour.from_planes(planes)
+    reuse = TreeReuse()
+    res = search.search(cur, mask, rng, reuse=reuse)
+    old = reuse.last
+    played = res.visits.argmax(axis=1)
+    reuse.played(played)
+    kid = old.child[old.roots, played]  # [4] rows of the children
+    assert (kid >= 0).all()
+    grand_a = old.visits[kid].argmax(axis=1)
+    grand = old.child[kid, grand_a]  # the opponent's most visited reply
+    positions = [(old.ncur[kid], old.nmask[kid]), (old.ncur[grand], old.nmask[grand])]
+    for (c, m), rows in zip(positions, (kid, grand), strict=True):
+        t = reuse.start(c, m, 5, ConnectFour.num_actions, False)
+        assert t.nodes == int((t.count - t.roots).max()) + 5
+        assert np.array_equal(t.visits[t.roots], old.visits[rows])
+        assert np.array_equal(t.total[t.roots], old.total[rows])
+        assert np.array_equal(t.prior[t.roots], old.prior[rows])
+        sizes = t.count - t.roots
+        assert (sizes == [len(old.subtree_rows(np.array([r]))[1]) for r in rows]).all()
+        _check_tree(ConnectFour, t, 4)
+    # one simulation on top of the kept child: its visits plus one
+    one = PUCTSearch(ConnectFour, _net, simulations=1, discount=0.95)
+    again = one.search(old.ncur[kid], old.nmask[kid], rng, reuse=reuse)
+    assert np.array_equal(again.visits.sum(axis=1), old.visits[kid].sum(axis=1) + 1)
+    fresh = reuse.start(cur, mask, 5, ConnectFour.num_actions, False)  # the old roots: gone
+    assert (fresh.visits == 0).all() and (fresh.count == fresh.roots + 1).all()
+
+
+def test_the_training_controller_reuses_its_trees_and_resumes_bit_identically(make_scope):
+    from paddlecraft.arenas.selfplay.alphazero import search_controller
+
+    seed_everything(0)
+    policy = Policy(make_scope("reuse"), encoder=TTT_MLP, obs_shape=[3, 3, 2], num_actions=9)
+    arena = _az_arena(policy, search={"reuse": True})
+    act = search_controller(policy, TicTacToe, arena.cfg.search, np.random.default_rng(5))
+    g = TicTacToe(16)
+    while not g.done.all():
+        live = np.flatnonzero(~g.done)
+        planes, masks = g.observe(live)
+        actions, info = act(planes, masks)
+        g.step(actions, live)
+    assert act.reuse.reused > 0.5 * act.reuse.searched  # every move after a game's first
+    arena._take_snapshot()
+    metrics = arena._collect()["metrics"]
+    assert 0.4 < metrics["search_reused"] < 1.0  # the games against anchors too
+    with pytest.raises(ConfigError, match="arena.search.reuse"):
+        _az_arena(policy, search={"reuse": True, "full_fraction": 0.5, "fast_simulations": 2})
+    seed_everything(0)
+    policy = Policy("policy", encoder=TTT_MLP, obs_shape=[3, 3, 2], num_actions=9, seed=0)
+    passed = check_arena(_az_arena(policy, search={"reuse": True}), steps=2)
+    assert "resume from a checkpoint is bit-identical" in passed
