@@ -15,6 +15,12 @@ Measures, on this machine:
    training mix, ``game=connect_four_ppo``), the PPO update, and a batched MCTS-100 move.
 
 Writes ``bench/results_selfplay.json`` beside this file.
+
+    python bench/selfplay_bench.py --update-split game=connect_four
+    python bench/selfplay_bench.py --update-split game=connect_four arena.search.simulations=30
+
+print one JSON line each: the seconds an update spends collecting its games and training
+on them, and an epoch-end evaluation, for that config (updates 2-6 of seed 0).
 """
 
 from __future__ import annotations
@@ -259,6 +265,48 @@ def bench_workers(
     return out
 
 
+def bench_update_split(overrides: list[str], updates: int = 6) -> dict:
+    """Where an update's time goes: seconds in collection (``SelfPlayArena._collect``) and
+    in the gradient update (``_update``), the means over updates 2..``updates`` (the first
+    warms up), and one epoch-end evaluation, for ``arena=selfplay`` with ``overrides``
+    (e.g. ``game=connect_four arena.search.simulations=30``)."""
+    from hydra import compose, initialize_config_dir
+
+    from paddlecraft.arenas import register_configs
+    from paddlecraft.arenas.engine.app import build_agents, build_arena
+    from paddlecraft.arenas.engine.rng import seed_everything
+
+    register_configs()
+    with initialize_config_dir(config_dir=str(ROOT / "conf"), version_base="1.3"):
+        cfg = compose("config", overrides=["arena=selfplay", *overrides])
+    seed_everything(0)
+    collect, update = [], []
+    with build_arena(cfg, build_agents(cfg)) as arena:
+        arena._take_snapshot()
+        for _ in range(updates):
+            t = time.perf_counter()
+            rollout = arena._collect()
+            t2 = time.perf_counter()
+            arena._update(rollout)
+            collect.append(t2 - t)
+            update.append(time.perf_counter() - t2)
+        t = time.perf_counter()
+        arena.evaluate()
+        evaluation = time.perf_counter() - t
+    c, u = float(np.mean(collect[1:])), float(np.mean(update[1:]))
+    return {
+        "overrides": overrides,
+        "collect_s": round(c, 2),
+        "update_s": round(u, 2),
+        "per_update_s": round(c + u, 2),
+        "evaluation_s": round(evaluation, 2),
+        "threads": os.environ.get("OMP_NUM_THREADS"),
+        "cpu": cpu_model(),
+        "summary": f"{' '.join(overrides)}: collection {c:.2f} s + update {u:.2f} s = "
+        f"{c + u:.2f} s per update (updates 2-{updates}); an evaluation {evaluation:.2f} s",
+    }
+
+
 def bench_selfplay(size: str = "full") -> dict:
     """Every figure of this benchmark as a dict (``bench/run.py`` calls this with its size:
     full, quick or tiny)."""
@@ -307,7 +355,14 @@ def main() -> None:
     ap.add_argument("--counts", default="1,2,4", help="--workers: worker counts, e.g. 1,2")
     ap.add_argument("--game", default="connect_four_ppo",
                     help="--workers: game config (connect_four: search collection)")  # fmt: skip
+    ap.add_argument("--update-split", nargs="*", metavar="OVERRIDE", default=None,
+                    help="only where an update's time goes, for arena=selfplay with these "
+                    "overrides (e.g. game=connect_four arena.search.simulations=30)")  # fmt: skip
     args = ap.parse_args()
+    if args.update_split is not None:
+        res = bench_update_split(args.update_split)
+        sys.stdout.write(json.dumps(res) + "\n")
+        return
     if args.workers:
         counts = tuple(int(w) for w in args.counts.split(","))
         res = bench_workers(
