@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from test_selfplay_search import TTT_MLP, _az_arena
+from test_selfplay_search import TTT_MLP, _az_arena, play_out
 
 from paddlecraft.agents import Policy
 from paddlecraft.agents.settings import ConfigError
@@ -45,12 +45,17 @@ def _check_tree(game: type, tree: Tree, games: int) -> None:
 
 
 @pytest.mark.parametrize(
-    "game,tactics", [(ConnectFour, True), (ConnectFour, False), (TicTacToe, True)]
-)
-def test_reused_trees_stay_trees_of_the_game_whole_games_long(game, tactics):
+    "game,tactics,moves_left",
+    [(ConnectFour, True, 0.0), (ConnectFour, False, 0.0), (ConnectFour, True, 0.5),
+     (TicTacToe, True, 0.0)],
+)  # fmt: skip
+def test_reused_trees_stay_trees_of_the_game_whole_games_long(game, tactics, moves_left):
+    """Whole batches of games searched with reuse (tactics and proofs on and off, the
+    moves-left arrays copied too): after every search each tree is still a tree of the
+    game, and most searches after a game's first start from what the last one kept."""
     rng = np.random.default_rng(0)
     search = PUCTSearch(game, _net, simulations=24, discount=0.95, tactics=tactics, proofs=tactics,
-                        moves_left_weight=0.0)  # fmt: skip
+                        moves_left_weight=moves_left)  # fmt: skip
     g, reuse = game(12), TreeReuse()
     plies = more = later = 0
     while not g.done.all():
@@ -60,7 +65,14 @@ def test_reused_trees_stay_trees_of_the_game_whole_games_long(game, tactics):
         res = search.search(cur, mask, rng, noise=True, reuse=reuse)
         tree = reuse.last
         _check_tree(game, tree, len(live))
+        if moves_left:  # every visit of an edge added its plies to the end
+            assert (tree.mtotal[tree.visits == 0] == 0).all()
+            assert (tree.mtotal[tree.visits > 0] >= tree.visits[tree.visits > 0] - 1e-9).all()
         assert (res.visits.sum(axis=1) >= 24).all()
+        if tactics:  # a root with a winning move searched those alone, kept subtree or not
+            wins = game.winning_moves(cur, mask) & res.legal
+            some = wins.any(axis=1)
+            assert (res.visits[some] * ~wins[some] == 0).all()
         if plies:  # from the second move on, a game's search adds 24 visits to what it kept
             more += int((res.visits.sum(axis=1) > 24).sum())
             later += len(live)
@@ -115,12 +127,7 @@ def test_the_training_controller_reuses_its_trees_and_resumes_bit_identically(ma
     policy = Policy(make_scope("reuse"), encoder=TTT_MLP, obs_shape=[3, 3, 2], num_actions=9)
     arena = _az_arena(policy, search={"reuse": True})
     act = search_controller(policy, TicTacToe, arena.cfg.search, np.random.default_rng(5))
-    g = TicTacToe(16)
-    while not g.done.all():
-        live = np.flatnonzero(~g.done)
-        planes, masks = g.observe(live)
-        actions, info = act(planes, masks)
-        g.step(actions, live)
+    play_out(act, TicTacToe, 16)
     assert act.reuse.reused > 0.5 * act.reuse.searched  # every move after a game's first
     arena._take_snapshot()
     metrics = arena._collect()["metrics"]

@@ -23,6 +23,17 @@ TTT_MLP = {
 C4_MLP = {**TTT_MLP, "input_size": 84}
 
 
+def play_out(act, game: type, n: int) -> None:
+    """Play ``n`` games of ``game`` to the end with the collection controller ``act``
+    moving on both sides."""
+    g = game(n)
+    while not g.done.all():
+        live = np.flatnonzero(~g.done)
+        planes, masks = g.observe(live)
+        actions, _ = act(planes, masks)
+        g.step(actions, live)
+
+
 def _az_arena(policy, **kw):
     base = {
         "data": "tictactoe",
@@ -145,12 +156,7 @@ def test_a_collection_reuses_its_network_results_unless_told_not_to(make_scope, 
     evaluator = act.search.evaluator
     assert type(evaluator) is (CachedEvaluator if cache else NetworkEvaluator)
     assert (act.fast.evaluator is evaluator) == cache  # one store for both searches
-    g = TicTacToe(16)
-    while not g.done.all():
-        live = np.flatnonzero(~g.done)
-        planes, masks = g.observe(live)
-        actions, _ = act(planes, masks)
-        g.step(actions, live)
+    play_out(act, TicTacToe, 16)
     if cache:  # each move's search starts inside the last one's tree
         assert evaluator.lookups > 0 and evaluator.hits / evaluator.lookups > 0.3
         assert evaluator._size == evaluator.lookups - evaluator.hits

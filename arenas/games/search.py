@@ -211,10 +211,8 @@ class MCTS:
             some = wins0.any(axis=1, keepdims=True)
             p0 = np.where(some, np.where(wins0, p0 + 1e-12, 0.0), p0)
             p0 = p0 / p0.sum(axis=1, keepdims=True)
-            if reuse is not None:  # nothing kept below the moves it no longer searches
-                keep = ~some | wins0
-                visits[roots], total[roots] = visits[roots] * keep, total[roots] * keep
-                child[roots] = np.where(keep, child[roots], -1)
+            # (a kept subtree never starts at such a root: a node whose mover can win was
+            # scored exactly when it was made and never expanded, so it comes back bare)
         prior[roots], legal_at[roots] = p0, legal0
         gamma = self.discount
         # the value, for the player to move there, that a leaf of each kind backs up
