@@ -21,7 +21,8 @@ with ``num_classes``, a ``prediction`` head: the `ImageMLPEncoder` contract on a
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from typing import Any
 
 import numpy as np
 import paddle
@@ -127,11 +128,33 @@ class BoardLineEncoder(ImageMLPEncoder):
         Only 2-D matmuls and elementwise ops: Paddle's CPU broadcasting compares and
         batched matmuls cost far more on these sizes.
         """
-        held = ((x @ self.held_code) == self.held_offset).astype("float32")  # [B, C(k-1)L]
-        near = (held @ self.short_cells) > 0  # [B, C * N]: on a line one stone short
-        empty = (x @ self.cell_stones) == 0  # [B, C * N]
-        threats = (near & empty).astype("float32")  # [B, C * N]
-        return paddle.concat([x, held, threats], axis=1)  # [B, num_features]
+        fixed = (self.held_code, self.held_offset, self.short_cells, self.cell_stones)
+        return _line_features(x, *fixed, concat=paddle.concat)
 
     def _forward(self, x: Tensor) -> dict[str, Tensor]:
         return super()._forward(self.line_features(x))  # [B, num_features] -> the MLP
+
+    def numpy_forward(self) -> Callable[[np.ndarray], np.ndarray] | None:
+        """`ImageMLPEncoder.numpy_forward` over the line features, computed by NumPy from
+        the same fixed matrices: [B, rows * cols * C] planes -> [B, hidden] float32."""
+        mlp = super().numpy_forward()
+        if mlp is None:
+            return None
+        fixed = [np.array(b.numpy()) for b in (self.held_code, self.held_offset,
+                                               self.short_cells, self.cell_stones)]  # fmt: skip
+
+        def pooled(x: np.ndarray) -> np.ndarray:
+            x = np.asarray(x, np.float32).reshape(len(x), -1)  # [B, rows * cols * C]
+            return mlp(_line_features(x, *fixed, concat=np.concatenate))
+
+        return pooled
+
+
+def _line_features(x: Any, code: Any, offset: Any, short: Any, stones: Any, concat: Any) -> Any:
+    """The line features of planes ``x`` [B, N * C] (Paddle tensors or NumPy arrays, with
+    the `BoardLineEncoder` buffers of the same kind and its ``concat``): [B, features]."""
+    held = ((x @ code) == offset).astype("float32")  # [B, C(k-1)L]
+    near = (held @ short) > 0  # [B, C * N]: on a line one stone short
+    empty = (x @ stones) == 0  # [B, C * N]
+    threats = (near & empty).astype("float32")  # [B, C * N]
+    return concat([x, held, threats], axis=1)  # [B, num_features]

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
+import numpy as np
 import paddle.nn.functional as F
 from paddle import nn
 
@@ -61,3 +64,24 @@ class ImageMLPEncoder(Encoder):
         if self.num_classes is not None:
             out["prediction"] = self.layers["prediction"](h)  # [B, num_classes]
         return out
+
+    def numpy_forward(self) -> Callable[[np.ndarray], np.ndarray] | None:
+        """A NumPy copy of ``forward_all(x)["pooled"]`` with the weights as they are now,
+        for inference that calls the network many times on small batches while the weights
+        stay fixed (a search's leaf evaluations): [B, input_size] float32 -> [B, hidden]
+        float32, the same values to float32 rounding and 1.4-1.8x faster per call on CPU
+        than Paddle's forward at batch 256 (``python bench/search_bench.py``). ``None`` when
+        a hidden layer is not a plain ``nn.Linear`` (adapted or replaced): callers then use
+        the Paddle forward. Later changes to the weights do not reach the copy."""
+        layers = [self.layers[f"hidden_layer_{i}"] for i in range(1, self.hidden_layers + 1)]
+        if any(type(lay) is not nn.Linear or lay.bias is None for lay in layers):
+            return None
+        weights = [(np.array(lay.weight.numpy()), np.array(lay.bias.numpy())) for lay in layers]
+
+        def pooled(x: np.ndarray) -> np.ndarray:
+            h = np.asarray(x, np.float32).reshape(len(x), -1)  # [B, input_size]
+            for w, b in weights:
+                h = np.maximum(h @ w + b, np.float32(0.0))  # [B, hidden]
+            return h
+
+        return pooled

@@ -58,7 +58,9 @@ def search_controller(
         c_puct=cfg.c_puct,
         dirichlet_alpha=cfg.dirichlet_alpha,
         noise_fraction=cfg.noise_fraction,
-        **policy.search_settings(),  # its evaluator, value discount and moves-left utility
+        # its evaluator (over a copy of the weights: they stay as they are during a
+        # collection), value discount and moves-left utility
+        **policy.search_settings(frozen=True),
     )
     if cfg.cache:  # one cache for this controller's life: the weights do not change in it
         settings["evaluate"] = CachedEvaluator(NetworkEvaluator(settings["evaluate"]))

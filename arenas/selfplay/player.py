@@ -81,7 +81,9 @@ class SearchPlayer(Player):
     the policy's ``value_discount`` and its moves-left utility (``moves_left_weight``), the
     ones it was trained with. With ``cache`` (the default) the network's results are kept
     by position for the player's life (`CachedEvaluator`): the next move's search reuses
-    the last one's; make a new player once the policy has trained further.
+    the last one's; and the network is a copy of the weights as they were when the player
+    was made (`Policy.frozen_evaluator`); make a new player once the policy has trained
+    further.
     """
 
     def __init__(
@@ -103,7 +105,7 @@ class SearchPlayer(Player):
         self.move = str(policy.cfg.search_move if move is None else move)
         if self.move not in MOVE_RULES:
             raise ValueError(f"SearchPlayer: move={self.move!r}, expected one of {MOVE_RULES}")
-        settings = policy.search_settings()
+        settings = policy.search_settings(frozen=cache)  # cached: the weights stay as now
         if cache:
             settings["evaluate"] = CachedEvaluator(NetworkEvaluator(settings["evaluate"]))
         self.search = PUCTSearch(self.rules, simulations=simulations, c_puct=c_puct, **settings)

@@ -1,0 +1,128 @@
+"""A search's network over a NumPy copy of the weights (`Policy.frozen_evaluator`)."""
+
+from __future__ import annotations
+
+import numpy as np
+import paddle
+import pytest
+from omegaconf import OmegaConf
+from test_board_lines import _random_positions
+
+from paddlecraft.agents import Policy
+from paddlecraft.arenas.games import ConnectFour, random_legal
+from paddlecraft.arenas.selfplay.alphazero import search_controller
+from paddlecraft.arenas.selfplay.config import SearchConfig
+from paddlecraft.arenas.selfplay.player import SearchPlayer
+
+LINES = {"_target_": "paddlecraft.encoders.BoardLineEncoder", "line_length": 4,
+         "hidden_size": 32, "hidden_layers": 2}  # fmt: skip
+MLP = {"_target_": "paddlecraft.encoders.ImageMLPEncoder", "hidden_size": 32, "hidden_layers": 3}
+CNN = {"_target_": "paddlecraft.encoders.ImageCNNEncoder", "channels": [4, 8],
+       "embedding_dim": 16, "arch": "lenet"}  # fmt: skip
+
+
+def _policy(make_scope, encoder, moves_left=False) -> Policy:
+    return Policy(make_scope("frozen"), encoder=encoder, obs_shape=[6, 7, 2], num_actions=7,
+                  seed=0, moves_left=moves_left)  # fmt: skip
+
+
+def _positions(n: int = 48) -> tuple[np.ndarray, np.ndarray]:
+    """Planes [n, 6, 7, 2] of random positions, and masks [n, 7] with columns closed."""
+    planes = _random_positions(np.random.default_rng(1), n)
+    masks = np.random.default_rng(2).random((n, 7)) < 0.7
+    masks[:, 3] = True  # at least one legal move per row
+    return planes, masks
+
+
+def _perturb(policy: Policy) -> None:
+    """Change every layer the evaluator reads: trunk and heads."""
+    with paddle.no_grad():
+        for p in policy.parameters():
+            p.set_value(p * 1.5 + 0.05)
+
+
+@pytest.mark.parametrize("encoder", [MLP, LINES], ids=["mlp", "lines"])
+def test_numpy_forward_is_the_encoders_forward(encoder, make_scope):
+    enc = _policy(make_scope, encoder).encoder
+    planes = _positions()[0].reshape(48, -1)
+    want = enc.forward_all(paddle.to_tensor(planes))["pooled"].numpy()
+    got = enc.numpy_forward()(planes)
+    assert got.dtype == np.float32 and got.shape == want.shape == (48, 32)
+    np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-6)
+    assert (want > 0).mean() > 0.2  # the ReLUs pass values: not a trivial comparison
+
+
+@pytest.mark.parametrize("moves_left", [False, True], ids=["value", "moves-left"])
+@pytest.mark.parametrize("encoder", [MLP, LINES], ids=["mlp", "lines"])
+def test_the_frozen_evaluator_gives_the_live_priors_and_values(encoder, moves_left, make_scope):
+    policy = _policy(make_scope, encoder, moves_left)
+    planes, masks = _positions()
+    live = policy.search_settings()["evaluate"](planes, masks)
+    frozen = policy.search_settings(frozen=True)["evaluate"]
+    assert frozen not in (policy.priors_and_values, policy.priors_values_and_moves_left)
+    got = frozen(planes, masks)
+    assert len(got) == len(live) == (3 if moves_left else 2)
+    assert all(a.dtype == np.float64 for a in got)
+    np.testing.assert_array_equal(got[0][~masks], 0.0)  # no prior on an illegal move
+    np.testing.assert_allclose(got[0].sum(axis=1), 1.0, rtol=1e-6)  # float32 softmax
+    np.testing.assert_allclose(got[0], live[0], atol=1e-6)
+    np.testing.assert_allclose(got[1], live[1], atol=1e-6)
+    if moves_left:  # plies left, 0..42
+        np.testing.assert_allclose(got[2], live[2], rtol=1e-5)
+        assert 0 < got[2].min() and got[2].max() < 42
+
+
+def test_the_copy_keeps_the_weights_it_was_made_with(make_scope):
+    policy = _policy(make_scope, LINES)
+    planes, masks = _positions()
+    frozen = policy.frozen_evaluator()
+    before = frozen(planes, masks)
+    _perturb(policy)
+    after = policy.priors_and_values(planes, masks)
+    assert np.abs(after[1] - before[1]).max() > 1e-2  # the live network did change
+    for a, b in zip(frozen(planes, masks), before):
+        np.testing.assert_array_equal(a, b)
+    for a, b in zip(policy.frozen_evaluator()(planes, masks), after):  # a new copy: the new weights
+        np.testing.assert_allclose(a, b, atol=1e-6)
+
+
+def test_what_has_no_numpy_copy_gets_the_live_evaluator(make_scope):
+    conv = _policy(make_scope, CNN)  # a conv trunk: no numpy_forward
+    assert conv.frozen_evaluator() == conv.priors_and_values
+    with_head = _policy(make_scope, MLP, moves_left=True)
+    with_head.device = "gpu:0"  # a GPU policy keeps its network on the device
+    assert with_head.frozen_evaluator() == with_head.priors_values_and_moves_left
+    adapted = _policy(make_scope, MLP)
+    adapted.encoder.layers["hidden_layer_2"] = paddle.nn.Sequential(paddle.nn.Linear(32, 32))
+    assert adapted.encoder.numpy_forward() is None  # not a plain Linear: no copy
+    assert adapted.frozen_evaluator() == adapted.priors_and_values
+
+
+def test_a_collection_and_a_cached_search_player_search_with_the_copy(make_scope):
+    """The collection's controller and the evaluation's `SearchPlayer` (cached) search with
+    the weights they were made with; an uncached player (human games in a live run, where
+    the policy trains between replies) with the weights as they are."""
+    policy = _policy(make_scope, LINES)
+    game = ConnectFour(24)
+    rng = np.random.default_rng(0)
+    for _ in range(5):
+        game.step(random_legal(game.legal_mask(), rng))
+    cur, mask = game.cur, game.mask
+    cfg = OmegaConf.structured(SearchConfig(simulations=24))
+    act = search_controller(policy, ConnectFour, cfg, np.random.default_rng(0))
+    cached = SearchPlayer(policy, "connect_four", 24)
+    uncached = SearchPlayer(policy, "connect_four", 24, cache=False)
+    planes, masks = _positions()
+    values = policy.priors_and_values(planes, masks)[1]
+    before = [p.search.search(cur, mask).visits for p in (cached, uncached)]
+    np.testing.assert_array_equal(before[0], before[1])
+    _perturb(policy)
+    np.testing.assert_array_equal(cached.search.search(cur, mask).visits, before[0])
+    now = uncached.search.search(cur, mask).visits
+    assert (now != before[1]).any()  # the changed weights search otherwise
+    again = SearchPlayer(policy, "connect_four", 24)  # made now: the weights as now
+    np.testing.assert_array_equal(again.search.search(cur, mask).visits, now)
+    # the controller's network (inside its cache) still gives the values it was made with
+    network = act.search.evaluator.inner.network
+    np.testing.assert_allclose(network(planes, masks)[1], values, atol=1e-6)
+    assert np.abs(policy.priors_and_values(planes, masks)[1] - values).max() > 1e-2
