@@ -71,16 +71,23 @@ def test_the_selfplay_config_reads_its_renames_from_the_one_table():
 def test_a_run_saved_before_a_setting_existed_keeps_the_value_it_ran_with():
     from paddlecraft.arenas.selfplay.config import SelfPlayConfig
 
-    assert SelfPlayConfig.AS_BEFORE == {"search.cache": False}
+    before = {"search.cache": False, "search.network_copy": False}
+    assert SelfPlayConfig.AS_BEFORE == before
     saved = {"epochs": 3, "search": {"simulations": 50}}
-    assert compat.settings_as_saved(SelfPlayConfig, saved) == {"search.cache": False}
-    assert saved == {"epochs": 3, "search": {"simulations": 50, "cache": False}}
-    today = {"search": {"cache": True}}  # saved with the setting: left as it is
+    assert compat.settings_as_saved(SelfPlayConfig, saved) == before
+    assert saved == {
+        "epochs": 3,
+        "search": {"simulations": 50, "cache": False, "network_copy": False},
+    }
+    today = {"search": {"cache": True, "network_copy": True}}  # saved with them: left as is
     assert compat.settings_as_saved(SelfPlayConfig, today) == {}
-    assert today == {"search": {"cache": True}}
+    assert today == {"search": {"cache": True, "network_copy": True}}
+    between = {"search": {"cache": True}}  # saved after the cache, before the copy
+    assert compat.settings_as_saved(SelfPlayConfig, between) == {"search.network_copy": False}
+    assert between == {"search": {"cache": True, "network_copy": False}}
     flat = {"epochs": 3}  # no group at all (0.2's flat keys, moved first)
     compat.settings_as_saved(SelfPlayConfig, flat)
-    assert flat == {"epochs": 3, "search": {"cache": False}}
+    assert flat == {"epochs": 3, "search": {"cache": False, "network_copy": False}}
 
 
 def test_a_renamed_attribute_still_resolves_with_a_warning_naming_the_removal():

@@ -126,3 +126,7 @@ def test_a_collection_and_a_cached_search_player_search_with_the_copy(make_scope
     network = act.search.evaluator.inner.network
     np.testing.assert_allclose(network(planes, masks)[1], values, atol=1e-6)
     assert np.abs(policy.priors_and_values(planes, masks)[1] - values).max() > 1e-2
+    # arena.search.network_copy=false (a run saved before it): Paddle's forward, as before
+    cfg.network_copy = False
+    act = search_controller(policy, ConnectFour, cfg, np.random.default_rng(0))
+    assert act.search.evaluator.inner.network == policy.priors_and_values

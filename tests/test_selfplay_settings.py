@@ -42,7 +42,7 @@ ADDED = {
     "update.replay": 0, "update.root_value_weight": 0.0, "update.average_duplicates": False,
     "update.proven_values": False, "update.replay_min": 0, "search.full_fraction": 1.0,
     "search.fast_simulations": 10, "eval.average_last": 0, "search.cache": True,
-    "search.reuse": False,
+    "search.reuse": False, "search.network_copy": True,
 }  # fmt: skip
 
 
@@ -144,7 +144,12 @@ def test_a_run_saved_with_flat_keys_resumes_bit_identically(compose_config, tmp_
         return run_config(compose_config(*TINY, *overrides), run_dir, overrides=list(overrides))
 
     grouped, old = tmp_path / "grouped", tmp_path / "flat"
-    run(grouped, "trainer.max_steps=2", "arena.search.cache=false")  # as 0.2 searched
+    run(
+        grouped,
+        "trainer.max_steps=2",
+        "arena.search.cache=false",
+        "arena.search.network_copy=false",
+    )  # as 0.2 searched
     shutil.copytree(grouped, old)
     saved = yaml.safe_load((old / "config.yaml").read_text())
     saved["arena"] = flat(saved["arena"])

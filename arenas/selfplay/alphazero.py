@@ -47,9 +47,11 @@ def search_controller(
 
     ``cfg`` is ``arena.search`` (`SearchConfig`): ``simulations``,
     ``c_puct``, ``dirichlet_alpha``, ``noise_fraction``, ``temperature_moves``,
-    ``policy_target``, ``cache`` and ``reuse`` are read. Make one per collection: with ``cache``
-    its searches reuse the network's results for positions met before
-    (`CachedEvaluator`), which is right only while the weights stay as they are; with
+    ``policy_target``, ``cache``, ``network_copy`` and ``reuse`` are read. Make one per
+    collection: with ``cache`` its searches reuse the network's results for positions met
+    before (`CachedEvaluator`), which is right only while the weights stay as they are;
+    with ``network_copy`` they search a NumPy copy of the weights as they were when it was
+    made (`Policy.frozen_evaluator`); with
     ``reuse`` each search starts from the subtree its predecessor left below the move
     played (`TreeReuse`). ``pi`` is the policy target: the visit distribution, or the
     completed-Q policy (`completed_q_policy`).
@@ -58,9 +60,9 @@ def search_controller(
         c_puct=cfg.c_puct,
         dirichlet_alpha=cfg.dirichlet_alpha,
         noise_fraction=cfg.noise_fraction,
-        # its evaluator (over a copy of the weights: they stay as they are during a
-        # collection), value discount and moves-left utility
-        **policy.search_settings(frozen=True),
+        # its evaluator (with network_copy over a NumPy copy of the weights: they stay
+        # as they are during a collection), value discount and moves-left utility
+        **policy.search_settings(frozen=cfg.network_copy),
     )
     if cfg.cache:  # one cache for this controller's life: the weights do not change in it
         settings["evaluate"] = CachedEvaluator(NetworkEvaluator(settings["evaluate"]))

@@ -136,6 +136,12 @@ class SearchConfig:
     meets the position again (`CachedEvaluator`): the same search, fewer network calls.
     The results match uncached ones up to float rounding, so runs differ in their last
     bits (false: every leaf is evaluated, as before)."""
+    network_copy: bool = True
+    """Evaluate a collection's searches with a NumPy copy of the network, made when the
+    collection starts (`Policy.frozen_evaluator`: MLP and line-feature encoders on the
+    CPU; others use Paddle's forward either way): the same priors and values up to float
+    rounding, fewer seconds per network call, so runs differ from Paddle-forward ones in
+    their last bits (false: Paddle's forward, as before)."""
     reuse: bool = False
     """Start each training search from the subtree the previous one left below the move
     played (AlphaZero's and KataGo's tree reuse, `TreeReuse`): its visits count with the
@@ -320,7 +326,7 @@ class SelfPlayConfig(ArenaConfig):
     RENAMED: ClassVar[dict[str, str]] = RENAMED["selfplay_setting"]
     #: settings added since whose default changed how a run plays, and the value a run
     #: saved before them resumes with (`paddlecraft.compat.settings_as_saved`)
-    AS_BEFORE: ClassVar[dict[str, Any]] = {"search.cache": False}
+    AS_BEFORE: ClassVar[dict[str, Any]] = {"search.cache": False, "search.network_copy": False}
 
 
 def check_settings(cfg: SelfPlayConfig, proofs: bool = False) -> None:
