@@ -311,15 +311,14 @@ class Policy(Agent):
         while they stay so (a collection, an evaluation): `priors_and_values` (with the
         moves-left head, `priors_values_and_moves_left`) over a NumPy copy of the network
         where the encoder has one (``numpy_forward``: the MLP families) and the policy runs
-        on the CPU without mixed precision. The same priors and values to float32
-        rounding, and a search over them 1.3-1.5x as fast (``python bench/search_bench.py``).
+        on the CPU without mixed precision: the same priors and values to float32
+        rounding, in less time (``python bench/search_bench.py``, ``frozen_speedup``).
         Otherwise the live Paddle evaluator itself."""
         live = self.priors_values_and_moves_left if self.moves_left else self.priors_and_values
-        copy = getattr(self.encoder, "numpy_forward", None)
-        trunk = (
-            copy() if copy is not None and self.device == "cpu" and not self.amp.enabled else None
-        )
-        if trunk is None or self._channels_first:
+        copy = getattr(self.encoder, "numpy_forward", None)  # flat-input encoders only
+        on_cpu = self.device == "cpu" and not self.amp.enabled and not self._channels_first
+        trunk = copy() if copy is not None and on_cpu else None  # [B, in] -> [B, F]
+        if trunk is None:
             return live
         heads = [self.policy_head, self.value_head] + (
             [self.moves_left_head] if self.moves_left else []

@@ -69,10 +69,11 @@ class ImageMLPEncoder(Encoder):
         """A NumPy copy of ``forward_all(x)["pooled"]`` with the weights as they are now,
         for inference that calls the network many times on small batches while the weights
         stay fixed (a search's leaf evaluations): [B, input_size] float32 -> [B, hidden]
-        float32, the same values to float32 rounding and 1.4-1.8x faster per call on CPU
-        than Paddle's forward at batch 256 (``python bench/search_bench.py``). ``None`` when
-        a hidden layer is not a plain ``nn.Linear`` (adapted or replaced): callers then use
-        the Paddle forward. Later changes to the weights do not reach the copy."""
+        float32, the same values to float32 rounding without Paddle's per-operation cost
+        (the search's figure: ``python bench/search_bench.py``, ``frozen_speedup``).
+        ``None`` when a hidden layer is not a plain ``nn.Linear`` (adapted or replaced):
+        callers then use the Paddle forward. Later changes to the weights do not reach the
+        copy."""
         layers = [self.layers[f"hidden_layer_{i}"] for i in range(1, self.hidden_layers + 1)]
         if any(type(lay) is not nn.Linear or lay.bias is None for lay in layers):
             return None

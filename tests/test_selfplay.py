@@ -330,7 +330,7 @@ def test_the_longer_connect_four_config_stretches_the_default():
         base = compose("config", overrides=["arena=selfplay", "game=connect_four"])
         long = compose("config", overrides=["arena=selfplay", "game=connect_four",
                                             "+experiment=connect_four_long"])  # fmt: skip
-    assert (base.arena.epochs, long.arena.epochs) == (7, 21)
+    assert (base.arena.epochs, long.arena.epochs) == (10, 21)
     assert long.agents.policy.lr_scheduler.decay_steps == 21  # decays over the whole run
     assert long.arena["update"].replay == 2 * base.arena["update"].replay
     for cfg in (base, long):  # everything else is the default's
@@ -405,19 +405,20 @@ def test_connect_four_with_search_beats_rollout_mcts(connect_four_run):
 
 @pytest.mark.slow
 def test_connect_four_raw_policy_beats_mcts100(connect_four_run):
-    # greedy, no search, 100 games; seed 0 won 0.94 (0.81 before line features)
+    # greedy, no search, 100 games; seed 0 won 0.93 (0.81 before line features)
     assert connect_four_run["win_rate_vs_mcts100"] >= 0.9
 
 
 @pytest.mark.slow
 def test_connect_four_plays_the_solvers_best_move_most_of_the_time(connect_four_run):
     """The floors are this run's figures, rounded down: the seed table's seed 0 (one thread,
-    the default with line features, position averaging, tactics and proofs), judged on the
+    the default: 200 updates with line features, position averaging, tactics and proofs, the
+    network's NumPy copy in the searches), judged on the
     machine kind it was measured on; a floor under them would let the documented figures
     slip. The issue's targets and how the 3-seed means stand:
     docs/guide/selfplay-scale-and-solver.md. With two threads, or on another machine kind,
     the run is another trajectory."""
-    m = connect_four_run  # seed 0, one thread, Intel Xeon: raw 0.765 / 0.945, search200
-    # with the LCB move 0.830 / 0.9775 (with the most visited move 0.8325 / 0.975)
-    assert m["perfect_move_rate"] >= 0.76 and m["good_move_rate"] >= 0.94
-    assert m["search_perfect_move_rate"] >= 0.83 and m["search_good_move_rate"] >= 0.97
+    m = connect_four_run  # seed 0, one thread, Intel Xeon: raw 0.785 / 0.945, search200
+    # with the LCB move 0.850 / 0.980
+    assert m["perfect_move_rate"] >= 0.78 and m["good_move_rate"] >= 0.94
+    assert m["search_perfect_move_rate"] >= 0.85 and m["search_good_move_rate"] >= 0.98
