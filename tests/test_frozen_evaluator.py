@@ -7,12 +7,13 @@ import paddle
 import pytest
 from omegaconf import OmegaConf
 from test_board_lines import _random_positions
+from test_selfplay_search import TTT_MLP, _az_arena
 
 from paddlecraft.agents import Policy
-from paddlecraft.arenas.games import ConnectFour, random_legal
+from paddlecraft.arenas.games import ConnectFour, TicTacToe, random_legal
 from paddlecraft.arenas.selfplay.alphazero import search_controller
 from paddlecraft.arenas.selfplay.config import SearchConfig
-from paddlecraft.arenas.selfplay.player import SearchPlayer
+from paddlecraft.arenas.selfplay.player import SearchPlayer, evaluation_searcher
 
 LINES = {"_target_": "paddlecraft.encoders.BoardLineEncoder", "line_length": 4,
          "hidden_size": 32, "hidden_layers": 2}  # fmt: skip
@@ -82,8 +83,10 @@ def test_the_copy_keeps_the_weights_it_was_made_with(make_scope):
     assert np.abs(after[1] - before[1]).max() > 1e-2  # the live network did change
     for a, b in zip(frozen(planes, masks), before):
         np.testing.assert_array_equal(a, b)
-    for a, b in zip(policy.frozen_evaluator()(planes, masks), after):  # a new copy: the new weights
-        np.testing.assert_allclose(a, b, atol=1e-6)
+    # a new copy: the new weights, to float32 rounding (the perturbed layers' larger
+    # activations round at ~1e-6 absolute, so relative to the value as well)
+    for a, b in zip(policy.frozen_evaluator()(planes, masks), after):
+        np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-6)
 
 
 def test_what_has_no_numpy_copy_gets_the_live_evaluator(make_scope):
@@ -130,3 +133,15 @@ def test_a_collection_and_a_cached_search_player_search_with_the_copy(make_scope
     cfg.network_copy = False
     act = search_controller(policy, ConnectFour, cfg, np.random.default_rng(0))
     assert act.search.evaluator.inner.network == policy.priors_and_values
+
+
+@pytest.mark.parametrize("copy", [True, False])
+def test_the_arenas_evaluation_searches_as_the_run_trains(copy, make_scope):
+    """The evaluation's searching player follows ``arena.search.network_copy``, so a run
+    saved before the setting (resumed with false) evaluates with Paddle's forward, as it ran."""
+    policy = Policy(make_scope("evalcopy"), encoder=TTT_MLP, obs_shape=[3, 3, 2], num_actions=9)
+    arena = _az_arena(policy, search={"network_copy": copy})
+    network = evaluation_searcher(policy, TicTacToe, arena.cfg).search.evaluator.inner.network
+    assert (network == policy.priors_and_values) is not copy
+    uncopied = SearchPlayer(policy, "tictactoe", 8, network_copy=False)
+    assert uncopied.search.evaluator.inner.network == policy.priors_and_values

@@ -48,7 +48,7 @@ from .league import (
     weights_of,
 )
 from .plan import evaluation_plan
-from .player import PolicyPlayer, SearchPlayer
+from .player import PolicyPlayer, evaluation_searcher
 from .playing import Controller, play_games
 from .plots import rating_history_chart, save
 from .replay import ReplayBuffer
@@ -255,9 +255,7 @@ class SelfPlayArena(Arena):
         out: dict[str, float] = {}
         players: list[tuple[str, Mapping[str, int], Any]] = [("", plan, None)]
         if final and self.search_eval_games:
-            searcher = SearchPlayer(
-                self.policy, self.spec.rules, self.cfg.eval.simulations, self.cfg.search.c_puct
-            )
+            searcher = evaluation_searcher(self.policy, self.spec.rules, self.cfg)
             players.append(("search_", self.search_eval_games, searcher))
         for prefix, games, me in players:
             for name, n in games.items():
@@ -297,9 +295,7 @@ class SelfPlayArena(Arena):
         from ..games.solver import perfect_move_rate, solver_positions
 
         positions = solver_positions(self.cfg.eval.solver_positions, seed=0)
-        searcher = SearchPlayer(
-            self.policy, self.spec.rules, self.cfg.eval.simulations, self.cfg.search.c_puct
-        )
+        searcher = evaluation_searcher(self.policy, self.spec.rules, self.cfg)
         out: dict[str, float] = {}
         for prefix, player in (("", PolicyPlayer(self.policy)), ("search_", searcher)):
             rng = np.random.default_rng([self.seed, SOLVER_EVAL_STREAM])

@@ -137,11 +137,11 @@ class SearchConfig:
     The results match uncached ones up to float rounding, so runs differ in their last
     bits (false: every leaf is evaluated, as before)."""
     network_copy: bool = True
-    """Evaluate a collection's searches with a NumPy copy of the network, made when the
-    collection starts (`Policy.frozen_evaluator`: MLP and line-feature encoders on the
-    CPU; others use Paddle's forward either way): the same priors and values up to float
-    rounding, fewer seconds per network call, so runs differ from Paddle-forward ones in
-    their last bits (false: Paddle's forward, as before)."""
+    """Evaluate a collection's searches, and the evaluations' searching player, with a
+    NumPy copy of the network made when each starts (`Policy.frozen_evaluator`: MLP and
+    line-feature encoders on the CPU; others use Paddle's forward either way): the same
+    priors and values up to float rounding, fewer seconds per network call, so runs differ
+    from Paddle-forward ones in their last bits (false: Paddle's forward, as before)."""
     reuse: bool = False
     """Start each training search from the subtree the previous one left below the move
     played (AlphaZero's and KataGo's tree reuse, `TreeReuse`): its visits count with the

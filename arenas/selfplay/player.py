@@ -81,9 +81,9 @@ class SearchPlayer(Player):
     the policy's ``value_discount`` and its moves-left utility (``moves_left_weight``), the
     ones it was trained with. With ``cache`` (the default) the network's results are kept
     by position for the player's life (`CachedEvaluator`): the next move's search reuses
-    the last one's; and the network is a copy of the weights as they were when the player
-    was made (`Policy.frozen_evaluator`); make a new player once the policy has trained
-    further.
+    the last one's; and, with ``network_copy`` too (the default), the network is a NumPy
+    copy of the weights as they were when the player was made (`Policy.frozen_evaluator`);
+    make a new player once the policy has trained further.
     """
 
     def __init__(
@@ -95,6 +95,7 @@ class SearchPlayer(Player):
         name: str | None = None,
         cache: bool = True,
         move: str | None = None,
+        network_copy: bool = True,
     ) -> None:
         self.policy, self.rules = policy, _rules(game)
         if tuple(policy.obs_shape) != self.rules.obs_shape():
@@ -105,7 +106,8 @@ class SearchPlayer(Player):
         self.move = str(policy.cfg.search_move if move is None else move)
         if self.move not in MOVE_RULES:
             raise ValueError(f"SearchPlayer: move={self.move!r}, expected one of {MOVE_RULES}")
-        settings = policy.search_settings(frozen=cache)  # cached: the weights stay as now
+        # cached: the weights stay as now, so a copy of them serves as well
+        settings = policy.search_settings(frozen=cache and network_copy)
         if cache:
             settings["evaluate"] = CachedEvaluator(NetworkEvaluator(settings["evaluate"]))
         self.search = PUCTSearch(self.rules, simulations=simulations, c_puct=c_puct, **settings)
@@ -121,6 +123,16 @@ class SearchPlayer(Player):
         if training:
             self.policy.train()
         return played_moves(res, self.move, legal, rng)
+
+
+def evaluation_searcher(policy: Policy, rules: Any, cfg: Any) -> SearchPlayer:
+    """The searching player of a self-play arena's evaluations, made per evaluation (the
+    weights as they are then): ``cfg`` is ``arena`` (``eval.simulations``,
+    ``search.c_puct``; ``search.network_copy``, so a run saved before it evaluates as it
+    ran)."""
+    search = cfg.search
+    return SearchPlayer(policy, rules, cfg.eval.simulations, search.c_puct,
+                        network_copy=search.network_copy)  # fmt: skip
 
 
 def search_player(
