@@ -15,8 +15,9 @@ against the plain batched search (``exact_cost``: plain rate / exact rate); and 
 search again with the board-line encoder's network (``encoder=lines_256x3``): its cost
 against the MLP's (``lines_cost``: exact rate / line-feature rate).
 
-Then whole training games as the Connect Four default plays them (line-feature network,
-50 simulations with tactics, proofs and the 0.95 discount, root noise, 8 sampled plies),
+Then whole training games of the Connect Four recipe with fresh searches (line-feature
+network, 50 simulations with tactics, proofs and the 0.95 discount, root noise, 8 sampled
+plies; the default before tree reuse, which adds 30 to the previous move's subtree),
 move by move, with the network's results kept by position (``arena.search.cache``,
 `CachedEvaluator`) and without: moves per second each, their ratio (``cache_speedup``)
 and the share of leaf evaluations the cache answered (``cache_hits``). Both start from
@@ -118,7 +119,8 @@ def bench_search(size: str = "full") -> dict:
 
 
 def bench_cache(size: str = "full") -> dict:
-    """Training games of the Connect Four default with and without the evaluation cache."""
+    """Training games of the Connect Four recipe (fresh 50-simulation searches) with and
+    without the evaluation cache."""
     from paddlecraft.arenas.games import ConnectFour
     from paddlecraft.arenas.games.search import (
         CachedEvaluator,

@@ -192,7 +192,7 @@ def bench_workers(
     moved per update (pickled plan and slices out, pickled results back). ``game``: the
     game config whose collection is timed: ``connect_four_ppo`` (the PPO recipe: network
     moves, one network call per move) or ``connect_four`` (the default: every move a
-    50-simulation search).
+    search, 30 new simulations on the previous move's subtree).
 
     Ray binds to the machine's address; where only loopback is allowed, run it in a
     fresh network namespace: ``unshare -rn sh -c 'ip link set lo up && python

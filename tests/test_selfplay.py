@@ -395,9 +395,9 @@ def test_tictactoe_acceptance(tmp_path):
 def connect_four_run(tmp_path_factory):
     """The default Connect Four run (seed 0): AlphaZero with line features, replay, discounted
     values, exact values where the rules decide and tree reuse in its training searches, its
-    search playing the LCB move, judged
-    by the solver on 400 positions (the test extra has it). One thread, as the seed table's
-    runs (`scripts/selfplay_targets.py --threads 1`): the same trajectory."""
+    search playing the LCB move, judged by the solver on 400 positions (the test extra has
+    it). One thread, as the seed table's runs (`scripts/selfplay_targets.py --threads 1`):
+    the same trajectory."""
     tmp = tmp_path_factory.mktemp("c4")
     return _run(tmp, "connect_four", "arena.eval.solver_positions=400", threads=1)
 
