@@ -59,19 +59,22 @@ def judge(
     deeper: tuple[int, ...] = (),
     average: tuple[int, ...] = (),
     move: str | None = None,
-) -> dict[str, float]:
+    reuse: bool = False,
+) -> dict[str, Any]:
     """The saved policy of ``run`` judged by the perfect solver (extra ``solver``): move
     rates on ``positions`` positions, and ``games`` games as first player against it (also
     searching with each of ``deeper`` simulations: games only). For each ``K`` in
     ``average``, the same for the mean of the weights at the run's last K epoch ends
     (keys ``avgK_*``: what ``arena.eval.average_last=K`` would have ended with). ``move``:
-    the searching player's move rule (`played_moves`; default: the policy's ``search_move``)."""
+    the searching player's move rule (`played_moves`; default: the policy's ``search_move``).
+    ``reuse``: the games are also played with tree reuse, each move's search adding its
+    simulations to the subtree the last one left (keys ``search<N>reuse_first_vs_solver_*``)."""
     from paddlecraft.arenas.selfplay import load_policy
     from paddlecraft.arenas.selfplay.final import average_of_run
     from paddlecraft.arenas.selfplay.league import OpponentPool
 
     policy = load_policy(run / "policy", name=f"judged_{run.name}")
-    out = judge_policy(policy, positions, simulations, games, deeper, move)
+    out = judge_policy(policy, positions, simulations, games, deeper, move, reuse)
     for k in average:
         OpponentPool.load_into(policy, average_of_run(run, k))
         out.update(
@@ -90,14 +93,14 @@ def judge_policy(
     games: int = 20,
     deeper: tuple[int, ...] = (),
     move: str | None = None,
-) -> dict[str, float]:
+    reuse: bool = False,
+) -> dict[str, Any]:
     """`judge` for one policy object."""
     from paddlecraft.arenas.games.solver import (
         judged_moves,
         move_rates,
         move_rates_by_class,
         solver_positions,
-        versus_solver,
     )
     from paddlecraft.arenas.selfplay import PolicyPlayer, SearchPlayer
 
@@ -113,17 +116,26 @@ def judge_policy(
         # where they fall short: by the position's result, its ply, how far its result is
         for cls, r in move_rates_by_class(pos.values, actions, pos.plies).items():
             out[f"{label}_{cls.replace(' ', '_')}_perfect"] = round(r["perfect_move_rate"], 4)
-        first = versus_solver(player, games=games)  # the solver's ties at random, seeded
-        out[f"{label}_first_vs_solver_win_rate"] = first["win_rate"]
-        out[f"{label}_first_vs_solver_plies"] = first["plies"]
-        # where the games not won were decided: the ply of the move that gave the win away
-        out[f"{label}_first_vs_solver_win_given_away_at"] = first["win_given_away_at"]
-        out[f"{label}_first_vs_solver_given_away_by_ply_10"] = first["given_away_by_ply_10"]
+        _games(out, label, player, games)
     for n in deeper:  # how much of the gap against the solver a deeper search closes
-        first = versus_solver(SearchPlayer(policy, "connect_four", n, move=move), games=games)
-        for k in ("win_rate", "win_given_away_at", "given_away_by_ply_10"):
-            out[f"search{n}_first_vs_solver_{k}"] = first[k]
+        _games(out, f"search{n}", SearchPlayer(policy, "connect_four", n, move=move), games)
+    for n in (simulations, *deeper) if reuse else ():  # the visits kept from move to move
+        player = SearchPlayer(policy, "connect_four", n, move=move, reuse=True)
+        _games(out, f"search{n}reuse", player, games)
     return out
+
+
+def _games(out: dict[str, Any], label: str, player: Any, games: int) -> None:
+    """``games`` games of ``player`` as first player against the solver (its ties at
+    random, seeded), into ``out`` as ``<label>_first_vs_solver_*``: the share won, the mean
+    length, and where the games not won were decided (the median ply of the move that gave
+    the win away, the share given away by ply 10, and the positions: columns before, move)."""
+    from paddlecraft.arenas.games.solver import versus_solver
+
+    first = versus_solver(player, games=games)
+    for k in ("win_rate", "plies", "win_given_away_at", "given_away_by_ply_10"):
+        out[f"{label}_first_vs_solver_{k}"] = first[k]
+    out[f"{label}_first_vs_solver_given_away_lines"] = first["win_given_away_lines"]
 
 
 def main() -> None:
@@ -139,6 +151,8 @@ def main() -> None:
                     help="games as first player against the solver, per policy")  # fmt: skip
     ap.add_argument("--deeper", type=int, nargs="*", default=[],
                     help="also play those games searching with these simulations")  # fmt: skip
+    ap.add_argument("--reuse", action="store_true",
+                    help="also play those games with tree reuse (search<N>reuse_*)")  # fmt: skip
     ap.add_argument("--average-last", type=int, nargs="*", default=[],
                     help="also judge the mean weights of each run's last K epoch ends (avgK_*)")  # fmt: skip
     ap.add_argument("--search-move", choices=["visits", "lcb"], default=None,
@@ -171,7 +185,8 @@ def main() -> None:
         row["raw_score_vs_mcts100"] = m.get("score_vs_mcts100", float("nan"))
         if args.solver:
             row.update(judge(run, args.solver, games=args.solver_games, deeper=tuple(args.deeper),
-                             average=tuple(args.average_last), move=args.search_move))  # fmt: skip
+                             average=tuple(args.average_last), move=args.search_move,
+                             reuse=args.reuse))  # fmt: skip
         if args.tournament:
             cmd = [sys.executable, "-m", "paddlecraft.arenas.selfplay.tournament", "--game", "connect_four",
                    "--games", str(args.games), "--seed", str(seed), "--out",

@@ -138,3 +138,52 @@ def test_the_training_controller_reuses_its_trees_and_resumes_bit_identically(ma
     policy = Policy("policy", encoder=TTT_MLP, obs_shape=[3, 3, 2], num_actions=9, seed=0)
     passed = check_arena(_az_arena(policy, search={"reuse": True}), steps=2)
     assert "resume from a checkpoint is bit-identical" in passed
+
+
+def test_a_search_player_with_reuse_adds_its_simulations_to_the_kept_visits(make_scope):
+    """`SearchPlayer(reuse=True)` moving first against a searching opponent, 6 games in
+    one batch as `versus_solver` plays them: the first move's search has its 40
+    simulations at the root, later ones start from the grandchild the opponent's reply
+    left, with the visits spent there before (replies the search expected carry many);
+    a player without reuse searches every move afresh, 40 visits each."""
+    from paddlecraft.arenas.selfplay import SearchPlayer
+
+    mlp = {"_target_": "paddlecraft.encoders.ImageMLPEncoder", "hidden_size": 16,
+           "hidden_layers": 2}  # fmt: skip
+    policy = Policy(make_scope("reuseplayer"), encoder=mlp, obs_shape=[6, 7, 2], num_actions=7,
+                    seed=0)  # fmt: skip
+    opponent = SearchPlayer(policy, "connect_four", 40)
+    for reuse in (True, False):
+        player = SearchPlayer(policy, "connect_four", 40, reuse=reuse)
+        roots: list[np.ndarray] = []  # the root visits of each of the player's searches
+        search = player.search.search
+
+        def spy(*args, search=search, roots=roots, **kwargs):
+            res = search(*args, **kwargs)
+            roots.append(res.visits.sum(axis=1))
+            return res
+
+        player.search.search = spy
+        rng = np.random.default_rng(4)
+        g = ConnectFour(6)
+        while not g.done.all():
+            idx = np.flatnonzero(~g.done)
+            planes, masks = g.observe(idx)
+            first = g.to_move[idx] == 0
+            a = random_legal(masks, rng)
+            if (~first).any():
+                a[~first] = opponent.act(planes[~first], masks[~first], rng=rng)
+            if first.any():
+                a[first] = player.act(planes[first], masks[first], rng=rng)
+                assert masks[first][np.arange(first.sum()), a[first]].all()  # legal
+            g.step(a, idx)
+        assert player.name == ("search40reuse" if reuse else "search40")
+        assert (roots[0] == 40).all() and len(roots) >= 8
+        later = np.concatenate(roots[1:])
+        if reuse:
+            assert player.reuse.reused > 0.5 * player.reuse.searched
+            # a kept subtree's visits plus this search's 40 (an untrained network spreads
+            # its visits, so the reply played often carries only a few)
+            assert (later >= 40).all() and (later > 40).mean() > 0.3 and later.max() > 50
+        else:
+            assert player.reuse is None and (later == 40).all()

@@ -214,9 +214,24 @@ def test_versus_solver_reports_survival_and_perfect_play_wins():
     perfect = versus_solver(SolverPlayer(), games=1)
     assert perfect["win_rate"] == 1.0 and perfect["plies"] % 2 == 1  # the first player's move
     assert np.isnan(perfect["win_given_away_at"]) and perfect["given_away_by_ply_10"] == 0.0
+    assert perfect["win_given_away_lines"] == {}
     tactical = versus_solver(make_baseline("tactical", ConnectFour), games=2)
     assert tactical["win_rate"] == 0.0 and 7 <= tactical["plies"] < perfect["plies"]
     assert 0 <= tactical["win_given_away_at"] < tactical["plies"]
+    lines = tactical["win_given_away_lines"]
+    assert sum(lines.values()) == 2
+    for line in lines:  # the columns before, the player's move that gave the win away
+        before, move = line.split(":")
+        assert len(before) % 2 == 0 and int(move) in range(7) and set(before) <= set("0123456")
+    plies = [len(line.split(":")[0]) for line, n in lines.items() for _ in range(n)]
+    assert np.median(plies) == tactical["win_given_away_at"]  # the stones before the move
+    for line in lines:  # replayed: a won position, and the move played does not win it
+        before, move = line.split(":")
+        board = ConnectFour(1)
+        for column in before:
+            board.step(np.array([int(column)]))
+        values = solve_planes(board.observe()[0])[0]
+        assert np.nanmax(values) > 0 and not values[int(move)] > 0
 
     class EdgeOpening(SolverPlayer):
         """The solver, except for the first move: column 0, which loses."""
@@ -229,6 +244,7 @@ def test_versus_solver_reports_survival_and_perfect_play_wins():
     edge = versus_solver(EdgeOpening(), games=3)
     assert edge["win_rate"] == 0.0 and edge["win_given_away_at"] == 0.0
     assert edge["given_away_by_ply_10"] == 1.0  # every game given away by its first move
+    assert edge["win_given_away_lines"] == {":0": 3}  # on the empty board, by column 0
 
 
 def test_result_plies_say_how_far_a_result_is():

@@ -280,7 +280,7 @@ def move_rates_by_class(
     return out
 
 
-def versus_solver(player: Player, games: int = 1, seed: int = 0) -> dict[str, float]:
+def versus_solver(player: Player, games: int = 1, seed: int = 0) -> dict[str, Any]:
     """``player`` moves first against the perfect solver (ties at random, seeded).
 
     The first player wins Connect Four with perfect play, so a perfect ``player`` wins
@@ -288,12 +288,17 @@ def versus_solver(player: Player, games: int = 1, seed: int = 0) -> dict[str, fl
     survives when it loses) and where the games not won were decided: ``win_given_away_at``,
     the median ply (stones on the board) of the player's first move that turned a won
     position into a drawn or lost one (NaN if every game was won), and
-    ``given_away_by_ply_10``, the share of all games given away that early, in the opening.
+    ``given_away_by_ply_10``, the share of all games given away that early, in the opening;
+    and ``win_given_away_lines``, which positions: ``{"<columns played>:<move>": games}``,
+    the columns (0-6) of the moves before, the player's first, and the move that gave the
+    win away (``"333333:4"``: the centre column filled, then column 4).
     """
     rng = np.random.default_rng([seed, SOLVER_GAMES_STREAM])
     solver = SolverPlayer()
     g = ConnectFour(games)
     given_away = np.full(games, -1)  # [games] the ply of the move that gave the win away
+    played = np.zeros((games, 42), np.int64)  # [games, plies] each game's columns so far
+    lines: dict[str, int] = {}
     while not g.done.all():
         idx = np.flatnonzero(~g.done)
         p, m = g.observe(idx)
@@ -308,8 +313,12 @@ def versus_solver(player: Player, games: int = 1, seed: int = 0) -> dict[str, fl
                 kept = values[np.arange(len(values)), a[first][open_]] > 0
                 lost_now = mine[open_][~kept]
                 given_away[lost_now] = g.moves[lost_now]
+                for b, move in zip(lost_now, a[first][open_][~kept], strict=True):
+                    line = "".join(map(str, played[b, : g.moves[b]])) + f":{move}"
+                    lines[line] = lines.get(line, 0) + 1
         if (~first).any():
             a[~first] = solver.act(p[~first], m[~first], rng=rng)
+        played[idx, g.moves[idx]] = a
         g.step(a, idx)
     thrown = given_away[given_away >= 0]
     return {
@@ -317,4 +326,5 @@ def versus_solver(player: Player, games: int = 1, seed: int = 0) -> dict[str, fl
         "plies": float(g.moves.mean()),
         "win_given_away_at": float(np.median(thrown)) if len(thrown) else float("nan"),
         "given_away_by_ply_10": float((thrown <= 10).sum() / games),
+        "win_given_away_lines": dict(sorted(lines.items(), key=lambda kv: (-kv[1], kv[0]))),
     }

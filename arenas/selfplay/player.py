@@ -27,6 +27,7 @@ from ..games.search import (
     CachedEvaluator,
     NetworkEvaluator,
     PUCTSearch,
+    TreeReuse,
     played_moves,
 )
 
@@ -83,7 +84,12 @@ class SearchPlayer(Player):
     by position for the player's life (`CachedEvaluator`): the next move's search reuses
     the last one's; and, with ``network_copy`` too (the default), the network is a NumPy
     copy of the weights as they were when the player was made (`Policy.frozen_evaluator`);
-    make a new player once the policy has trained further.
+    make a new player once the policy has trained further. With ``reuse`` each search
+    starts from the subtree the player's previous search left below the move played and
+    the opponent's reply (`TreeReuse`, as AlphaZero plays its games), so ``simulations``
+    add to the visits kept there; found by position, so it holds across batches whose
+    games end at different moves. Off by default: an evaluation's ``search200`` is 200
+    fresh simulations per move.
     """
 
     def __init__(
@@ -96,6 +102,7 @@ class SearchPlayer(Player):
         cache: bool = True,
         move: str | None = None,
         network_copy: bool = True,
+        reuse: bool = False,
     ) -> None:
         self.policy, self.rules = policy, _rules(game)
         if tuple(policy.obs_shape) != self.rules.obs_shape():
@@ -111,7 +118,9 @@ class SearchPlayer(Player):
         if cache:
             settings["evaluate"] = CachedEvaluator(NetworkEvaluator(settings["evaluate"]))
         self.search = PUCTSearch(self.rules, simulations=simulations, c_puct=c_puct, **settings)
-        self.name = name or f"search{simulations}"
+        #: the subtrees kept for the next move's search (None: every search fresh)
+        self.reuse = TreeReuse() if reuse else None
+        self.name = name or f"search{simulations}" + ("reuse" if reuse else "")
 
     def act(self, observations: Any, action_masks: Any, rng: Any = None) -> np.ndarray:
         legal = self._masks(action_masks)
@@ -119,10 +128,13 @@ class SearchPlayer(Player):
         cur, mask = self.rules.from_planes(obs)
         training = self.policy.training
         self.policy.eval()  # once per search, not once per simulation
-        res = self.search.search(cur, mask)
+        res = self.search.search(cur, mask, reuse=self.reuse)
         if training:
             self.policy.train()
-        return played_moves(res, self.move, legal, rng)
+        moves = played_moves(res, self.move, legal, rng)
+        if self.reuse is not None:
+            self.reuse.played(moves)
+        return moves
 
 
 def evaluation_searcher(policy: Policy, rules: Any, cfg: Any) -> SearchPlayer:
@@ -142,6 +154,7 @@ def search_player(
     c_puct: float = 1.5,
     seed: int = 0,
     name: str | None = None,
+    reuse: bool = False,
 ) -> Callable[[Any, Any], int]:
     """``player(observation, action_mask) -> action`` for one PettingZoo classic board.
 
@@ -153,10 +166,14 @@ def search_player(
         seed: breaks ties between equally visited moves.
         name: scope to load a saved policy under (default: its saved name; give another
             one while a policy of that name is alive in this process).
+        reuse: each move's search starts from the subtree the last one left (`SearchPlayer`);
+            make a new player for each game.
     """
     policy = load_policy(source, name)
     player: Player = (
-        SearchPlayer(policy, game, simulations, c_puct) if simulations > 0 else PolicyPlayer(policy)
+        SearchPlayer(policy, game, simulations, c_puct, reuse=reuse)
+        if simulations > 0
+        else PolicyPlayer(policy)
     )
     rng = np.random.default_rng(seed)
 
