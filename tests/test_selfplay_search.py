@@ -232,17 +232,18 @@ def test_bradley_terry_fit_recovers_known_ratings():
 
 
 def test_tournament_command_writes_table_and_plot(make_scope, tmp_path):
-    from paddlecraft.arenas.selfplay.tournament import main
+    from paddlecraft.arenas.selfplay.tournament import main, make_entrant
 
     policy = Policy(make_scope("tp"), encoder=TTT_MLP, obs_shape=[3, 3, 2], num_actions=9, seed=0)
     policy.save(tmp_path / "run" / "policy")
     report = main([
         "--game", "tictactoe", "--games", "4", "--out", str(tmp_path / "out"),
         "--players", "random", "minimax", f"net={tmp_path / 'run'}:search8",
+        f"{tmp_path / 'run'}:search8reuse",
     ])  # fmt: skip
     names = [r["player"] for r in report["table"]]
-    assert sorted(names) == ["minimax", "net", "random"]
-    assert len(report["pairs"]) == 3 and all(p["wins"] + p["draws"] + p["losses"] == 4
+    assert sorted(names) == ["minimax", "net", "random", "run:search8reuse"]
+    assert len(report["pairs"]) == 6 and all(p["wins"] + p["draws"] + p["losses"] == 4
                                              for p in report["pairs"])  # fmt: skip
     mm = next(p for p in report["pairs"] if {p["a"], p["b"]} == {"random", "minimax"})
     assert (mm["wins"] if mm["a"] == "random" else mm["losses"]) == 0  # perfect play never loses
@@ -250,7 +251,12 @@ def test_tournament_command_writes_table_and_plot(make_scope, tmp_path):
     assert rating["random"] == 0 and rating["minimax"] > 0
     for f in ("tournament.json", "tournament.md"):
         assert (tmp_path / "out" / f).stat().st_size > 100
-    assert_chart(tmp_path / "out" / "tournament.png", (900, 200))  # 3 rows
+    assert_chart(tmp_path / "out" / "tournament.png", (900, 230))  # 4 rows: 110 + 30 each
+    reusing = make_entrant(f"{tmp_path / 'run'}:search8reuse", "tictactoe").player
+    assert reusing.reuse is not None and make_entrant(f"{tmp_path / 'run'}:search8",
+                                                      "tictactoe").player.reuse is None  # fmt: skip
+    with pytest.raises(ValueError, match="search<N>reuse"):
+        make_entrant(f"{tmp_path / 'run'}:search8again", "tictactoe")
 
 
 def test_init_policy_starts_from_saved_weights(make_scope, tmp_path):

@@ -8,7 +8,9 @@ with Bradley-Terry ratings fitted over all results.
 A player is an anchor name (``random``, ``tactical``, ``minimax`` for tic-tac-toe,
 ``mcts<N>``: UCT with random rollouts), a self-play run folder or saved policy folder
 (the network's greedy move), or ``<folder>:search<N>`` (PUCT search with N simulations
-per move guided by that network); ``label=<spec>`` names it. Every pair plays ``games``
+per move guided by that network; ``:search<N>reuse``: each move's search adds its N
+simulations to the subtree the previous one left, `SearchPlayer`'s ``reuse``);
+``label=<spec>`` names it. Every pair plays ``games``
 games, seats alternating (half each), from the fixed stream ``(seed, i, j)``;
 ``--focus`` limits the pairs to those with a named player.
 
@@ -59,7 +61,7 @@ class Entrant:
 
 
 def make_entrant(spec: str, game: str, index: int = 0) -> Entrant:
-    """An `Entrant` from ``[label=]anchor | folder | folder:search<N>``."""
+    """An `Entrant` from ``[label=]anchor | folder | folder:search<N>[reuse]``."""
     label, _, body = spec.partition("=") if "=" in spec else ("", "", spec)
     rules = GAMES[game]
     path, _, mode = body.partition(":search")
@@ -72,9 +74,13 @@ def make_entrant(spec: str, game: str, index: int = 0) -> Entrant:
     except (ValueError, FileNotFoundError) as e:  # the flag's fault: say which value
         raise type(e)(f"--players {spec!r}: {e}") from e
     if mode:
-        if not mode.isdigit():
-            raise ValueError(f"--players {spec!r}: expected <folder>:search<N>, e.g. :search200")
-        player: Player = SearchPlayer(policy, rules, int(mode))
+        n = mode.removesuffix("reuse")
+        if not n.isdigit():
+            raise ValueError(
+                f"--players {spec!r}: expected <folder>:search<N> or :search<N>reuse, e.g. "
+                ":search200"
+            )
+        player: Player = SearchPlayer(policy, rules, int(n), reuse=mode != n)
         default = f"{Path(path).name}:search{mode}"
     else:
         player, default = PolicyPlayer(policy), Path(path).name
@@ -239,7 +245,9 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     """Command line: play, fit, print the table, write the files."""
     ap = _OneLineParser(prog="paddlecraft tournament", description=__doc__.split("\n\n")[0])
     ap.add_argument("--game", default="connect_four", choices=sorted(GAMES))
-    ap.add_argument("--players", nargs="+", required=True, help="anchors, folders, folder:searchN")
+    ap.add_argument(
+        "--players", nargs="+", required=True, help="anchors, folders, folder:searchN[reuse]"
+    )
     ap.add_argument("--games", type=int, default=100, help="games per pair (even)")
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--focus", nargs="*", default=None, help="only pairs with these labels")
