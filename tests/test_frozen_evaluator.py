@@ -84,9 +84,10 @@ def test_the_copy_keeps_the_weights_it_was_made_with(make_scope):
     for a, b in zip(frozen(planes, masks), before):
         np.testing.assert_array_equal(a, b)
     # a new copy: the new weights, to float32 rounding (the perturbed layers' larger
-    # activations round at ~1e-6 absolute, so relative to the value as well)
+    # activations round at a few 1e-6 absolute: 2.4e-6 seen on a value near 0.02 when the
+    # initialisation drew other weights; the old weights differ by more than 1e-2)
     for a, b in zip(policy.frozen_evaluator()(planes, masks), after):
-        np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-6)
+        np.testing.assert_allclose(a, b, rtol=1e-5, atol=2e-5)
 
 
 def test_what_has_no_numpy_copy_gets_the_live_evaluator(make_scope):
