@@ -4,7 +4,8 @@ Modules: `.arena` (SelfPlayArena), `.config` (its settings, in groups),
 `.updates` (one update rule per algorithm, from `.ppo` and `.alphazero`),
 `.collect` and `.workers` (collection, in this process or on Ray workers),
 `.league` (opponent pool, ratings), `.player` (trained policies as players, with
-or without search), `.tournament` (round robin with fitted ratings), `.plots`.
+or without search), `.explain` (one position as a policy and its searches see it),
+`.tournament` (round robin with fitted ratings), `.plots`.
 The search itself is `paddlecraft.arenas.games.search` (it needs only the rules).
 """
 
@@ -20,6 +21,7 @@ from .config import (
     UpdateConfig,
     WorkersConfig,
 )
+from .explain import explain_position
 from .player import PolicyPlayer, SearchPlayer, load_policy, search_player
 
 #: Hydra schemas this family adds (see arenas.engine.register_schemas)
@@ -39,6 +41,7 @@ __all__ = [
     "SelfPlayConfig",
     "UpdateConfig",
     "WorkersConfig",
+    "explain_position",
     "load_policy",
     "search_player",
     "tictactoe_losing_lines",
