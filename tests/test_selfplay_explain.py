@@ -5,6 +5,7 @@ refused by name; the script's table."""
 from __future__ import annotations
 
 import importlib.util
+import sys
 from pathlib import Path
 
 import numpy as np
@@ -87,11 +88,19 @@ def test_a_move_that_ends_the_game_is_worth_its_result(policy):
         ("01010101", r"move 8 \('1'\): the game ended at move 7"),
         ("0101010", r"the game is over there"),
         ("33a", r"move 3 \('a'\)"),
+        ("3\u00b2", r"move 2 \('\u00b2'\): expected a digit 0-6"),
     ],
 )
 def test_bad_lines_are_refused_by_name(line, message):
     with pytest.raises(ValueError, match=message):
         position_after("connect_four", line)
+
+
+def test_without_the_solver_extra_the_report_has_no_scores(policy, monkeypatch):
+    monkeypatch.setitem(sys.modules, "bitbully", None)  # as if the extra were not installed
+    report = explain_position(policy, "010101", simulations=(8,))
+    assert report["solver"] is None and report["value_after"][0] == 1.0
+    assert "0 | - | " in format_report(report)
 
 
 def test_tictactoe_positions_without_a_solver(make_scope):

@@ -23,6 +23,7 @@ from typing import Any
 import numpy as np
 
 from paddlecraft.agents import Policy
+from paddlecraft.errors import ConfigError
 
 from ..games.core import BoardGame, IllegalMoveError
 from ..games.search import played_moves
@@ -37,7 +38,7 @@ def position_after(game: str | type[BoardGame], line: str) -> BoardGame:
     board = rules(1)
     for i, c in enumerate(moves):
         where = f"line {line!r}, move {i + 1} ({c!r})"
-        if not (c.isdigit() and int(c) < rules.num_actions):
+        if not (c in "0123456789" and int(c) < rules.num_actions):
             raise ValueError(
                 f"{where}: expected a digit 0-{rules.num_actions - 1} ({rules.name}'s moves)"
             )
@@ -62,7 +63,7 @@ def _exact_values(rules: type[BoardGame], planes: np.ndarray) -> list[float | No
         from ..games.solver import solve_planes
 
         values = solve_planes(planes)[0]
-    except ImportError:  # the solver extra is missing: report without it
+    except ConfigError:  # the solver extra is missing: the report goes without it
         return None
     return [None if np.isnan(v) else float(v) for v in values]
 
@@ -115,7 +116,7 @@ def explain_position(
             ],
             "move": move,
         }
-    played = str(line).split(":", 1)[1].strip() if ":" in str(line) else ""
+    played = str(line).split(":", 1)[1].strip() if ":" in str(line) else ""  # "1", or ""
     return {
         "line": str(line),
         "played": int(played) if played.isdigit() else None,
