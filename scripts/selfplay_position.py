@@ -42,6 +42,11 @@ def main(argv: list[str] | None = None) -> None:
         position_after(args.game, args.line)  # a bad line: one message before any loading
     except ValueError as e:
         ap.error(str(e))
+    if any(n < 1 for n in args.simulations):
+        ap.error(f"--simulations {args.simulations}: each must be >= 1, e.g. --simulations 200 800")
+    missing = [r for r in args.runs if not Path(r).is_dir()]
+    if missing:
+        ap.error(f"no run or saved policy folder at {', '.join(missing)}")
     reports = {}
     for run in args.runs:
         reports[run] = explain_position(run, args.line, args.game, args.simulations)

@@ -131,3 +131,8 @@ def test_script_prints_a_table_per_run(policy, tmp_path, capsys):
     with pytest.raises(SystemExit):
         script.main([str(tmp_path / "pol"), "3333333"])
     assert "move 7 ('3'): not a legal move there" in capsys.readouterr().err
+    with pytest.raises(SystemExit):
+        script.main([str(tmp_path / "nowhere"), "33"])
+    assert f"no run or saved policy folder at {tmp_path / 'nowhere'}" in capsys.readouterr().err
+    with pytest.raises(ValueError, match=r"simulations=\[0\]: each must be >= 1"):
+        explain_position(policy, "33", simulations=(0,))

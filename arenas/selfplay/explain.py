@@ -84,6 +84,8 @@ def explain_position(
     to move in the position.
     ``source``: a run folder, a saved policy folder or a `Policy`.
     """
+    if any(int(n) < 1 for n in simulations):
+        raise ValueError(f"simulations={list(simulations)}: each must be >= 1, e.g. (200, 800)")
     policy = load_policy(source)
     rules = _rules(game)
     board = position_after(rules, line)
