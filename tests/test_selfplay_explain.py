@@ -76,6 +76,8 @@ def test_each_move_is_the_network_search_and_solver_view(policy):
 
 def test_a_move_that_ends_the_game_is_worth_its_result(policy):
     report = explain_position(policy, "010101", simulations=(32,))
+    assert report["played"] is None  # no move after ":" given
+    assert explain_position(policy, "010101:\u00b2", simulations=(1,))["played"] is None
     assert report["value_after"][0] == 1.0  # the fourth stone in column 0 wins
     assert report["search"][32]["move"] == 0  # the search's tactics play it
 

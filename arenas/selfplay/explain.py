@@ -29,6 +29,9 @@ from ..games.core import BoardGame, IllegalMoveError
 from ..games.search import played_moves
 from .player import SearchPlayer, _rules, load_policy
 
+#: the characters a line's moves are written in (one per move)
+DIGITS = tuple("0123456789")
+
 
 def position_after(game: str | type[BoardGame], line: str) -> BoardGame:
     """One board of ``game`` after the moves ``line`` (digits; anything after ``:`` is
@@ -38,7 +41,7 @@ def position_after(game: str | type[BoardGame], line: str) -> BoardGame:
     board = rules(1)
     for i, c in enumerate(moves):
         where = f"line {line!r}, move {i + 1} ({c!r})"
-        if not (c in "0123456789" and int(c) < rules.num_actions):
+        if not (c in DIGITS and int(c) < rules.num_actions):
             raise ValueError(
                 f"{where}: expected a digit 0-{rules.num_actions - 1} ({rules.name}'s moves)"
             )
@@ -104,12 +107,11 @@ def explain_position(
             after.append(1.0 if won[0] else 0.0)
         else:  # the network's value for the opponent, from the mover's side
             after.append(-float(policy.priors_and_values(*child.observe())[1][0]))
-    cur, mask = rules.from_planes(planes)
     searches: dict[int, dict[str, Any]] = {}
     for n in simulations:
         player = SearchPlayer(policy, rules, int(n), c_puct)
         rng = np.random.default_rng(seed)
-        res = player.search.search(cur, mask, rng=rng)
+        res = player.search.search(board.cur, board.mask, rng=rng)  # mover's bitboards [1]
         move = int(played_moves(res, player.move, masks, rng)[0])
         searches[int(n)] = {
             "visits": [int(v) if ok else None for v, ok in zip(res.visits[0], legal, strict=True)],
@@ -119,9 +121,10 @@ def explain_position(
             "move": move,
         }
     played = str(line).split(":", 1)[1].strip() if ":" in str(line) else ""  # "1", or ""
+    played_move = int(played) if played in DIGITS and int(played) < rules.num_actions else None
     return {
         "line": str(line),
-        "played": int(played) if played.isdigit() else None,
+        "played": played_move,
         "ply": int(board.moves[0]),
         "legal": legal.tolist(),
         "solver": _exact_values(rules, planes),
