@@ -76,6 +76,59 @@ def test_alphazero_targets_are_visit_distributions_and_outcomes(make_scope):
     assert np.isfinite(m["loss"]) and m["policy_loss"] > 0 and "clip_frac" not in m
 
 
+def test_explored_moves_are_the_sampled_ones_below_the_most_visited(make_scope):
+    """The collection records ``explored``: a move sampled (the first
+    ``temperature_moves`` plies) that its search visited less than its most visited
+    move; greedy plies are never explored."""
+    seed_everything(0)
+    policy = Policy(make_scope("ex"), encoder=TTT_MLP, obs_shape=[3, 3, 2], num_actions=9)
+    arena = _az_arena(policy, search={"temperature_moves": 2}, games_per_step=24)
+    arena._take_snapshot()
+    recs = arena._collect()["records"]
+    explored = np.concatenate([r["explored"] for r in recs])
+    ply = np.concatenate([r["ply"] for r in recs])
+    pi = np.concatenate([r["pi"] for r in recs])
+    chosen = pi[np.arange(len(pi)), np.concatenate([r["action"] for r in recs])]
+    below = chosen < pi.max(axis=1) - 1e-6  # pi: the visits the move was chosen from
+    assert np.array_equal(explored, below & (ply < 2))
+    assert explored.any() and not explored[ply >= 2].any()
+
+
+def test_explored_values_search_trains_the_positions_before_the_last_explored_move():
+    """``explored_values="search"``: the positions of a game up to (and at) its last
+    explored move train toward the search's value, the later ones toward the discounted
+    result (or a proof's value); a game without an explored move keeps its results."""
+    from paddlecraft.arenas.selfplay.alphazero import outcome_samples
+
+    gamma = 0.95
+    plies = (0, 1, 2, 3, 0, 1)
+    games = (0, 0, 0, 0, 1, 1)
+    explored = (False, True, False, False, False, False)
+    q = (0.1, 0.2, 0.3, 0.4, 0.5, 0.6)
+    records = [
+        {"ply": np.array([p]), "game": np.array([g]), "obs": np.zeros((1, 3, 3, 2), np.int8),
+         "mask": np.ones((1, 9), bool), "pi": np.ones((1, 9)) / 9, "root_value": np.array([v]),
+         "explored": np.array([e]), "root_proven": np.array([i == 2])}
+        for i, (p, g, e, v) in enumerate(zip(plies, games, explored, q))
+    ]  # fmt: skip
+    winner = np.array([1, 0])  # game 0: the second player's move at ply 3; game 1: ply 2
+    results = [-(gamma**3), gamma**2, -gamma, 1.0, gamma**2, -gamma]
+    z = outcome_samples(records, winner, gamma)["z"]
+    np.testing.assert_allclose(z, results, rtol=1e-6)
+    z = outcome_samples(records, winner, gamma, explored_values="search")["z"]
+    np.testing.assert_allclose(z, [0.1, 0.2, -gamma, 1.0, gamma**2, -gamma], rtol=1e-6)
+    z = outcome_samples(records, winner, gamma, proven_values=True, explored_values="search")
+    np.testing.assert_allclose(z["z"], [0.1, 0.2, 0.3, 1.0, gamma**2, -gamma], rtol=1e-6)
+    with pytest.raises(ValueError, match="explored_values"):
+        outcome_samples(records, winner, gamma, explored_values="searched")
+
+
+def test_explored_values_setting_is_checked_naming_it(make_scope):
+    policy = Policy(make_scope("exv"), encoder=TTT_MLP, obs_shape=[3, 3, 2], num_actions=9)
+    with pytest.raises(ConfigError, match=r"arena.update.explored_values='q'.*outcome, search"):
+        _az_arena(policy, update={"explored_values": "q"})
+
+
 def test_completed_q_targets_are_the_search_improved_policy(make_scope):
     """search.policy_target=completed_q: each recorded target is completed_q_policy of the search
     that chose the move (re-run here from the same generator state), not its visits."""

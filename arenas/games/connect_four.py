@@ -19,9 +19,12 @@ BOTTOM = U64(1) << (_COL * U64(7))
 TOP = U64(1) << (_COL * U64(7) + U64(ROWS - 1))
 COLUMN = U64((1 << ROWS) - 1) << (_COL * U64(7))
 _SHIFTS = (1, 7, 6, 8)  # vertical, horizontal, two diagonals
+# the shifts as a [4, 1] column: one array operation covers the four directions of [n] boards
+_SH1 = np.array(_SHIFTS, U64)[:, None]
+_SH2, _SH3 = _SH1 * U64(2), _SH1 * U64(3)
 _BOARD = U64(int(COLUMN.sum()))  # every cell, no sentinel
 _BOTTOMS = U64(int(BOTTOM.sum()))  # the bottom cell of every column
-_U = [U64(k) for k in range(25)]  # shift amounts as uint64 scalars
+_ONE = U64(1)
 
 
 class ConnectFour(BoardGame):
@@ -44,26 +47,19 @@ class ConnectFour(BoardGame):
 
     @classmethod
     def wins(cls, stones: np.ndarray) -> np.ndarray:
-        p = np.asarray(stones, U64)
-        out = np.zeros(p.shape, bool)
-        for s in _SHIFTS:
-            m = p & (p >> U64(s))
-            out |= (m & (m >> U64(2 * s))) != 0
-        return out
+        p = np.asarray(stones, U64)[None]  # [1, n]
+        sh1, sh2 = (s.reshape((4,) + (1,) * (p.ndim - 1)) for s in (_SH1, _SH2))
+        m = p & (p >> sh1)  # [4, n]: two in a row, per direction
+        return ((m & (m >> sh2)) != 0).any(axis=0)  # [n]
 
     @classmethod
     def winning_cells(cls, stones: np.ndarray, mask: np.ndarray) -> np.ndarray:
         """``uint64 [n]`` bitboards (Pons' winning cells): the empty cells that would
         complete a line of ``stones``, kept where a stone can be played (the lowest empty
-        cell of each column, so at most one per column)."""
+        cell of each column, so at most one per column). ``stones`` may carry leading
+        axes (``[k, n]``: k players' stones on the same boards)."""
         p, mask = np.asarray(stones, U64), np.asarray(mask, U64)
-        cells = (p << _U[1]) & (p << _U[2]) & (p << _U[3])  # vertical: three below
-        for s in _SHIFTS[1:]:  # three in a row on either side of the cell, or two and one
-            up1, up2, down1, down2 = p << _U[s], p << _U[2 * s], p >> _U[s], p >> _U[2 * s]
-            left, right = up1 & up2, down1 & down2
-            cells |= (left & ((p << _U[3 * s]) | down1)) | (right & ((p >> _U[3 * s]) | up1))
-        playable = (mask + _BOTTOMS) & _BOARD
-        return cells & playable & ~mask  # [n]
+        return _line_cells(p[None]) & ((mask + _BOTTOMS) & _BOARD) & ~mask
 
     @classmethod
     def winning_moves(cls, stones: np.ndarray, mask: np.ndarray) -> np.ndarray:
@@ -76,4 +72,23 @@ class ConnectFour(BoardGame):
         """As `BoardGame.winning_move_count`, on the bitboards: one winning cell per
         column at most, so a second set bit (``w & (w - 1)``) means two moves."""
         w = cls.winning_cells(stones, mask)  # [n]
-        return (w != 0).astype(np.int64) + ((w & (w - _U[1])) != 0)
+        return (w != 0).astype(np.int64) + ((w & (w - _ONE)) != 0)
+
+    @classmethod
+    def two_ply_threats(cls, cur: np.ndarray, mask: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """As `BoardGame.two_ply_threats`, from both players' `winning_cells` at once."""
+        cur, mask = np.asarray(cur, U64), np.asarray(mask, U64)
+        w = cls.winning_cells(np.stack([cur, cur ^ mask]), mask)  # [2, n]: mover, opponent
+        return w[0] != 0, (w[1] & (w[1] - _ONE)) != 0
+
+
+def _line_cells(p: np.ndarray) -> np.ndarray:
+    """The cells, empty or not, that a stone would make part of a line of four of ``p
+    [1, ..., n]``: three in a row on one side of the cell, or two on one side and one on
+    the other, tested in the four directions at once (``[4, ..., n]``) and ORed
+    (``[..., n]``). Vertically this also counts stones above a cell, which a playable
+    cell never has, so on playable cells it is the rule of three below."""
+    sh1, sh2, sh3 = (s.reshape((4,) + (1,) * (p.ndim - 1)) for s in (_SH1, _SH2, _SH3))
+    up1, down1 = p << sh1, p >> sh1
+    cells = (up1 & (p << sh2) & ((p << sh3) | down1)) | (down1 & (p >> sh2) & ((p >> sh3) | up1))
+    return np.bitwise_or.reduce(cells, axis=0)

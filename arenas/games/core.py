@@ -128,6 +128,17 @@ class BoardGame:
         return np.minimum(cls.winning_moves(stones, mask).sum(axis=1), 2)
 
     @classmethod
+    def two_ply_threats(cls, cur: np.ndarray, mask: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """What the rules say about the next two plies of positions ``(cur, mask) [n]``
+        (none finished): ``(mover_wins, opponent_forks)``, ``bool [n]`` each: the mover
+        has a winning move; the opponent has two or more (one move blocks one of them,
+        never both, so where the mover cannot win at once it loses in two plies)."""
+        n = len(cur)
+        count = cls.winning_move_count(np.concatenate([cur, cur ^ mask]),
+                                       np.concatenate([mask, mask]))  # fmt: skip
+        return count[:n] > 0, count[n:] >= 2
+
+    @classmethod
     def full(cls, mask: np.ndarray) -> np.ndarray:
         """Whether the board is full."""
         return mask == cls.FULL  # type: ignore[attr-defined]

@@ -304,10 +304,7 @@ class MCTS:
         """What the rules decide within two plies of the positions ``(cur, mask)`` (none
         finished): 3 where the mover has a winning move, 4 where it has none and the
         opponent has two (one move blocks one of them, never both), else 0."""
-        n = len(cur)
-        count = self.game.winning_move_count(np.concatenate([cur, cur ^ mask]),
-                                             np.concatenate([mask, mask]))  # fmt: skip
-        mover, lost = count[:n] > 0, count[n:] >= 2  # [n]: a loss only where mover is False
+        mover, lost = self.game.two_ply_threats(cur, mask)  # [n] each
         return np.where(mover, 3, np.where(lost, 4, 0))
 
     def _prove(

@@ -87,13 +87,20 @@ def search_controller(
         temperature = np.where(ply < cfg.temperature_moves, 1.0, 0.0)
         visits = decided_visits(res)  # where the search proved the root: its best moves
         actions = choose_moves(visits, temperature, rng)
+        # [n] a sampled move its search visited less than its most visited one
+        played = visits[np.arange(len(actions)), actions]
+        explored = (temperature > 0) & (played < visits.max(axis=1))
         if reuse is not None:
             reuse.played(actions)
         if cfg.policy_target == "completed_q":
             pi = completed_q_policy(res)  # [n, A]
         else:
             pi = visits / visits.sum(axis=1, keepdims=True)  # [n, A]
-        out = {"pi": pi.astype(np.float32), "root_value": res.value.astype(np.float32)}
+        out = {
+            "pi": pi.astype(np.float32),
+            "root_value": res.value.astype(np.float32),
+            "explored": explored,
+        }
         if full is not None:
             out["full_search"] = full  # [n] bool: a training sample (`outcome_samples`)
         if res.decided is not None:  # [n] bool: root_value is the proof's exact value
@@ -143,6 +150,7 @@ def outcome_samples(
     discount: float = 1.0,
     root_value_weight: float = 0.0,
     proven_values: bool = False,
+    explored_values: str = "outcome",
 ) -> dict[str, np.ndarray]:
     """Training samples ``obs, mask, pi, z``: ``z`` is the game's outcome for the mover
     (+1 win, 0 draw, -1 loss), times ``discount ** k`` where the game was decided ``k``
@@ -152,7 +160,10 @@ def outcome_samples(
     With ``proven_values``, where the search proved the position's value (records'
     ``root_proven``, a policy with ``search_proofs``), the target is that exact value: the
     soonest win or longest defence, where the game's own result only says how this game
-    went.
+    went. With ``explored_values="search"``, the positions of a game up to its last
+    explored move (records' ``explored``: sampled away from the most visited move) take
+    the search's value instead of the result, which followed a move the search rated
+    lower; proofs still come first.
 
     The deciding ply of a game is its last recorded move where the winner moved it, else
     the move after (the opponent's, which the records need not hold).
@@ -169,6 +180,14 @@ def outcome_samples(
     if root_value_weight:
         q = np.concatenate([r["root_value"] for r in records]).astype(np.float64)
         z = (1.0 - root_value_weight) * z + root_value_weight * q
+    if explored_values == "search" and all("explored" in r for r in records):
+        explored = np.concatenate([r["explored"] for r in records]).astype(bool)
+        last = np.full(len(winner), -1, np.int64)  # each game's last explored ply
+        np.maximum.at(last, game[explored], ply[explored])
+        q = np.concatenate([r["root_value"] for r in records]).astype(np.float64)
+        z = np.where(ply <= last[game], q, z)
+    elif explored_values not in ("outcome", "search"):
+        raise ValueError(f"explored_values must be 'outcome' or 'search', got {explored_values!r}")
     if proven_values and any("root_proven" in r for r in records):
         proven = np.concatenate(
             [r.get("root_proven", np.zeros(len(r["game"]), bool)) for r in records]

@@ -28,6 +28,7 @@ from ..engine import ArenaConfig
 
 ALGOS = ("ppo", "a2c", "alphazero")
 POLICY_TARGETS = ("visits", "completed_q")
+EXPLORED_VALUES = ("outcome", "search")
 
 
 def _need(ok: bool, key: str, value: Any, rule: str, fix: str) -> None:
@@ -65,6 +66,12 @@ class UpdateConfig:
     where the search proved a position, its value target is the proof's exact value (the
     soonest win, the longest defence) instead of the game's outcome. Refused without
     ``search_proofs``."""
+    explored_values: str = "outcome"
+    """Search updates: the value target of the positions of a game up to its last move
+    sampled away from the most visited one (training games sample their first
+    ``arena.search.temperature_moves`` plies from the visits): ``outcome``, the game's
+    (discounted) result, as every other position; ``search``, the search's value of the
+    position, since the result that followed came after a move its search rated lower."""
     replay: int = 0
     """Search updates: keep the last N samples (mirror images included) and draw every
     minibatch from them, ``epochs`` x the update's new samples per update (0: train on the
@@ -89,6 +96,9 @@ class UpdateConfig:
         )
         _need(0.0 <= self.root_value_weight <= 1.0, f"{at}.root_value_weight",
               self.root_value_weight, "in [0, 1]", f"e.g. {at}.root_value_weight=0.5")  # fmt: skip
+        _need(self.explored_values in EXPLORED_VALUES, f"{at}.explored_values",
+              self.explored_values, f"one of {', '.join(EXPLORED_VALUES)}",
+              f"e.g. {at}.explored_values=search")  # fmt: skip
         _need(self.replay >= 0, f"{at}.replay", self.replay, ">= 0 (0: no replay buffer)",
               f"e.g. {at}.replay=200000")  # fmt: skip
         _need(0 <= self.replay_min <= self.replay or self.replay_min == 0, f"{at}.replay_min",

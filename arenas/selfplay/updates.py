@@ -57,7 +57,7 @@ def _outcomes(
 ) -> dict[str, np.ndarray]:
     data = outcome_samples(
         rollout["records"], rollout["winner"], policy.value_discount, u.root_value_weight,
-        proven_values=u.proven_values,
+        proven_values=u.proven_values, explored_values=u.explored_values,
     )  # fmt: skip
     if policy.moves_left:  # the moves-left head's targets (default: no such samples)
         data["moves_left"] = moves_left_targets(
