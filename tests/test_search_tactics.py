@@ -75,6 +75,11 @@ def test_winning_moves_are_the_moves_that_complete_a_line(game):
         count = game.winning_move_count(stones, mask)  # the bitboard count for Connect Four
         assert np.array_equal(count, np.minimum(got.sum(axis=1), 2))
         assert game is TicTacToe or 2 in count  # Connect Four's sample has double threats
+    # both players' threats at once: the mover can win; the opponent has two winning moves
+    mover, forks = game.two_ply_threats(cur, mask)
+    assert np.array_equal(mover, game.winning_moves(cur, mask).any(axis=1))
+    assert np.array_equal(forks, game.winning_moves(cur ^ mask, mask).sum(axis=1) >= 2)
+    assert mover.any() and forks.any()
 
 
 def _misled(game):

@@ -56,8 +56,7 @@ class ConnectFour(BoardGame):
     def winning_cells(cls, stones: np.ndarray, mask: np.ndarray) -> np.ndarray:
         """``uint64 [n]`` bitboards (Pons' winning cells): the empty cells that would
         complete a line of ``stones``, kept where a stone can be played (the lowest empty
-        cell of each column, so at most one per column). ``stones`` may carry leading
-        axes (``[k, n]``: k players' stones on the same boards)."""
+        cell of each column, so at most one per column)."""
         p, mask = np.asarray(stones, U64), np.asarray(mask, U64)
         return _line_cells(p[None]) & ((mask + _BOTTOMS) & _BOARD) & ~mask
 
@@ -77,9 +76,9 @@ class ConnectFour(BoardGame):
     @classmethod
     def two_ply_threats(cls, cur: np.ndarray, mask: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """As `BoardGame.two_ply_threats`, from both players' `winning_cells` at once."""
-        cur, mask = np.asarray(cur, U64), np.asarray(mask, U64)
-        w = cls.winning_cells(np.stack([cur, cur ^ mask]), mask)  # [2, n]: mover, opponent
-        return w[0] != 0, (w[1] & (w[1] - _ONE)) != 0
+        cur, mask, n = np.asarray(cur, U64), np.asarray(mask, U64), len(cur)
+        w = cls.winning_cells(np.concatenate([cur, cur ^ mask]), np.concatenate([mask, mask]))
+        return w[:n] != 0, (w[n:] & (w[n:] - _ONE)) != 0  # [2n]: the mover's, the opponent's
 
 
 def _line_cells(p: np.ndarray) -> np.ndarray:

@@ -215,6 +215,8 @@ class MCTS:
             # scored exactly when it was made and never expanded, so it comes back bare)
         prior[roots], legal_at[roots] = p0, legal0
         gamma = self.discount
+        # signs[k]: what a leaf value is worth k plies up, (-1)^k gamma^(k - 1) (k >= 1)
+        signs = _signs(g.max_moves + 2, gamma)
         # the value, for the player to move there, that a leaf of each kind backs up
         leaf_value = np.array([np.nan, -1.0, 0.0, gamma, -gamma * gamma])
         # exact: each node's exact leaf value (NaN: not known); an edge into it is worth -exact
@@ -274,10 +276,10 @@ class MCTS:
                 value[e] = v if gamma == 1.0 else gamma * v  # one ply further than a result
             # back up: the mover at depth d sees the leaf value with sign (-1)^(L - d)
             # (discounted: times gamma^(L - d - 1))
+            if len(path) >= len(signs):  # a game longer than its max_moves says
+                signs = _signs(2 * len(path), gamma)
             for d, (b, edge) in enumerate(path):
-                sign = np.where((depth[b] - d) % 2 == 1, -1.0, 1.0)
-                if gamma != 1.0:
-                    sign = sign * gamma ** (depth[b] - d - 1).astype(np.float64)
+                sign = signs[depth[b] - d]
                 flat_visits[edge] += 1.0  # one edge per game: no repeated index
                 flat_total[edge] += sign * value[b]
                 if ml:  # plies from this edge's node to the end: the path below + the leaf's
@@ -359,6 +361,13 @@ class MCTS:
         cap = MOVES_LEFT_MAX_EFFECT
         effect = np.clip(self.moves_left_weight * (m - parent[:, None]), -cap, cap)
         return np.where(seen, -q * effect, 0.0)
+
+
+def _signs(n: int, gamma: float) -> np.ndarray:
+    """``[n]``: what a leaf's value is worth ``k`` plies up, ``(-1)^k gamma^(k - 1)`` (k >= 1)."""
+    k = np.arange(n)
+    signs = np.where(k % 2 == 1, -1.0, 1.0)
+    return signs * gamma ** (k - 1).astype(np.float64) if gamma != 1.0 else signs
 
 
 class PUCTSearch(MCTS):
