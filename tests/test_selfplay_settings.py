@@ -42,7 +42,7 @@ ADDED = {
     "update.replay": 0, "update.root_value_weight": 0.0, "update.average_duplicates": False,
     "update.proven_values": False, "update.replay_min": 0, "search.full_fraction": 1.0,
     "search.fast_simulations": 10, "eval.average_last": 0, "search.cache": True,
-    "search.reuse": False, "search.network_copy": True,
+    "search.reuse": False, "search.network_copy": True, "update.explored_values": "outcome",
 }  # fmt: skip
 
 
