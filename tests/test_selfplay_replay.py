@@ -143,6 +143,16 @@ def test_replay_discount_and_position_averaging_resume_bit_identically():
     assert "resume from a checkpoint is bit-identical" in passed
 
 
+def test_search_values_before_explored_moves_resume_bit_identically():
+    seed_everything(0)
+    policy = Policy(
+        "policy", encoder=TTT_MLP, obs_shape=[3, 3, 2], num_actions=9, seed=0, value_discount=0.9
+    )
+    arena = _arena(policy, update={"explored_values": "search"})
+    passed = check_arena(arena, steps=2)
+    assert "resume from a checkpoint is bit-identical" in passed
+
+
 def test_a_resume_with_another_buffer_size_is_refused_naming_the_saved_one(make_scope):
     seed_everything(0)
     policy = Policy(make_scope("rs"), encoder=TTT_MLP, obs_shape=[3, 3, 2], num_actions=9)
