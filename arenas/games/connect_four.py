@@ -58,7 +58,7 @@ class ConnectFour(BoardGame):
         complete a line of ``stones``, kept where a stone can be played (the lowest empty
         cell of each column, so at most one per column)."""
         p, mask = np.asarray(stones, U64), np.asarray(mask, U64)
-        return _line_cells(p[None]) & ((mask + _BOTTOMS) & _BOARD) & ~mask
+        return _line_cells(p.reshape(1, -1)) & ((mask + _BOTTOMS) & _BOARD) & ~mask  # [n]
 
     @classmethod
     def winning_moves(cls, stones: np.ndarray, mask: np.ndarray) -> np.ndarray:
@@ -83,11 +83,12 @@ class ConnectFour(BoardGame):
 
 def _line_cells(p: np.ndarray) -> np.ndarray:
     """The cells, empty or not, that a stone would make part of a line of four of ``p
-    [1, ..., n]``: three in a row on one side of the cell, or two on one side and one on
-    the other, tested in the four directions at once (``[4, ..., n]``) and ORed
-    (``[..., n]``). Vertically this also counts stones above a cell, which a playable
-    cell never has, so on playable cells it is the rule of three below."""
-    sh1, sh2, sh3 = (s.reshape((4,) + (1,) * (p.ndim - 1)) for s in (_SH1, _SH2, _SH3))
-    up1, down1 = p << sh1, p >> sh1
-    cells = (up1 & (p << sh2) & ((p << sh3) | down1)) | (down1 & (p >> sh2) & ((p >> sh3) | up1))
+    [1, n]``: three in a row on one side of the cell, or two on one side and one on the
+    other, tested in the four directions at once (``[4, n]``) and ORed (``[n]``).
+    Vertically this also counts stones above a cell, which a playable cell never has, so
+    on playable cells it is the rule of three below."""
+    up1, down1 = p << _SH1, p >> _SH1
+    cells = (up1 & (p << _SH2) & ((p << _SH3) | down1)) | (
+        down1 & (p >> _SH2) & ((p >> _SH3) | up1)
+    )
     return np.bitwise_or.reduce(cells, axis=0)

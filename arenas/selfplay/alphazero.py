@@ -39,6 +39,9 @@ from ..games.search import (
     decided_visits,
 )
 
+#: the value targets of the positions before a game's last explored move (`outcome_samples`)
+EXPLORED_VALUES = ("outcome", "search")
+
 
 def search_controller(
     policy: Any, rules: type[BoardGame], cfg: Any, rng: np.random.Generator
@@ -186,8 +189,10 @@ def outcome_samples(
         np.maximum.at(last, game[explored], ply[explored])
         q = np.concatenate([r["root_value"] for r in records]).astype(np.float64)
         z = np.where(ply <= last[game], q, z)
-    elif explored_values not in ("outcome", "search"):
-        raise ValueError(f"explored_values must be 'outcome' or 'search', got {explored_values!r}")
+    elif explored_values not in EXPLORED_VALUES:
+        raise ValueError(
+            f"explored_values must be one of {EXPLORED_VALUES}, got {explored_values!r}"
+        )
     if proven_values and any("root_proven" in r for r in records):
         proven = np.concatenate(
             [r.get("root_proven", np.zeros(len(r["game"]), bool)) for r in records]

@@ -25,10 +25,10 @@ from paddlecraft.agents.settings import ConfigError
 from paddlecraft.compat import RENAMED
 
 from ..engine import ArenaConfig
+from .alphazero import EXPLORED_VALUES
 
 ALGOS = ("ppo", "a2c", "alphazero")
 POLICY_TARGETS = ("visits", "completed_q")
-EXPLORED_VALUES = ("outcome", "search")
 
 
 def _need(ok: bool, key: str, value: Any, rule: str, fix: str) -> None:
