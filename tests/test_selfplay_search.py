@@ -94,6 +94,29 @@ def test_explored_moves_are_the_sampled_ones_below_the_most_visited(make_scope):
     assert explored.any() and not explored[ply >= 2].any()
 
 
+def test_late_moves_sample_cooler_after_the_first_plies(make_scope):
+    """``late_moves`` plies after ``temperature_moves`` are sampled at ``late_temperature``
+    (the collection's moves below the most visited fall in those plies too), then the
+    most visited move is played."""
+    from paddlecraft.arenas.selfplay.alphazero import sampling_temperature
+    from paddlecraft.arenas.selfplay.config import SearchConfig
+
+    cfg = SearchConfig(temperature_moves=2, late_moves=3, late_temperature=0.25)
+    np.testing.assert_array_equal(
+        sampling_temperature(np.arange(8), cfg), [1, 1, 0.25, 0.25, 0.25, 0, 0, 0]
+    )
+    assert not sampling_temperature(np.arange(9), SearchConfig(temperature_moves=2))[2:].any()
+    seed_everything(0)
+    policy = Policy(make_scope("late"), encoder=TTT_MLP, obs_shape=[3, 3, 2], num_actions=9)
+    search = {"temperature_moves": 1, "late_moves": 2, "late_temperature": 0.5}
+    arena = _az_arena(policy, search=search, games_per_step=48)
+    arena._take_snapshot()
+    recs = arena._collect()["records"]
+    explored = np.concatenate([r["explored"] for r in recs])
+    ply = np.concatenate([r["ply"] for r in recs])
+    assert explored[(ply >= 1) & (ply < 3)].any() and not explored[ply >= 3].any()
+
+
 def test_explored_values_search_trains_the_positions_before_the_last_explored_move():
     """``explored_values="search"``: the positions of a game up to (and at) its last
     explored move train toward the search's value, the later ones toward the discounted

@@ -50,7 +50,7 @@ def search_controller(
 
     ``cfg`` is ``arena.search`` (`SearchConfig`): ``simulations``,
     ``c_puct``, ``dirichlet_alpha``, ``noise_fraction``, ``temperature_moves``,
-    ``policy_target``, ``cache``, ``network_copy`` and ``reuse`` are read. Make one per
+    ``late_moves``, ``late_temperature``, ``policy_target``, ``cache``, ``network_copy`` and ``reuse`` are read. Make one per
     collection: with ``cache`` its searches reuse the network's results for positions met
     before (`CachedEvaluator`), which is right only while the weights stay as they are;
     with ``network_copy`` they search a NumPy copy of the weights as they were when it was
@@ -87,7 +87,7 @@ def search_controller(
         if training:
             policy.train()
         ply = planes.reshape(len(planes), -1).sum(axis=1)  # stones on the board
-        temperature = np.where(ply < cfg.temperature_moves, 1.0, 0.0)
+        temperature = sampling_temperature(ply, cfg)  # [n]
         visits = decided_visits(res)  # where the search proved the root: its best moves
         actions = choose_moves(visits, temperature, rng)
         # [n] a sampled move its search visited less than its most visited one
@@ -114,6 +114,15 @@ def search_controller(
     act.fast = fast  # type: ignore[attr-defined]  # and its fast searches (None: none)
     act.reuse = reuse  # type: ignore[attr-defined]  # the subtrees it keeps (None: none)
     return act
+
+
+def sampling_temperature(ply: np.ndarray, cfg: Any) -> np.ndarray:
+    """The temperature a training move at ``ply`` (stones on the board, ``[n]``) is sampled
+    with: 1 for the first ``temperature_moves`` plies, ``late_temperature`` for the
+    ``late_moves`` after them, then 0 (the most visited move)."""
+    late_end = cfg.temperature_moves + cfg.late_moves
+    late = np.where(ply < late_end, float(cfg.late_temperature), 0.0)
+    return np.where(ply < cfg.temperature_moves, 1.0, late)
 
 
 def _split_search(

@@ -121,6 +121,12 @@ class SearchConfig:
     """Share of the root's priors replaced by that noise."""
     temperature_moves: int = 8
     """Plies of a training game played in proportion to the visits; then the most visited."""
+    late_moves: int = 0
+    """Plies after ``temperature_moves`` sampled from ``visits ** (1 / late_temperature)``:
+    a cooler sampling that keeps to the moves the search rates near the best (0: none)."""
+    late_temperature: float = 0.5
+    """The temperature of the ``late_moves`` plies (1: as the first ones; near 0: the most
+    visited)."""
     policy_target: str = "visits"
     """``visits`` (AlphaZero's visit counts) or ``completed_q`` (Gumbel AlphaZero's improved
     policy: the noise-free prior raised by the search's Q values)."""
@@ -173,6 +179,12 @@ class SearchConfig:
             ">= 0 (0: always the most visited move)",
             f"e.g. {at}.temperature_moves=8",
         )
+        _need(self.late_moves >= 0, f"{at}.late_moves", self.late_moves,
+              f">= 0 (plies after {at}.temperature_moves sampled cooler; 0: none)",
+              f"e.g. {at}.late_moves=4")  # fmt: skip
+        _need(0 < self.late_temperature <= 1, f"{at}.late_temperature", self.late_temperature,
+              "in (0, 1] (visits ** (1 / T); 1: as the first plies)",
+              f"e.g. {at}.late_temperature=0.5")  # fmt: skip
         if self.policy_target not in POLICY_TARGETS:
             raise ConfigError(
                 f"{at}.policy_target must be one of {POLICY_TARGETS}, got {self.policy_target!r}"
