@@ -117,6 +117,27 @@ def test_late_moves_sample_cooler_after_the_first_plies(make_scope):
     assert explored[(ply >= 1) & (ply < 3)].any() and not explored[ply >= 3].any()
 
 
+def test_second_player_simulations_search_the_odd_plies_deeper(make_scope):
+    """``second_player_simulations``: the second player's training moves (odd plies) are
+    searched with that many simulations, the first player's with ``simulations``: with 2
+    a root visits at most 2 moves, with 16 more."""
+    seed_everything(0)
+    policy = Policy(make_scope("deep"), encoder=TTT_MLP, obs_shape=[3, 3, 2], num_actions=9)
+
+    def moves_visited(second):  # the most root moves visited: first player, second player
+        search = {"simulations": 2, "second_player_simulations": second, "temperature_moves": 0}
+        arena = _az_arena(policy, search=search, games_per_step=24)
+        arena._take_snapshot()
+        recs = arena._collect()["records"]
+        tried = np.concatenate([(r["pi"] > 0).sum(axis=1) for r in recs])
+        odd = np.concatenate([r["ply"] for r in recs]) % 2 == 1
+        return tried[~odd].max(), tried[odd].max()
+
+    assert max(moves_visited(None)) <= 2
+    first, second = moves_visited(16)
+    assert first <= 2 < second
+
+
 def test_explored_values_search_trains_the_positions_before_the_last_explored_move():
     """``explored_values="search"``: the positions of a game up to (and at) its last
     explored move train toward the search's value, the later ones toward the discounted

@@ -43,7 +43,7 @@ ADDED = {
     "update.proven_values": False, "update.replay_min": 0, "search.full_fraction": 1.0,
     "search.fast_simulations": 10, "eval.average_last": 0, "search.cache": True,
     "search.reuse": False, "search.network_copy": True, "update.explored_values": "outcome",
-    "search.late_moves": 0, "search.late_temperature": 0.5,
+    "search.late_moves": 0, "search.late_temperature": 0.5, "search.second_player_simulations": None,
 }  # fmt: skip
 
 
@@ -103,6 +103,10 @@ def test_an_old_key_in_python_names_its_new_place():
         ({"search": {"late_moves": -1}}, "arena.search.late_moves=-1: must be >= 0"),
         ({"search": {"late_temperature": 0.0}}, "arena.search.late_temperature=0.0: must be in (0, 1]"),
         ({"search": {"late_temperature": 2.0}}, "arena.search.late_temperature=2.0: must be in (0, 1]"),
+        ({"search": {"second_player_simulations": 0}},
+         "arena.search.second_player_simulations=0: must be >= 1"),
+        ({"search": {"second_player_simulations": 60, "full_fraction": 0.5}},
+         "arena.search.second_player_simulations sizes full searches by side"),
         ({"search": {"updates": 5}}, "arena.search.updates must be in [0, epochs x steps_per_epoch = 4]"),
         ({"search": {"games_per_step": 0}}, "arena.search.games_per_step must be >= 1"),
         ({"search": {"lr": -1.0}}, "arena.search.lr must be > 0"),

@@ -50,7 +50,7 @@ def search_controller(
 
     ``cfg`` is ``arena.search`` (`SearchConfig`): ``simulations``,
     ``c_puct``, ``dirichlet_alpha``, ``noise_fraction``, ``temperature_moves``,
-    ``late_moves``, ``late_temperature``, ``policy_target``, ``cache``, ``network_copy`` and ``reuse`` are read. Make one per
+    ``late_moves``, ``late_temperature``, ``second_player_simulations``, ``policy_target``, ``cache``, ``network_copy`` and ``reuse`` are read. Make one per
     collection: with ``cache`` its searches reuse the network's results for positions met
     before (`CachedEvaluator`), which is right only while the weights stay as they are;
     with ``network_copy`` they search a NumPy copy of the weights as they were when it was
@@ -71,6 +71,9 @@ def search_controller(
         settings["evaluate"] = CachedEvaluator(NetworkEvaluator(settings["evaluate"]))
     reuse = TreeReuse() if cfg.reuse else None  # each search starts from the last one's
     search = PUCTSearch(rules, simulations=cfg.simulations, **settings)
+    second = cfg.second_player_simulations
+    # the second player's searches (its moves at odd plies), when sized apart
+    deep = None if second is None else PUCTSearch(rules, simulations=second, **settings)
     capped = cfg.full_fraction < 1.0  # playout cap randomisation
     fast = PUCTSearch(rules, simulations=cfg.fast_simulations, **settings) if capped else None
 
@@ -78,15 +81,15 @@ def search_controller(
         cur, mask = rules.from_planes(planes)
         training = policy.training
         policy.eval()  # once per search, not once per simulation
+        ply = planes.reshape(len(planes), -1).sum(axis=1)  # stones on the board
         if fast is None:
-            res = search.search(cur, mask, rng, noise=True, reuse=reuse)
+            res = _side_search(search, deep, ply, cur, mask, rng, reuse)
             full = None
         else:
             full = rng.random(len(cur)) < cfg.full_fraction  # [n] searched in full
             res = _split_search(search, fast, cur, mask, full, rng)
         if training:
             policy.train()
-        ply = planes.reshape(len(planes), -1).sum(axis=1)  # stones on the board
         temperature = sampling_temperature(ply, cfg)  # [n]
         visits = decided_visits(res)  # where the search proved the root: its best moves
         actions = choose_moves(visits, temperature, rng)
@@ -114,6 +117,26 @@ def search_controller(
     act.fast = fast  # type: ignore[attr-defined]  # and its fast searches (None: none)
     act.reuse = reuse  # type: ignore[attr-defined]  # the subtrees it keeps (None: none)
     return act
+
+
+def _side_search(
+    search: PUCTSearch,
+    second: PUCTSearch | None,
+    ply: np.ndarray,
+    cur: np.ndarray,
+    mask: np.ndarray,
+    rng: np.random.Generator,
+    reuse: TreeReuse | None,
+) -> SearchResult:
+    """The training search of positions at ``ply [n]``: by ``second`` where the second
+    player moves (odd plies) if it is given, else by ``search``. Games are played in
+    lockstep, so one call's positions share a ply and one search runs."""
+    odd = ply % 2 == 1
+    if second is None or not odd.any():
+        return search.search(cur, mask, rng, noise=True, reuse=reuse)
+    if not odd.all():
+        raise ValueError("second_player_simulations: one call mixes both players' moves")
+    return second.search(cur, mask, rng, noise=True, reuse=reuse)
 
 
 def sampling_temperature(ply: np.ndarray, cfg: Any) -> np.ndarray:

@@ -127,6 +127,9 @@ class SearchConfig:
     late_temperature: float = 0.5
     """The temperature of the ``late_moves`` plies (1: as the first ones; near 0: the most
     visited)."""
+    second_player_simulations: Optional[int] = None  # noqa: UP045
+    """Simulations of the second player's training moves (null: ``simulations``): a
+    deeper search on one side, e.g. a stronger defender in a first-player win."""
     policy_target: str = "visits"
     """``visits`` (AlphaZero's visit counts) or ``completed_q`` (Gumbel AlphaZero's improved
     policy: the noise-free prior raised by the search's Q values)."""
@@ -182,6 +185,10 @@ class SearchConfig:
         _need(self.late_moves >= 0, f"{at}.late_moves", self.late_moves,
               f">= 0 (plies after {at}.temperature_moves sampled cooler; 0: none)",
               f"e.g. {at}.late_moves=4")  # fmt: skip
+        if self.second_player_simulations is not None:
+            _need(self.second_player_simulations >= 1, f"{at}.second_player_simulations",
+                  self.second_player_simulations, ">= 1 (null: simulations)",
+                  f"e.g. {at}.second_player_simulations={2 * self.simulations}")  # fmt: skip
         _need(0 < self.late_temperature <= 1, f"{at}.late_temperature", self.late_temperature,
               "in (0, 1] (visits ** (1 / T); 1: as the first plies)",
               f"e.g. {at}.late_temperature=0.5")  # fmt: skip
@@ -210,6 +217,12 @@ class SearchConfig:
                     f"{at}.reuse keeps a search's tree for the next move, which "
                     f"{at}.full_fraction < 1 searches with another search: set one of "
                     f"them ({at}.reuse=false or {at}.full_fraction=1)"
+                )
+            if self.second_player_simulations is not None:
+                raise ConfigError(
+                    f"{at}.second_player_simulations sizes full searches by side, and "
+                    f"{at}.full_fraction < 1 sizes them by a draw: set one of them "
+                    f"({at}.second_player_simulations=null or {at}.full_fraction=1)"
                 )
         if self.games_per_step is not None and self.games_per_step < 1:
             raise ConfigError(
