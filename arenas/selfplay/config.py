@@ -185,13 +185,13 @@ class SearchConfig:
         _need(self.late_moves >= 0, f"{at}.late_moves", self.late_moves,
               f">= 0 (plies after {at}.temperature_moves sampled cooler; 0: none)",
               f"e.g. {at}.late_moves=4")  # fmt: skip
+        _need(0 < self.late_temperature <= 1, f"{at}.late_temperature", self.late_temperature,
+              "in (0, 1] (visits ** (1 / T); 1: as the first plies)",
+              f"e.g. {at}.late_temperature=0.5")  # fmt: skip
         if self.second_player_simulations is not None:
             _need(self.second_player_simulations >= 1, f"{at}.second_player_simulations",
                   self.second_player_simulations, ">= 1 (null: simulations)",
                   f"e.g. {at}.second_player_simulations={2 * self.simulations}")  # fmt: skip
-        _need(0 < self.late_temperature <= 1, f"{at}.late_temperature", self.late_temperature,
-              "in (0, 1] (visits ** (1 / T); 1: as the first plies)",
-              f"e.g. {at}.late_temperature=0.5")  # fmt: skip
         if self.policy_target not in POLICY_TARGETS:
             raise ConfigError(
                 f"{at}.policy_target must be one of {POLICY_TARGETS}, got {self.policy_target!r}"
