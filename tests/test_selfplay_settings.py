@@ -44,6 +44,7 @@ ADDED = {
     "search.fast_simulations": 10, "eval.average_last": 0, "search.cache": True,
     "search.reuse": False, "search.network_copy": True, "update.explored_values": "outcome",
     "search.late_moves": 0, "search.late_temperature": 0.5, "search.second_player_simulations": None,
+    "search.forced_playouts": 0.0,
 }  # fmt: skip
 
 

@@ -53,6 +53,7 @@ from .search_results import (
     completed_q_policy,
     decided_visits,
     played_moves,
+    pruned_visits,
 )
 from .search_tree import Tree, TreeReuse
 from .selection import Children, SelectionRule, puct, selection_rule, uct
@@ -74,6 +75,7 @@ __all__ = [
     "completed_q_policy",
     "decided_visits",
     "played_moves",
+    "pruned_visits",
     "puct",
     "search_one",
     "uct",
@@ -127,6 +129,11 @@ class MCTS:
             and `SearchResult.proven` holds the root moves' exact values. With
             ``tactics``, an unproven move of a node whose mover cannot win at once is
             worth at most ``discount ** 2``, so a forced win in three plies is proof enough.
+        forced_playouts: KataGo's forced playouts in searches with root noise
+            (``noise=True``, training): every root move the search has visited gets at
+            least about ``sqrt(k P(s, a) N(s))`` visits (``k`` this, KataGo's 2; 0: off),
+            so a move the noise lifts is looked at more than once; `pruned_visits` takes
+            those visits back out of the policy target.
     """
 
     def __init__(
@@ -142,6 +149,7 @@ class MCTS:
         moves_left_weight: float = 0.0,
         tactics: bool = False,
         proofs: bool = False,
+        forced_playouts: float = 0.0,
     ) -> None:
         if int(simulations) < 1:
             raise ValueError(f"search simulations must be >= 1, got {simulations}")
@@ -154,6 +162,8 @@ class MCTS:
             raise ValueError(f"search: need discount in (0, 1], got {discount}")
         if not moves_left_weight >= 0:
             raise ValueError(f"search: need moves_left_weight >= 0, got {moves_left_weight}")
+        if not forced_playouts >= 0:
+            raise ValueError(f"search: need forced_playouts >= 0, got {forced_playouts}")
         if not isinstance(evaluator, Evaluator):
             evaluator = NetworkEvaluator(evaluator)
         self.game, self.evaluator = game, evaluator
@@ -163,6 +173,7 @@ class MCTS:
         self.discount = float(discount)
         self.moves_left_weight = float(moves_left_weight)
         self.tactics, self.proofs = bool(tactics), bool(proofs)
+        self.forced_playouts = float(forced_playouts)
 
     def search(
         self,
@@ -187,6 +198,7 @@ class MCTS:
         if not legal0.any(axis=1).all():
             raise ValueError("search: a root position has no legal move (is the game over?)")
         ml = self.moves_left_weight > 0
+        forcing = noise and self.forced_playouts > 0  # KataGo's forced playouts at the roots
         # node i of game b is row b * N + i of the tree's arrays (`Tree`)
         tree = Tree.empty(B, S + 1, A, ml) if reuse is None else reuse.start(cur, mask, S, A, ml)
         ncur, nmask, prior, legal_at = tree.ncur, tree.nmask, tree.prior, tree.legal_at
@@ -237,6 +249,8 @@ class MCTS:
                 )
                 here = Children(visits[n], w, prior[n], legal_at[n], kids >= 0, not path)
                 a = self.select(here, self.c, rng)
+                if forcing and not path:
+                    a = _forced_moves(here, self.forced_playouts, a)
                 path.append((b, n * A + a))
                 depth[b] += 1
                 c = kids[np.arange(len(b)), a]
@@ -363,6 +377,17 @@ class MCTS:
         return np.where(seen, -q * effect, 0.0)
 
 
+def _forced_moves(root: Children, k: float, moves: np.ndarray) -> np.ndarray:
+    """KataGo's forced playouts (Wu 2019, section 3.2): a root move already visited but
+    fewer than ``sqrt(k P N)`` times (``P`` its noised prior, ``N`` the root's visits) is
+    searched next, the one furthest below first; the other rows keep ``moves [b]``."""
+    nsa = root.visits  # [b, A]
+    need = np.sqrt(k * root.prior * nsa.sum(axis=1, keepdims=True))  # [b, A]
+    short = root.legal & (nsa > 0) & (nsa < need)
+    gap = np.where(short, need - nsa, -np.inf)
+    return np.where(short.any(axis=1), gap.argmax(axis=1), moves)
+
+
 def _signs(n: int, gamma: float) -> np.ndarray:
     """``[n]``: what a leaf's value is worth ``k`` plies up, ``(-1)^k gamma^(k - 1)`` (k >= 1)."""
     k = np.arange(n)
@@ -387,6 +412,7 @@ class PUCTSearch(MCTS):
             then may return a third array, the plies left ``[n]``.
         tactics: exact values for positions the rules decide within two plies (see `MCTS`).
         proofs: MCTS-Solver backups of proven values (see `MCTS`).
+        forced_playouts: KataGo's ``k`` for searches with root noise (0: off; see `MCTS`).
     """
 
     def __init__(
@@ -401,11 +427,12 @@ class PUCTSearch(MCTS):
         moves_left_weight: float = 0.0,
         tactics: bool = False,
         proofs: bool = False,
+        forced_playouts: float = 0.0,
     ) -> None:
         if c_puct <= 0:
             raise ValueError(f"search: need c_puct > 0, got {c_puct}")
         super().__init__(
             game, evaluate, simulations, "puct", c_puct, dirichlet_alpha,  # MCTS wraps a function
-            noise_fraction, discount, moves_left_weight, tactics, proofs,
+            noise_fraction, discount, moves_left_weight, tactics, proofs, forced_playouts,
         )  # fmt: skip
         self.evaluate, self.c_puct = evaluate, float(c_puct)

@@ -1,7 +1,8 @@
 """What a search returns and what is made of it: `SearchResult`, the move choice
 (`choose_moves`), the move a player plays after its search (`played_moves`), Gumbel
-AlphaZero's policy target (`completed_q_policy`) and the visits left to the moves a
-search proved best (`decided_visits`)."""
+AlphaZero's policy target (`completed_q_policy`), the visits left to the moves a
+search proved best (`decided_visits`) and KataGo's policy target pruning
+(`pruned_visits`)."""
 
 from __future__ import annotations
 
@@ -17,6 +18,7 @@ __all__ = [
     "completed_q_policy",
     "decided_visits",
     "played_moves",
+    "pruned_visits",
 ]
 
 #: how a player picks the move it plays after a search (`played_moves`)
@@ -110,6 +112,29 @@ def decided_visits(res: SearchResult) -> np.ndarray:
     worth = np.where(res.legal & ~np.isnan(res.proven), res.proven, -np.inf)
     top = worth >= worth.max(axis=1, keepdims=True) - 1e-12
     return np.where(res.decided[:, None] & ~top, 0.0, res.visits)
+
+
+def pruned_visits(visits: np.ndarray, res: SearchResult, c: float, k: float) -> np.ndarray:
+    """KataGo's policy target pruning (Wu 2019, section 3.2), the other half of forced
+    playouts (`MCTS` ``forced_playouts=k``): ``visits [B, A]`` with the forced visits taken
+    back out. From every move but the most visited one ``c*``, up to ``sqrt(k P N)`` visits
+    are removed (``P`` the root prior the search used, ``N`` the root's visits), as many as
+    keep its PUCT value ``Q + c P sqrt(1 + N) / (1 + n)`` at or below ``c*``'s; a move
+    pruned down to one visit loses it too. Each row's total is not renormalised."""
+    n = np.asarray(visits, np.float64)
+    rows = np.arange(len(n))
+    total = n.sum(axis=1, keepdims=True)  # [B, 1]
+    best = n.argmax(axis=1)  # [B] c*
+    scale = c * np.sqrt(1.0 + total)  # [B, 1]
+    p, q = res.priors, res.q
+    top = q[rows, best] + scale[:, 0] * p[rows, best] / (1.0 + n[rows, best])  # [B]
+    room = top[:, None] - q  # [B, A] the exploration term a move may keep
+    # the fewest visits that keep its PUCT at or below c*'s: 1 + n' >= scale P / room
+    least = np.where(room > 0, np.ceil(scale * p / np.maximum(room, 1e-300) - 1.0 - 1e-9), np.inf)
+    cut = np.clip(np.minimum(n - np.maximum(least, 0.0), np.floor(np.sqrt(k * p * total))), 0, n)
+    cut[rows, best] = 0.0
+    kept = n - cut
+    return np.where((cut > 0) & (kept <= 1.0), 0.0, kept)
 
 
 def played_moves(

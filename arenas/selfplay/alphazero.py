@@ -37,6 +37,7 @@ from ..games.search import (
     choose_moves,
     completed_q_policy,
     decided_visits,
+    pruned_visits,
 )
 
 #: the value targets of the positions before a game's last explored move (`outcome_samples`)
@@ -51,7 +52,7 @@ def search_controller(
     ``cfg`` is ``arena.search`` (`SearchConfig`): ``simulations``,
     ``second_player_simulations``, ``c_puct``, ``dirichlet_alpha``, ``noise_fraction``,
     ``temperature_moves``, ``late_moves``, ``late_temperature``, ``policy_target``,
-    ``cache``, ``network_copy`` and ``reuse`` are read. Make one per collection: with
+    ``forced_playouts``, ``cache``, ``network_copy`` and ``reuse`` are read. Make one per collection: with
     ``cache`` its searches reuse the network's results for positions met before
     (`CachedEvaluator`), which is right only while the weights stay as they are;
     with ``network_copy`` they search a NumPy copy of the weights as they were when it was
@@ -64,6 +65,7 @@ def search_controller(
         c_puct=cfg.c_puct,
         dirichlet_alpha=cfg.dirichlet_alpha,
         noise_fraction=cfg.noise_fraction,
+        forced_playouts=cfg.forced_playouts,  # only where a search adds root noise
         # its evaluator (with network_copy over a NumPy copy of the weights: they stay
         # as they are during a collection), value discount and moves-left utility
         **policy.search_settings(frozen=cfg.network_copy),
@@ -93,6 +95,9 @@ def search_controller(
             policy.train()
         temperature = sampling_temperature(ply, cfg)  # [n]
         visits = decided_visits(res)  # where the search proved the root: its best moves
+        if cfg.forced_playouts > 0:  # the forced visits out of the target and the move
+            pruned = pruned_visits(visits, res, cfg.c_puct, cfg.forced_playouts)
+            visits = pruned if full is None else np.where(full[:, None], pruned, visits)
         actions = choose_moves(visits, temperature, rng)
         # [n] a sampled move its search visited less than its most visited one
         played = visits[np.arange(len(actions)), actions]

@@ -149,6 +149,11 @@ class SearchConfig:
     move is a full search)."""
     fast_simulations: int = 10
     """Simulations of the fast searches (``full_fraction`` < 1)."""
+    forced_playouts: float = 0.0
+    """KataGo's forced playouts and policy target pruning: every root move a training
+    search visits gets at least ``sqrt(k P N)`` visits (``k`` this, KataGo's 2; ``P`` its
+    noised prior, ``N`` the root's visits), and those visits are pruned from the policy
+    target and the move sampled (0: off)."""
     cache: bool = True
     """Keep the network's priors and value of every position a collection's searches
     evaluate, and look them up when a later search (the next move's, another game's)
@@ -224,6 +229,8 @@ class SearchConfig:
                     f"{at}.full_fraction < 1 sizes them by a draw: set one of them "
                     f"({at}.second_player_simulations=null or {at}.full_fraction=1)"
                 )
+        _need(self.forced_playouts >= 0, f"{at}.forced_playouts", self.forced_playouts,
+              ">= 0 (KataGo's k, 2; 0: off)", f"e.g. {at}.forced_playouts=2")  # fmt: skip
         if self.games_per_step is not None and self.games_per_step < 1:
             raise ConfigError(
                 f"{at}.games_per_step must be >= 1 or null (arena.games_per_step), got "
