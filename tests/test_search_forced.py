@@ -6,11 +6,11 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from selfplay_kit import merged
+from selfplay_kit import replay_arena
 
 from paddlecraft.agents import Policy
 from paddlecraft.agents.settings import ConfigError
-from paddlecraft.arenas import SelfPlayArena, check_arena
+from paddlecraft.arenas import check_arena
 from paddlecraft.arenas.engine.rng import seed_everything
 from paddlecraft.arenas.games import ConnectFour, TicTacToe
 from paddlecraft.arenas.games.search import PUCTSearch, SearchResult, pruned_visits
@@ -87,24 +87,13 @@ TTT_MLP = {"_target_": "paddlecraft.encoders.ImageMLPEncoder", "input_size": 18,
            "hidden_size": 32, "num_classes": 32}  # fmt: skip
 
 
-def _arena(policy: Policy, **search) -> SelfPlayArena:
-    base = {
-        "data": "tictactoe", "algo": "alphazero", "epochs": 2, "steps_per_epoch": 2,
-        "games_per_step": 12, "augment_mirror": True,
-        "update": {"minibatch_size": 32, "epochs": 2},
-        "search": {"simulations": 12, "reuse": True},
-        "league": {"snapshot_every": 1, "latest_ratio": 1.0},
-        "eval": {"games": {"random": 4}},
-    }  # fmt: skip
-    return SelfPlayArena({"policy": policy}, **merged(base, {"search": search}))
-
-
 def test_the_targets_are_the_pruned_visits_and_a_run_resumes_bit_identically():
     from paddlecraft.arenas.selfplay.alphazero import search_controller
 
     seed_everything(0)
     policy = Policy("policy", encoder=TTT_MLP, obs_shape=[3, 3, 2], num_actions=9, seed=0)
-    arena = _arena(policy, forced_playouts=2.0)
+    search = {"simulations": 12, "reuse": True, "forced_playouts": 2.0}
+    arena = replay_arena(policy, search=search)
     planes, masks = TicTacToe(16).observe()
     act = search_controller(policy, TicTacToe, arena.cfg.search, np.random.default_rng(5))
     act.search.search = _keep(act.search.search)
@@ -116,7 +105,7 @@ def test_the_targets_are_the_pruned_visits_and_a_run_resumes_bit_identically():
     assert (pruned.sum(axis=1) < 12).any()  # the forced visits did come out
     assert "resume from a checkpoint is bit-identical" in check_arena(arena, steps=2)
     with pytest.raises(ConfigError, match=r"arena.search.forced_playouts=-2"):
-        _arena(policy, forced_playouts=-2.0)
+        replay_arena(policy, search={**search, "forced_playouts": -2.0})
 
 
 def _keep(search):
