@@ -48,6 +48,11 @@ class PolicyConfig(AgentConfig):
     #: +-0.1)``, so among winning moves the quicker and among losing ones the slower is
     #: searched more (`MCTS`). Saved with the policy.
     moves_left_weight: float = 0.0
+    #: KataGo's auxiliary opponent-policy target: a fourth output (``opponent_policy_head``,
+    #: logits over the actions) predicting the opponent's search distribution at its reply;
+    #: search updates train it (``arena.update.opponent_policy_coef``). Only the training
+    #: reads it, never a search. Off: the policy has no such layer (its parameters unchanged).
+    opponent_policy: bool = False
     #: every search with this policy scores the positions the rules decide within two
     #: plies exactly (the mover has a winning move; the opponent has two it cannot both
     #: block) and searches no further below them (`MCTS` ``tactics``). Saved with the policy.
@@ -151,6 +156,11 @@ class Policy(Agent):
             self.value_head = self.make_head("value_head", lambda: nn.Linear(feat, 1))
             if self.moves_left:  # made last: the other layers' initial weights stay the same
                 self.moves_left_head = self.make_head("moves_left_head", lambda: nn.Linear(feat, 1))
+            self.opponent_policy = bool(self.cfg.opponent_policy)
+            if self.opponent_policy:  # made last, for the same reason
+                self.opponent_policy_head = self.make_head(
+                    "opponent_policy_head", lambda: nn.Linear(feat, num_actions)
+                )
             with paddle.no_grad():  # near-uniform first policy: small policy-head weights
                 self.policy_head.weight.set_value(self.policy_head.weight * 0.01)
                 self.policy_head.bias.set_value(paddle.zeros_like(self.policy_head.bias))
@@ -186,13 +196,26 @@ class Policy(Agent):
     ) -> tuple[paddle.Tensor, paddle.Tensor, paddle.Tensor | None]:
         """``(logits [B, A], value [B], plies left [B])`` (the last ``None`` without the
         moves-left head, or with ``moves_left=False``)."""
+        out = self.heads(obs, moves_left=moves_left, opponent=False)
+        return out["logits"], out["value"], out.get("moves_left")
+
+    def heads(self, obs: Any, moves_left: bool = True, opponent: bool = True) -> dict[str, Any]:
+        """Every head's output on one pass of the trunk: ``logits [B, A]``, ``value [B]``,
+        and where the policy has those heads (and they are asked for) ``moves_left [B]``
+        (plies left) and ``opponent_logits [B, A]`` (the opponent's reply, unmasked)."""
         x = self._prepare(obs)
         h = self.encoder.forward_all(x)["pooled"]  # [B, feature_dim]
-        logits, value = self.policy_head(h), paddle.tanh(self.value_head(h)).squeeze(-1)
-        if not (moves_left and self.moves_left):
-            return logits, value, None
-        plies = F.sigmoid(self.moves_left_head(h)).squeeze(-1) * float(self.max_plies)  # [B]
-        return logits, value, plies
+        out = {
+            "logits": self.policy_head(h),  # [B, A]
+            "value": paddle.tanh(self.value_head(h)).squeeze(-1),  # [B]
+        }
+        if moves_left and self.moves_left:
+            out["moves_left"] = F.sigmoid(self.moves_left_head(h)).squeeze(-1) * float(
+                self.max_plies
+            )  # [B]
+        if opponent and self.opponent_policy:
+            out["opponent_logits"] = self.opponent_policy_head(h)  # [B, A]
+        return out
 
     def masked_log_probs(self, logits: paddle.Tensor, mask: Any) -> paddle.Tensor:
         """``log_softmax`` of logits with illegal actions pushed to ~-1e9."""

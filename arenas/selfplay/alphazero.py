@@ -26,6 +26,7 @@ from __future__ import annotations
 from typing import Any
 
 import numpy as np
+import paddle.nn.functional as F
 
 from ..games.core import BoardGame
 from ..games.search import (
@@ -272,13 +273,35 @@ def moves_left_targets(
     return (last[game] - ply + 1).astype(np.float32)
 
 
+def opponent_policy_targets(records: list[dict[str, np.ndarray]]) -> np.ndarray:
+    """The opponent-policy head's targets ``float32 [samples, A]`` (in `outcome_samples`'
+    order; KataGo's auxiliary target): each position's row is the policy target ``pi`` of
+    the same game's next ply, the opponent's search at its reply. Where the records hold
+    no next ply (the game ended there, or the reply was an unrecorded opponent's) the row
+    is zeros, which adds nothing to the loss (nor, averaged with a duplicate's target,
+    takes anything from it but its weight)."""
+    ply = np.concatenate([r["ply"] for r in records]).astype(np.int64)
+    game = np.concatenate([r["game"] for r in records]).astype(np.int64)
+    pi = np.concatenate([r["pi"] for r in records]).astype(np.float32)  # [N, A]
+    key = game * (int(ply.max()) + 2) + ply  # [N], one per (game, ply)
+    order = np.argsort(key, kind="stable")
+    at = np.minimum(np.searchsorted(key[order], key + 1), len(key) - 1)  # [N]
+    found = key[order][at] == key + 1
+    out = np.zeros_like(pi)
+    out[found] = pi[order[at[found]]]
+    return out
+
+
 def alphazero_step(policy: Any, b: dict[str, np.ndarray], u: Any) -> dict[str, float]:
     """One gradient step: ``policy_coef`` x cross-entropy to the visit distribution +
     ``value_coef`` x MSE to the outcome (``u`` is ``arena.update``); returns its metrics.
     With the samples' ``moves_left`` targets (a policy with the moves-left head) the loss
     adds ``value_coef`` x MSE of the predicted plies left, both divided by the board's
-    squares (so in [0, 1], like the value's)."""
-    logits, value, plies = policy.forward_heads(b["obs"], moves_left="moves_left" in b)
+    squares (so in [0, 1], like the value's); with their ``opponent_pi`` (a policy with
+    the opponent-policy head) ``opponent_policy_coef`` x the cross-entropy of the
+    opponent's reply (KataGo's auxiliary target)."""
+    out = policy.heads(b["obs"], moves_left="moves_left" in b, opponent="opponent_pi" in b)
+    logits, value, plies = out["logits"], out["value"], out.get("moves_left")
     logp = policy.masked_log_probs(logits, b["mask"])  # [B, A], ~-1e9 on illegal moves
     pi = policy.to_tensor(b["pi"])
     policy_loss = -(pi * logp).sum(-1).mean()  # pi is 0 where a move is illegal
@@ -291,6 +314,11 @@ def alphazero_step(policy: Any, b: dict[str, np.ndarray], u: Any) -> dict[str, f
         moves_left_loss = (((plies - target) * scale) ** 2).mean()
         loss = loss + u.value_coef * moves_left_loss
         extra["moves_left_loss"] = float(moves_left_loss)
+    if "opponent_logits" in out:  # [B, A]: every action, the reply's own mask unknown here
+        opp_logp = F.log_softmax(out["opponent_logits"], axis=-1)
+        opp_loss = -(policy.to_tensor(b["opponent_pi"]) * opp_logp).sum(-1).mean()
+        loss = loss + u.opponent_policy_coef * opp_loss
+        extra["opponent_policy_loss"] = float(opp_loss)
     policy.update(loss)
     p = logp.exp()
     entropy = -(p * logp).sum(-1).mean()

@@ -62,7 +62,7 @@ def mirror_samples(
 ) -> dict[str, np.ndarray]:
     """Left-right mirror images of training samples (both games are symmetric that way).
 
-    Boards flip their columns; per-action arrays (``mask``, search targets ``pi``) and
+    Boards flip their columns; per-action arrays (``mask``, search targets ``pi`` and ``opponent_pi``) and
     ``action`` follow the mirrored action numbering; everything else (advantages,
     returns, outcomes) carries over, since a mirrored position has the same value.
 
@@ -84,8 +84,9 @@ def mirror_samples(
     out["mask"] = np.ascontiguousarray(data["mask"][:, perm])
     if "action" in data:
         out["action"] = perm[data["action"]]
-    if "pi" in data:
-        out["pi"] = np.ascontiguousarray(data["pi"][:, perm])
+    for key in ("pi", "opponent_pi"):  # per-action targets
+        if key in data:
+            out[key] = np.ascontiguousarray(data[key][:, perm])
     return out
 
 

@@ -18,7 +18,13 @@ from typing import Any
 import numpy as np
 
 from ..games import GameSpec
-from .alphazero import alphazero_step, full_search_rows, moves_left_targets, outcome_samples
+from .alphazero import (
+    alphazero_step,
+    full_search_rows,
+    moves_left_targets,
+    opponent_policy_targets,
+    outcome_samples,
+)
 from .config import SelfPlayConfig, UpdateConfig
 from .ppo import a2c_step, average, gae_samples, minibatches, mirror_samples, ppo_step
 from .replay import ReplayBuffer, average_duplicates
@@ -63,6 +69,8 @@ def _outcomes(
         data["moves_left"] = moves_left_targets(
             rollout["records"], rollout["winner"], spec.max_moves
         )
+    if getattr(policy, "opponent_policy", False):  # the replies, fast searches' included
+        data["opponent_pi"] = opponent_policy_targets(rollout["records"])
     keep = full_search_rows(rollout["records"])
     if keep is not None:  # playout cap randomisation: the full searches' samples only
         data = {k: v[keep] for k, v in data.items()}
