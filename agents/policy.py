@@ -66,6 +66,11 @@ class PolicyConfig(AgentConfig):
     #: the most visited move, ``lcb`` the best lower bound ``Q - 1 / sqrt(N)`` among the
     #: visited moves (`played_moves`). Saved with the policy.
     search_move: str = "visits"
+    #: a player that searches with this policy (evaluation, tournaments, human games)
+    #: evaluates each position with its left-right mirror image and takes the mean of the
+    #: two (`mirror_averaged`; twice the network's work per simulation); training searches
+    #: do not. Saved with the policy.
+    search_mirror: bool = False
 
 
 class Policy(Agent):

@@ -60,6 +60,7 @@ def judge(
     average: tuple[int, ...] = (),
     move: str | None = None,
     reuse: bool = False,
+    mirror: bool = False,
 ) -> dict[str, Any]:
     """The saved policy of ``run`` judged by the perfect solver (extra ``solver``): move
     rates on ``positions`` positions, and ``games`` games as first player against it (also
@@ -68,13 +69,16 @@ def judge(
     (keys ``avgK_*``: what ``arena.eval.average_last=K`` would have ended with). ``move``:
     the searching player's move rule (`played_moves`; default: the policy's ``search_move``).
     ``reuse``: the games are also played with tree reuse, each move's search adding its
-    simulations to the subtree the last one left (keys ``search<N>reuse_first_vs_solver_*``)."""
+    simulations to the subtree the last one left (keys ``search<N>reuse_first_vs_solver_*``).
+    ``mirror``: the searching player is also judged averaging each position's network
+    results with its mirror image's (`mirror_averaged`; keys ``search<N>mirror_*``, and
+    ``search<N>mirrorreuse_*`` with ``reuse``)."""
     from paddlecraft.arenas.selfplay import load_policy
     from paddlecraft.arenas.selfplay.final import average_of_run
     from paddlecraft.arenas.selfplay.league import OpponentPool
 
     policy = load_policy(run / "policy", name=f"judged_{run.name}")
-    out = judge_policy(policy, positions, simulations, games, deeper, move, reuse)
+    out = judge_policy(policy, positions, simulations, games, deeper, move, reuse, mirror)
     for k in average:
         OpponentPool.load_into(policy, average_of_run(run, k))
         out.update(
@@ -94,6 +98,7 @@ def judge_policy(
     deeper: tuple[int, ...] = (),
     move: str | None = None,
     reuse: bool = False,
+    mirror: bool = False,
 ) -> dict[str, Any]:
     """`judge` for one policy object."""
     from paddlecraft.arenas.games.solver import (
@@ -106,10 +111,14 @@ def judge_policy(
 
     pos = solver_positions(positions, seed=0)
     out: dict[str, float] = {}
-    for label, player in (
+    players = [
         ("raw", PolicyPlayer(policy)),
         (f"search{simulations}", SearchPlayer(policy, "connect_four", simulations, move=move)),
-    ):
+    ]
+    if mirror:
+        player = SearchPlayer(policy, "connect_four", simulations, move=move, mirror=True)
+        players.append((f"search{simulations}mirror", player))
+    for label, player in players:
         actions = judged_moves(player, pos)
         for k, v in move_rates(pos.values, actions).items():
             out[f"{label}_{k}"] = round(v, 4)
@@ -122,6 +131,9 @@ def judge_policy(
     for n in (simulations, *deeper) if reuse else ():  # the visits kept from move to move
         player = SearchPlayer(policy, "connect_four", n, move=move, reuse=True)
         _games(out, f"search{n}reuse", player, games)
+        if mirror:
+            player = SearchPlayer(policy, "connect_four", n, move=move, reuse=True, mirror=True)
+            _games(out, f"search{n}mirrorreuse", player, games)
     return out
 
 
@@ -153,6 +165,9 @@ def main() -> None:
                     help="also play those games searching with these simulations")  # fmt: skip
     ap.add_argument("--reuse", action="store_true",
                     help="also play those games with tree reuse (search<N>reuse_*)")  # fmt: skip
+    ap.add_argument("--mirror", action="store_true",
+                    help="also judge the searching player averaging each position with its "
+                    "mirror image (search<N>mirror_*)")  # fmt: skip
     ap.add_argument("--average-last", type=int, nargs="*", default=[],
                     help="also judge the mean weights of each run's last K epoch ends (avgK_*)")  # fmt: skip
     ap.add_argument("--search-move", choices=["visits", "lcb"], default=None,
@@ -186,7 +201,7 @@ def main() -> None:
         if args.solver:
             row.update(judge(run, args.solver, games=args.solver_games, deeper=tuple(args.deeper),
                              average=tuple(args.average_last), move=args.search_move,
-                             reuse=args.reuse))  # fmt: skip
+                             reuse=args.reuse, mirror=args.mirror))  # fmt: skip
         if args.tournament:
             cmd = [sys.executable, "-m", "paddlecraft.arenas.selfplay.tournament", "--game", "connect_four",
                    "--games", str(args.games), "--seed", str(seed), "--out",

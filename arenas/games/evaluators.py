@@ -14,6 +14,9 @@ simulation on the new leaves of all its games, and `Evaluator.root` once per sea
   the classic UCT baseline (the league's MCTS-k anchors).
 - `CachedEvaluator`: a deterministic evaluator's results kept by position, so a position
   met again (in the next move's search, or in another game) costs no network call.
+
+`mirror_averaged` wraps a network so that each position's results are the mean of its own
+and its left-right mirror image's (both games are symmetric that way).
 """
 
 from __future__ import annotations
@@ -41,6 +44,40 @@ def _normalized(priors: Any, legal: np.ndarray) -> np.ndarray:
     p = np.where(legal, np.asarray(priors, np.float64), 0.0)
     s = p.sum(axis=1, keepdims=True)
     return np.where(s > 0, p / np.where(s > 0, s, 1), legal / legal.sum(1, keepdims=True))
+
+
+def mirror_actions(rows: int, cols: int, actions: int) -> np.ndarray:
+    """``int [actions]``: the move of a board's left-right mirror image that is move ``a``
+    of the board (its own inverse): columns reversed where a move is a column (Connect
+    Four), squares ``r * cols + c`` to ``r * cols + cols - 1 - c`` otherwise (tic-tac-toe)."""
+    if actions == cols:
+        return np.arange(cols)[::-1].copy()
+    r, c = np.divmod(np.arange(rows * cols), cols)
+    return r * cols + (cols - 1 - c)
+
+
+def mirror_averaged(network: NetworkFn) -> NetworkFn:
+    """``network`` averaged over each position and its left-right mirror image, in one
+    call on twice the boards: the priors (the mirror's mapped back to the position's
+    moves), the values and any plies left are the means of the two. The results of a
+    position and of its mirror image are then each other's mirror image, whatever the
+    network learnt (test-time symmetry averaging; AlphaGo evaluated a random one of its
+    eight symmetries, this takes the mean of Connect Four's two)."""
+
+    def evaluate(planes: np.ndarray, masks: np.ndarray) -> tuple[np.ndarray, ...]:
+        planes, masks = np.asarray(planes), np.asarray(masks, bool)  # [n, rows, cols, 2], [n, A]
+        n, rows, cols = planes.shape[:3]
+        perm = mirror_actions(rows, cols, masks.shape[1])
+        both = network(np.concatenate([planes, planes[:, :, ::-1]]),
+                       np.concatenate([masks, masks[:, perm]]))  # fmt: skip
+        p = np.asarray(both[0], np.float64)  # [2n, A]
+        out = [(p[:n] + p[n:, perm]) / 2]
+        for a in both[1:]:  # values, plies left: [2n]
+            a = np.asarray(a, np.float64).reshape(-1)
+            out.append((a[:n] + a[n:]) / 2)
+        return tuple(out)
+
+    return evaluate
 
 
 class Evaluator:

@@ -22,6 +22,7 @@ from paddlecraft.errors import ConfigError
 
 from ..games import GAMES, Player
 from ..games.core import BoardGame
+from ..games.evaluators import mirror_averaged
 from ..games.search import (
     MOVE_RULES,
     CachedEvaluator,
@@ -89,7 +90,9 @@ class SearchPlayer(Player):
     the opponent's reply (`TreeReuse`, as AlphaZero plays its games), so ``simulations``
     add to the visits kept there; found by position, so it holds across batches whose
     games end at different moves. Off by default: an evaluation's ``search200`` is 200
-    fresh simulations per move.
+    fresh simulations per move. With ``mirror`` (by default the policy's ``search_mirror``)
+    the network's results for each position are averaged with its mirror image's
+    (`mirror_averaged`).
     """
 
     def __init__(
@@ -103,6 +106,7 @@ class SearchPlayer(Player):
         move: str | None = None,
         network_copy: bool = True,
         reuse: bool = False,
+        mirror: bool | None = None,
     ) -> None:
         self.policy, self.rules = policy, _rules(game)
         if tuple(policy.obs_shape) != self.rules.obs_shape():
@@ -115,6 +119,9 @@ class SearchPlayer(Player):
             raise ValueError(f"SearchPlayer: move={self.move!r}, expected one of {MOVE_RULES}")
         # cached: the weights stay as now, so a copy of them serves as well
         settings = policy.search_settings(frozen=cache and network_copy)
+        self.mirror = bool(policy.cfg.search_mirror if mirror is None else mirror)
+        if self.mirror:
+            settings["evaluate"] = mirror_averaged(settings["evaluate"])
         if cache:
             settings["evaluate"] = CachedEvaluator(NetworkEvaluator(settings["evaluate"]))
         self.search = PUCTSearch(self.rules, simulations=simulations, c_puct=c_puct, **settings)

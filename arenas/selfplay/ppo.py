@@ -13,6 +13,8 @@ from typing import Any
 import numpy as np
 import paddle
 
+from ..games.evaluators import mirror_actions
+
 
 def gae_samples(
     records: list[dict[str, np.ndarray]],
@@ -72,13 +74,7 @@ def mirror_samples(
     Using the current policy's own ``pi(a'|s')`` instead would treat actions it would
     not take as on-policy, which biases the update (it broke tic-tac-toe training).
     """
-    rows, cols = obs_shape[0], obs_shape[1]
-    actions = data["mask"].shape[1]
-    if actions == cols:  # the action is a column
-        perm = np.arange(cols)[::-1]
-    else:  # the action is a square r * cols + c
-        r, c = np.divmod(np.arange(rows * cols), cols)
-        perm = r * cols + (cols - 1 - c)
+    perm = mirror_actions(obs_shape[0], obs_shape[1], data["mask"].shape[1])
     out = dict(data)
     out["obs"] = np.ascontiguousarray(data["obs"][:, :, ::-1, :])
     out["mask"] = np.ascontiguousarray(data["mask"][:, perm])
