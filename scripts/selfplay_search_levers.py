@@ -63,6 +63,7 @@ def main() -> None:
         Evaluator,
         NetworkEvaluator,
         RandomRolloutEvaluator,
+        mirror_averaged,
     )
     from paddlecraft.arenas.games.search import MCTS, decided_visits, played_moves
     from paddlecraft.arenas.games.solver import solver_positions
@@ -81,25 +82,6 @@ def main() -> None:
 
         def root(self, game, cur, mask, legal, rng):  # noqa: ANN001, ANN201
             return self.net.evaluate(game, cur, mask, legal, rng)
-
-    class MirrorEvaluator(Evaluator):
-        """The network's priors and value averaged over each position and its mirror."""
-
-        deterministic = True
-
-        def __init__(self, network: Any) -> None:
-            self.net = NetworkEvaluator(network)
-
-        def evaluate(self, game, cur, mask, legal, rng):  # noqa: ANN001, ANN201
-            n = len(cur)
-            fcur, fmask = game.from_planes(game.planes(cur, mask)[:, :, ::-1])  # columns reversed
-            p, v, *_ = self.net.evaluate(game, np.concatenate([cur, fcur]),
-                                         np.concatenate([mask, fmask]),
-                                         np.concatenate([legal, legal[:, ::-1]]), rng)  # fmt: skip
-            return 0.5 * (p[:n] + p[n:, ::-1]), 0.5 * (v[:n] + v[n:])
-
-        def root(self, game, cur, mask, legal, rng):  # noqa: ANN001, ANN201
-            return self.evaluate(game, cur, mask, legal, rng)
 
     class TreePlayer(Player):
         """One search per position; plays by ``choice``: ``("visits", 0)`` the most visited
@@ -127,7 +109,7 @@ def main() -> None:
     for run in args.runs:
         print(f"== {run}", flush=True)
         policy = load_policy(Path(run) / "policy", name="judged")
-        _judge(policy, pos, args, TreePlayer, MixedEvaluator, MirrorEvaluator)
+        _judge(policy, pos, args, TreePlayer, MixedEvaluator, mirror_averaged)
 
 
 def _judge(policy: Any, pos: Any, args: Any, tree_player: Any, mixed: Any, mirrored: Any) -> None:
