@@ -61,8 +61,8 @@ def mirror_averaged(network: NetworkFn) -> NetworkFn:
     call on twice the boards: the priors (the mirror's mapped back to the position's
     moves), the values and any plies left are the means of the two. The results of a
     position and of its mirror image are then each other's mirror image, whatever the
-    network learnt (test-time symmetry averaging; AlphaGo evaluated a random one of its
-    eight symmetries, this takes the mean of Connect Four's two)."""
+    network learnt (test-time symmetry averaging; AlphaGo Zero evaluated a random one of
+    Go's eight symmetries, this takes the mean of the board's two)."""
 
     def evaluate(planes: np.ndarray, masks: np.ndarray) -> tuple[np.ndarray, ...]:
         planes, masks = np.asarray(planes), np.asarray(masks, bool)  # [n, rows, cols, 2], [n, A]

@@ -283,6 +283,8 @@ def opponent_policy_targets(records: list[dict[str, np.ndarray]]) -> np.ndarray:
     ply = np.concatenate([r["ply"] for r in records]).astype(np.int64)
     game = np.concatenate([r["game"] for r in records]).astype(np.int64)
     pi = np.concatenate([r["pi"] for r in records]).astype(np.float32)  # [N, A]
+    if not len(ply):
+        return pi
     key = game * (int(ply.max()) + 2) + ply  # [N], one per (game, ply)
     order = np.argsort(key, kind="stable")
     at = np.minimum(np.searchsorted(key[order], key + 1), len(key) - 1)  # [N]

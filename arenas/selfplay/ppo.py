@@ -64,9 +64,10 @@ def mirror_samples(
 ) -> dict[str, np.ndarray]:
     """Left-right mirror images of training samples (both games are symmetric that way).
 
-    Boards flip their columns; per-action arrays (``mask``, search targets ``pi`` and ``opponent_pi``) and
-    ``action`` follow the mirrored action numbering; everything else (advantages,
-    returns, outcomes) carries over, since a mirrored position has the same value.
+    Boards flip their columns; per-action arrays (``mask``, search targets ``pi`` and
+    ``opponent_pi``) and ``action`` follow the mirrored action numbering; everything else
+    (advantages, returns, outcomes) carries over, since a mirrored position has the same
+    value.
 
     For PPO the behaviour log-probability carries over too: a mirrored sample is what
     the mirrored behaviour policy would have collected, with the same probability, so
