@@ -24,3 +24,26 @@ def replay_arena(policy: object, **kw: object) -> object:
         "eval": {"games": {"random": 2, "minimax": 2}},
     }  # fmt: skip
     return SelfPlayArena({"policy": policy}, **merged(base, kw))
+
+
+#: a small MLP for tic-tac-toe policies
+TTT_MLP = {"_target_": "paddlecraft.encoders.ImageMLPEncoder", "hidden_size": 32}
+
+
+def ttt_policy(name: str, **kw: object) -> object:
+    """A tic-tac-toe `Policy` over `TTT_MLP`, seed 0; ``kw`` are more settings."""
+    from paddlecraft.agents import Policy
+
+    return Policy(name, encoder=TTT_MLP, obs_shape=[3, 3, 2], num_actions=9, seed=0, **kw)
+
+
+def ttt_boards(n: int = 6, seed: int = 0) -> object:
+    """``float32 [n, 3, 3, 2]``: board ``i`` holds ``i`` stones at seeded squares, all of
+    one plane (``i % 2``): ``n`` distinct positions for a head to learn apart."""
+    import numpy as np
+
+    rng = np.random.default_rng(seed)
+    obs = np.zeros((n, 3, 3, 2), np.float32)
+    for i in range(n):
+        obs[i].reshape(9, 2)[rng.permutation(9)[:i], i % 2] = 1
+    return obs

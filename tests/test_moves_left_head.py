@@ -9,8 +9,9 @@ import gc
 import numpy as np
 import pytest
 from selfplay_kit import replay_arena as _arena
+from selfplay_kit import ttt_boards, ttt_policy
 
-from paddlecraft.agents import Agent, Policy
+from paddlecraft.agents import Agent
 from paddlecraft.agents.settings import ConfigError
 from paddlecraft.arenas import check_arena
 from paddlecraft.arenas.engine.rng import seed_everything
@@ -21,12 +22,6 @@ from paddlecraft.arenas.selfplay.alphazero import (
     search_controller,
 )
 from paddlecraft.arenas.selfplay.config import UpdateConfig
-
-TTT_MLP = {"_target_": "paddlecraft.encoders.ImageMLPEncoder", "hidden_size": 32}
-
-
-def _policy(name: str, **kw) -> Policy:
-    return Policy(name, encoder=TTT_MLP, obs_shape=[3, 3, 2], num_actions=9, seed=0, **kw)
 
 
 def _records(moves: dict[int, list[int]]) -> list[dict[str, np.ndarray]]:
@@ -56,11 +51,8 @@ def test_targets_count_the_plies_to_the_end_of_each_game():
 
 
 def test_the_head_trains_toward_the_plies_left(make_scope):
-    policy = _policy(make_scope("ml"), moves_left=True, lr=0.01)
-    rng = np.random.default_rng(0)
-    obs = np.zeros((6, 3, 3, 2), np.float32)
-    for i in range(6):  # six boards with i stones each
-        obs[i].reshape(9, 2)[rng.permutation(9)[:i], i % 2] = 1
+    policy = ttt_policy(make_scope("ml"), moves_left=True, lr=0.01)
+    obs = ttt_boards(6)  # six boards with i stones each
     batch = {
         "obs": obs,
         "mask": np.ones((6, 9), bool),
@@ -80,11 +72,11 @@ def test_the_head_trains_toward_the_plies_left(make_scope):
 
 def test_off_leaves_the_policy_as_it_was(make_scope):
     name = make_scope("off")
-    head = _policy(name, moves_left=True)
+    head = ttt_policy(name, moves_left=True)
     with_head = {k: v.numpy() for k, v in head.state_dict().items()}
     del head
     gc.collect()
-    plain = _policy(name)  # the same name and seed: the same initial weights
+    plain = ttt_policy(name)  # the same name and seed: the same initial weights
     assert not hasattr(plain, "moves_left_head")
     without = {k: v.numpy() for k, v in plain.state_dict().items()}
     assert set(with_head) - set(without) == {"moves_left_head.weight", "moves_left_head.bias"}
@@ -101,13 +93,13 @@ def test_settings_are_checked(make_scope):
     with pytest.raises(
         ConfigError, match=r"moves_left_weight=0.05: .* set agents\..*moves_left=true"
     ):
-        _policy(make_scope("w"), moves_left_weight=0.05)
+        ttt_policy(make_scope("w"), moves_left_weight=0.05)
     with pytest.raises(ConfigError, match=r"moves_left_weight=-1.0: must be >= 0"):
-        _policy(make_scope("n"), moves_left=True, moves_left_weight=-1.0)
+        ttt_policy(make_scope("n"), moves_left=True, moves_left_weight=-1.0)
 
 
 def test_saved_policy_searches_as_trained(make_scope, tmp_path):
-    policy = _policy(make_scope("sv"), moves_left=True, moves_left_weight=0.05)
+    policy = ttt_policy(make_scope("sv"), moves_left=True, moves_left_weight=0.05)
     policy.save(tmp_path / "p")
     loaded = Agent.load(tmp_path / "p", name=make_scope("sv2"))
     assert loaded.moves_left and loaded.moves_left_weight == 0.05
@@ -125,7 +117,7 @@ def test_saved_policy_searches_as_trained(make_scope, tmp_path):
 
 def test_search_updates_train_the_head_and_resume_bit_identically():
     seed_everything(0)
-    policy = _policy("policy", moves_left=True, moves_left_weight=0.05)
+    policy = ttt_policy("policy", moves_left=True, moves_left_weight=0.05)
     arena = _arena(policy)
     m = arena.train_step(0)
     assert m["moves_left_loss"] > 0

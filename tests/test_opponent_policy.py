@@ -9,20 +9,15 @@ import gc
 import numpy as np
 import pytest
 from selfplay_kit import replay_arena as _arena
+from selfplay_kit import ttt_boards, ttt_policy
 
-from paddlecraft.agents import Agent, Policy
+from paddlecraft.agents import Agent
 from paddlecraft.arenas import check_arena
 from paddlecraft.arenas.engine.rng import seed_everything
 from paddlecraft.arenas.selfplay.alphazero import alphazero_step, opponent_policy_targets
 from paddlecraft.arenas.selfplay.config import UpdateConfig
 from paddlecraft.arenas.selfplay.ppo import mirror_samples
 from paddlecraft.arenas.selfplay.replay import average_duplicates
-
-TTT_MLP = {"_target_": "paddlecraft.encoders.ImageMLPEncoder", "hidden_size": 32}
-
-
-def _policy(name: str, **kw) -> Policy:
-    return Policy(name, encoder=TTT_MLP, obs_shape=[3, 3, 2], num_actions=9, seed=0, **kw)
 
 
 def _records(moves: dict[int, list[int]]) -> list[dict[str, np.ndarray]]:
@@ -71,11 +66,8 @@ def test_mirror_images_and_position_means_carry_the_target():
 
 
 def test_the_head_trains_toward_the_replies_and_rows_without_one_add_nothing(make_scope):
-    policy = _policy(make_scope("op"), opponent_policy=True, lr=0.01)
-    rng = np.random.default_rng(0)
-    obs = np.zeros((6, 3, 3, 2), np.float32)
-    for i in range(6):  # six boards with i stones each
-        obs[i].reshape(9, 2)[rng.permutation(9)[:i], i % 2] = 1
+    policy = ttt_policy(make_scope("op"), opponent_policy=True, lr=0.01)
+    obs = ttt_boards(6)  # six boards with i stones each
     opp = np.zeros((6, 9), np.float32)
     opp[np.arange(5), [4, 0, 8, 2, 6]] = 1  # the last board's game ended: no reply
     batch = {"obs": obs, "mask": np.ones((6, 9), bool), "pi": np.full((6, 9), 1 / 9, np.float32),
@@ -94,7 +86,7 @@ def test_the_head_trains_toward_the_replies_and_rows_without_one_add_nothing(mak
 
 def test_off_leaves_the_policy_and_its_searches_as_they_were(make_scope, tmp_path):
     name = make_scope("off")
-    head = _policy(name, opponent_policy=True)
+    head = ttt_policy(name, opponent_policy=True)
     with_head = {k: v.numpy() for k, v in head.state_dict().items()}
     obs, mask = np.zeros((2, 3, 3, 2), np.float32), np.ones((2, 9), bool)
     obs[1, 1, 1, 0] = 1
@@ -106,7 +98,7 @@ def test_off_leaves_the_policy_and_its_searches_as_they_were(make_scope, tmp_pat
     )
     del head
     gc.collect()
-    plain = _policy(name)  # the same name and seed: the same initial weights
+    plain = ttt_policy(name)  # the same name and seed: the same initial weights
     assert not hasattr(plain, "opponent_policy_head") and "opponent_logits" not in plain.heads(obs)
     without = {k: v.numpy() for k, v in plain.state_dict().items()}
     assert set(with_head) - set(without) == {
@@ -123,7 +115,7 @@ def test_off_leaves_the_policy_and_its_searches_as_they_were(make_scope, tmp_pat
 
 def test_search_updates_train_the_head_and_resume_bit_identically():
     seed_everything(0)
-    policy = _policy("policy", opponent_policy=True)
+    policy = ttt_policy("policy", opponent_policy=True)
     arena = _arena(policy, update={"opponent_policy_coef": 0.5})
     m = arena.train_step(0)
     assert m["opponent_policy_loss"] > 0
