@@ -82,7 +82,9 @@ def test_explored_moves_are_the_sampled_ones_below_the_most_visited(make_scope):
     move; greedy plies are never explored."""
     seed_everything(0)
     policy = Policy(make_scope("ex"), encoder=TTT_MLP, obs_shape=[3, 3, 2], num_actions=9)
-    arena = _az_arena(policy, search={"temperature_moves": 2}, games_per_step=24)
+    # 32 simulations: with 8 the visits on a flat prior are mostly ties at one visit, a
+    # sampled move rarely falls below the most visited and whole collections held none
+    arena = _az_arena(policy, search={"temperature_moves": 2, "simulations": 32}, games_per_step=24)
     arena._take_snapshot()
     recs = arena._collect()["records"]
     explored = np.concatenate([r["explored"] for r in recs])
