@@ -122,6 +122,8 @@ class TextEncoder(Encoder):
                     f"{self.max_len}. Cut the text (encode_batch(max_len=...)) or build with a "
                     "larger max_len."
                 )
+        if tokens.shape[1] == 0:  # every text empty: one pad step (Paddle's GRU crashes on T=0)
+            tokens = paddle.full([tokens.shape[0], 1], PAD, dtype=tokens.dtype)  # [B, 1]
         keep = tokens != PAD  # [B, T]
         x = self.layers["embedding"](tokens)  # [B, T, E]
         if self.arch == "gru":

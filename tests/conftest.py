@@ -6,6 +6,7 @@ from paddlecraft.encoders.cpu_tuning import apply_cpu_tuning
 
 apply_cpu_tuning()  # what run.py does, before Paddle is imported
 
+import hashlib  # noqa: E402
 import itertools  # noqa: E402
 from collections.abc import Callable  # noqa: E402
 from pathlib import Path  # noqa: E402
@@ -18,7 +19,14 @@ from omegaconf import DictConfig  # noqa: E402
 ROOT = Path(__file__).resolve().parents[1]
 CONF = ROOT / "conf"
 
-_counter = itertools.count()
+
+def _test_tag(request: pytest.FixtureRequest) -> str:
+    """Six hex digits of the test's id, which scope names are made from. An agent's
+    initial weights are seeded by its name: with a counter over the session, each test's
+    draws depended on how many tests its worker had run before it (one test passed alone
+    and failed in CI that way). Now a test draws the same numbers alone, in any order and
+    on any worker."""
+    return hashlib.blake2s(request.node.nodeid.encode(), digest_size=3).hexdigest()
 
 
 @pytest.fixture(scope="session")
@@ -40,15 +48,17 @@ def compose_config() -> Callable[..., DictConfig]:
 
 
 @pytest.fixture
-def scope() -> str:
-    """A name scope no other live encoder holds."""
-    return f"t{next(_counter)}"
+def scope(request: pytest.FixtureRequest) -> str:
+    """A name scope no other live encoder holds, the same in every run of the test."""
+    return f"t{_test_tag(request)}"
 
 
 @pytest.fixture
-def make_scope():
-    """Call it for as many fresh scopes as a test needs."""
-    return lambda prefix="t": f"{prefix}{next(_counter)}"
+def make_scope(request: pytest.FixtureRequest) -> Callable[..., str]:
+    """Call it for as many fresh scopes as a test needs (``prefix``, the test's tag, a
+    count within the test)."""
+    tag, count = _test_tag(request), itertools.count()
+    return lambda prefix="t": f"{prefix}{tag}n{next(count)}"
 
 
 @pytest.fixture(autouse=True)

@@ -184,8 +184,9 @@ def test_captioner_and_listener_take_any_image_encoder(make_scope, shapes, encod
     after = cap.encoder.state_dict()
     assert any(not np.array_equal(before[k], after[k].numpy()) for k in before)  # it trains
     assert len(cap.caption(shapes.test.images[:2])) == 2
-    with pytest.raises(ConfigError, match=r"agents\.cap\d+\.encoder: TextEncoder reads 'tokens'"):
-        Captioner(make_scope("cap"), encoder={**TINY_TEXT, "vocab_size": 5}, decoder=TINY_DEC)
+    name = make_scope("cap")
+    with pytest.raises(ConfigError, match=rf"agents\.{name}\.encoder: TextEncoder reads 'tokens'"):
+        Captioner(name, encoder={**TINY_TEXT, "vocab_size": 5}, decoder=TINY_DEC)
 
 
 @pytest.mark.parametrize("variant", ["captioner_resnet", "captioner_vit", "captioner_resnet_gpt"])

@@ -131,3 +131,32 @@ def test_mkdocs_build_strict(tmp_path):
     # guide pages show their figures from the generated results page
     assert "12.95" in (site / "guide" / "gan" / "index.html").read_text()
     assert "0.9934" in (site / "guide" / "classify" / "index.html").read_text()
+
+
+_TABLE_RULE = re.compile(r"^\|(?:\s*:?-+:?\s*\|)+$")
+
+
+def _headless_table_rows(text: str) -> list[int]:
+    """Line numbers of table rows that start a table with no header rule under them
+    (a blank line inside a table splits it, and Markdown shows the rest as text)."""
+    lines = text.split("\n")
+    return [
+        i + 1
+        for i in range(1, len(lines) - 1)
+        if lines[i].startswith("|")
+        and not lines[i - 1].startswith("|")
+        and not _TABLE_RULE.match(lines[i + 1].strip())
+    ]
+
+
+def test_no_table_is_split_by_a_blank_line():
+    """Every Markdown table in the README and the docs starts with its header and rule."""
+    assert _headless_table_rows("| a |\n|---|\n| 1 |\n\n| 2 |\n") == [5]
+    assert _headless_table_rows("text\n\n| a | b |\n| :-- | --: |\n| 1 | 2 |\n") == []
+    pages = [ROOT / "README.md", *sorted((ROOT / "docs").rglob("*.md"))]
+    split = {
+        str(p.relative_to(ROOT)): rows
+        for p in pages
+        if (rows := _headless_table_rows(p.read_text()))
+    }
+    assert split == {}

@@ -121,6 +121,24 @@ def test_text_encoder_padding_invariance(scope: str, vocab: Vocab, arch: str) ->
     assert np.abs(short[0] - short[1]).max() > 1e-3  # different sentences differ
 
 
+@pytest.mark.parametrize("arch", ["gru", "transformer"])
+def test_a_batch_of_empty_texts_embeds_like_empty_texts_beside_others(
+    scope: str, vocab: Vocab, arch: str
+) -> None:
+    """Tokens [B, 0] (a recognizer that heard nothing in the whole batch) give each row
+    what an empty text gets in a batch with others; Paddle's GRU crashed the process on a
+    zero-length sequence."""
+    enc = TextEncoder(scope, len(vocab), embed_dim=16, hidden_size=24, arch=arch)
+    tokens = paddle.to_tensor(vocab.encode_batch(["", ""], add_eos=False))
+    assert tokens.shape == [2, 0]
+    empty = enc.forward_all(tokens)
+    pair = vocab.encode_batch(["", SENTENCES[0]], add_eos=False)
+    beside = enc.forward_all(paddle.to_tensor(pair))["pooled"].numpy()
+    assert empty["pooled"].shape == [2, 24] and np.isfinite(empty["pooled"].numpy()).all()
+    np.testing.assert_allclose(empty["pooled"].numpy()[0], beside[0], atol=1e-6)
+    assert empty["hidden"].shape == [2, 1, 24] and not empty["hidden"].numpy().any()
+
+
 def test_text_encoder_input_errors(scope: str, make_scope, vocab: Vocab) -> None:
     enc = TextEncoder(
         scope, len(vocab), embed_dim=16, hidden_size=24, arch="transformer", max_len=8
