@@ -20,13 +20,29 @@ ROOT = Path(__file__).resolve().parents[1]
 CONF = ROOT / "conf"
 
 
+def _tag(nodeid: str) -> str:
+    return hashlib.blake2s(nodeid.encode(), digest_size=3).hexdigest()
+
+
 def _test_tag(request: pytest.FixtureRequest) -> str:
     """Six hex digits of the test's id, which scope names are made from. An agent's
     initial weights are seeded by its name: with a counter over the session, each test's
     draws depended on how many tests its worker had run before it (one test passed alone
     and failed in CI that way). Now a test draws the same numbers alone, in any order and
     on any worker."""
-    return hashlib.blake2s(request.node.nodeid.encode(), digest_size=3).hexdigest()
+    return _tag(request.node.nodeid)
+
+
+def _check_tags(items: list[pytest.Item]) -> None:
+    """Two collected tests must not share a tag (their scope names would be the same)."""
+    seen: dict[str, str] = {}
+    for item in items:
+        tag = _tag(item.nodeid)
+        if tag in seen:
+            raise pytest.UsageError(
+                f"tests {seen[tag]} and {item.nodeid} share the scope tag {tag}: rename one"
+            )
+        seen[tag] = item.nodeid
 
 
 @pytest.fixture(scope="session")
@@ -131,7 +147,9 @@ HEAVY_FIRST = (
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """Heavy files (`HEAVY_FIRST`) first, in that order; every other test keeps its place."""
+    """Heavy files (`HEAVY_FIRST`) first, in that order; every other test keeps its place.
+    No two tests may share a scope tag."""
+    _check_tags(items)
     missing = [f for f in HEAVY_FIRST if not (ROOT / "tests" / f).is_file()]
     if missing:  # a renamed file would silently lose its place
         raise pytest.UsageError(f"tests/conftest.py HEAVY_FIRST names no such file: {missing}")
