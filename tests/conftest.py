@@ -21,16 +21,12 @@ CONF = ROOT / "conf"
 
 
 def _tag(nodeid: str) -> str:
-    return hashlib.blake2s(nodeid.encode(), digest_size=3).hexdigest()
-
-
-def _test_tag(request: pytest.FixtureRequest) -> str:
-    """Six hex digits of the test's id, which scope names are made from. An agent's
+    """Six hex digits of a test's id, which its scope names are made from. An agent's
     initial weights are seeded by its name: with a counter over the session, each test's
     draws depended on how many tests its worker had run before it (one test passed alone
     and failed in CI that way). Now a test draws the same numbers alone, in any order and
     on any worker."""
-    return _tag(request.node.nodeid)
+    return hashlib.blake2s(nodeid.encode(), digest_size=3).hexdigest()
 
 
 def _check_tags(items: list[pytest.Item]) -> None:
@@ -66,14 +62,14 @@ def compose_config() -> Callable[..., DictConfig]:
 @pytest.fixture
 def scope(request: pytest.FixtureRequest) -> str:
     """A name scope no other live encoder holds, the same in every run of the test."""
-    return f"t{_test_tag(request)}"
+    return f"t{_tag(request.node.nodeid)}"
 
 
 @pytest.fixture
 def make_scope(request: pytest.FixtureRequest) -> Callable[..., str]:
     """Call it for as many fresh scopes as a test needs (``prefix``, the test's tag, a
     count within the test)."""
-    tag, count = _test_tag(request), itertools.count()
+    tag, count = _tag(request.node.nodeid), itertools.count()
     return lambda prefix="t": f"{prefix}{tag}n{next(count)}"
 
 
