@@ -51,8 +51,8 @@ def search_controller(
     """A collection controller: ``(planes, masks) -> (actions, {"pi", "root_value"})``.
 
     ``cfg`` is ``arena.search`` (`SearchConfig`): ``simulations``,
-    ``second_player_simulations``, ``c_puct``, ``dirichlet_alpha``, ``noise_fraction``,
-    ``temperature_moves``, ``late_moves``, ``late_temperature``, ``policy_target``,
+    ``second_player_simulations``, ``c_puct``, ``dirichlet_alpha``,
+    ``opening_dirichlet_alpha``, ``noise_fraction``, ``temperature_moves``, ``late_moves``, ``late_temperature``, ``policy_target``,
     ``forced_playouts``, ``cache``, ``network_copy`` and ``reuse`` are read. Make one per
     collection: with ``cache`` its searches reuse the network's results for positions met before
     (`CachedEvaluator`), which is right only while the weights stay as they are;
@@ -80,18 +80,30 @@ def search_controller(
     deep = None if second is None else PUCTSearch(rules, simulations=second, **settings)
     capped = cfg.full_fraction < 1.0  # playout cap randomisation
     fast = PUCTSearch(rules, simulations=cfg.fast_simulations, **settings) if capped else None
+    # the sampled opening's searches, where its root noise has a concentration of its own
+    opening = None
+    alpha = cfg.opening_dirichlet_alpha
+    if alpha is not None and alpha != cfg.dirichlet_alpha:
+        noisy = {**settings, "dirichlet_alpha": alpha}
+        opening = (
+            PUCTSearch(rules, simulations=cfg.simulations, **noisy),
+            None if second is None else PUCTSearch(rules, simulations=second, **noisy),
+        )
 
     def act(planes: np.ndarray, masks: np.ndarray) -> tuple[np.ndarray, dict[str, np.ndarray]]:
         cur, mask = rules.from_planes(planes)
         training = policy.training
         policy.eval()  # once per search, not once per simulation
         ply = planes.reshape(len(planes), -1).sum(axis=1)  # stones on the board
+        main, side = search, deep
+        if opening is not None and _in_opening(ply, cfg.temperature_moves):
+            main, side = opening
         if fast is None:
-            res = _side_search(search, deep, ply, cur, mask, rng, reuse)
+            res = _side_search(main, side, ply, cur, mask, rng, reuse)
             full = None
         else:
             full = rng.random(len(cur)) < cfg.full_fraction  # [n] searched in full
-            res = _split_search(search, fast, cur, mask, full, rng)
+            res = _split_search(main, fast, cur, mask, full, rng)
         if training:
             policy.train()
         temperature = sampling_temperature(ply, cfg)  # [n]
@@ -144,6 +156,15 @@ def _side_search(
     if not odd.all():
         raise ValueError("second_player_simulations: one call mixes both players' moves")
     return second.search(cur, mask, rng, noise=True, reuse=reuse)
+
+
+def _in_opening(ply: np.ndarray, plies: int) -> bool:
+    """Whether the positions at ``ply [n]`` are all within a game's first ``plies`` (the
+    sampled opening); games are played in lockstep, so one call never mixes the two."""
+    opening = ply < plies
+    if opening.any() and not opening.all():
+        raise ValueError("opening_dirichlet_alpha: one call mixes opening and later plies")
+    return bool(opening.all())
 
 
 def sampling_temperature(ply: np.ndarray, cfg: Any) -> np.ndarray:

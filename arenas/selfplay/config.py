@@ -123,6 +123,9 @@ class SearchConfig:
     """Exploration constant (training and the final evaluation's searching player)."""
     dirichlet_alpha: float = 1.0
     """Concentration of the Dirichlet noise added to the root's priors."""
+    opening_dirichlet_alpha: Optional[float] = None  # noqa: UP045
+    """The noise's concentration in the sampled opening, a game's first
+    ``temperature_moves`` plies (null: ``dirichlet_alpha`` at every ply)."""
     noise_fraction: float = 0.25
     """Share of the root's priors replaced by that noise."""
     temperature_moves: int = 8
@@ -193,6 +196,11 @@ class SearchConfig:
             ">= 0 (0: always the most visited move)",
             f"e.g. {at}.temperature_moves=8",
         )
+        alpha = self.opening_dirichlet_alpha
+        if alpha is not None:
+            _need(alpha > 0, f"{at}.opening_dirichlet_alpha", alpha,
+                  f"> 0 (null: {at}.dirichlet_alpha in the opening too)",
+                  f"e.g. {at}.opening_dirichlet_alpha=0.3")  # fmt: skip
         _need(self.late_moves >= 0, f"{at}.late_moves", self.late_moves,
               f">= 0 (plies after {at}.temperature_moves sampled cooler; 0: none)",
               f"e.g. {at}.late_moves=4")  # fmt: skip
