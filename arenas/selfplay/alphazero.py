@@ -135,6 +135,8 @@ def search_controller(
     act.search = search  # type: ignore[attr-defined]  # the tree it plays with
     act.fast = fast  # type: ignore[attr-defined]  # and its fast searches (None: none)
     act.reuse = reuse  # type: ignore[attr-defined]  # the subtrees it keeps (None: none)
+    # the opening's searches and the second player's there (None: the others throughout)
+    act.opening = opening  # type: ignore[attr-defined]
     return act
 
 
