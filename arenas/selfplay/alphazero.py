@@ -52,8 +52,9 @@ def search_controller(
 
     ``cfg`` is ``arena.search`` (`SearchConfig`): ``simulations``,
     ``second_player_simulations``, ``c_puct``, ``dirichlet_alpha``,
-    ``opening_dirichlet_alpha``, ``noise_fraction``, ``temperature_moves``, ``late_moves``, ``late_temperature``, ``policy_target``,
-    ``forced_playouts``, ``cache``, ``network_copy`` and ``reuse`` are read. Make one per
+    ``opening_dirichlet_alpha``, ``noise_fraction``, ``temperature_moves``, ``late_moves``,
+    ``late_temperature``, ``policy_target``, ``forced_playouts``, ``cache``,
+    ``network_copy`` and ``reuse`` are read. Make one per
     collection: with ``cache`` its searches reuse the network's results for positions met before
     (`CachedEvaluator`), which is right only while the weights stay as they are;
     with ``network_copy`` they search a NumPy copy of the weights as they were when it was
