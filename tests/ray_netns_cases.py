@@ -300,13 +300,18 @@ def stopped(local_ray, tmp_path_factory):
     took: dict = {}
 
     def stop_while_a_worker_plays():
-        _wait_for(lambda: list(slow.glob("playing_*")), 60, "a worker inside step 2")
+        try:  # a failure here is the fixture's to report, not a thread warning
+            _wait_for(lambda: list(slow.glob("playing_*")), 60, "a worker inside step 2")
+        except AssertionError as e:
+            took["error"] = str(e)
+            return
         took["t0"] = time.monotonic()
         took["answer"] = Client(run_dir).post("/api/stop").json()  # returns once applied
         took["applied_s"] = time.monotonic() - took["t0"]
 
     threading.Thread(target=stop_while_a_worker_plays, daemon=True).start()
     out, _, pids = _ray_run(run_dir, slow=slow, live=True)
+    assert "t0" in took, took.get("error", "the stop was never sent")
     took["ended_s"] = time.monotonic() - took["t0"]
     return out, took, pids, run_dir
 
