@@ -26,6 +26,16 @@ def replay_arena(policy: object, **kw: object) -> object:
     return SelfPlayArena({"policy": policy}, **merged(base, kw))
 
 
+def keeping(search: object, kept: list) -> object:
+    """``search`` (a callable) that appends each of its results to ``kept``."""
+
+    def run(*args: object, **kw: object) -> object:
+        kept.append(search(*args, **kw))
+        return kept[-1]
+
+    return run
+
+
 #: a small MLP for tic-tac-toe policies
 TTT_MLP = {"_target_": "paddlecraft.encoders.ImageMLPEncoder", "hidden_size": 32}
 

@@ -6,7 +6,8 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from selfplay_kit import replay_arena
+from selfplay_kit import keeping, replay_arena
+from test_selfplay_search import TTT_MLP
 
 from paddlecraft.agents import Policy
 from paddlecraft.agents.settings import ConfigError
@@ -83,10 +84,6 @@ def test_pruning_removes_the_visits_the_puct_rule_would_not_have_given():
     assert pruned_visits(visits, res, 1.5, 0.0).tolist() == visits.tolist()
 
 
-TTT_MLP = {"_target_": "paddlecraft.encoders.ImageMLPEncoder", "input_size": 18,
-           "hidden_size": 32, "num_classes": 32}  # fmt: skip
-
-
 def test_the_targets_are_the_pruned_visits_and_a_run_resumes_bit_identically():
     from paddlecraft.arenas.selfplay.alphazero import search_controller
 
@@ -96,9 +93,10 @@ def test_the_targets_are_the_pruned_visits_and_a_run_resumes_bit_identically():
     arena = replay_arena(policy, search=search)
     planes, masks = TicTacToe(16).observe()
     act = search_controller(policy, TicTacToe, arena.cfg.search, np.random.default_rng(5))
-    act.search.search = _keep(act.search.search)
+    kept = []
+    act.search.search = keeping(act.search.search, kept)
     _, info = act(planes, masks)
-    res = act.search.search.last
+    res = kept[-1]
     assert (res.visits.sum(axis=1) == 12).all()
     pruned = pruned_visits(res.visits, res, 1.5, 2.0)
     assert np.allclose(info["pi"], pruned / pruned.sum(axis=1, keepdims=True), atol=1e-6)
@@ -106,13 +104,3 @@ def test_the_targets_are_the_pruned_visits_and_a_run_resumes_bit_identically():
     assert "resume from a checkpoint is bit-identical" in check_arena(arena, steps=2)
     with pytest.raises(ConfigError, match=r"arena.search.forced_playouts=-2"):
         replay_arena(policy, search={**search, "forced_playouts": -2.0})
-
-
-def _keep(search):
-    """``search`` that keeps its latest result in ``.last``."""
-
-    def run(*args, **kw):
-        run.last = search(*args, **kw)
-        return run.last
-
-    return run

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from selfplay_kit import replay_arena, ttt_policy
+from selfplay_kit import keeping, replay_arena, ttt_policy
 
 from paddlecraft.agents.settings import ConfigError
 from paddlecraft.arenas import check_arena
@@ -31,17 +31,9 @@ def _searched(policy, search: dict, plies: int) -> tuple[np.ndarray, np.ndarray]
     kept = []
     for s in (act.search, *(act.opening or ())):
         if s is not None:
-            s.search = _keep(s.search, kept)
+            s.search = keeping(s.search, kept)
     _, info = act(*_position(plies))
     return kept[-1].priors, info["pi"]
-
-
-def _keep(search, kept: list):
-    def run(*args, **kw):
-        kept.append(search(*args, **kw))
-        return kept[-1]
-
-    return run
 
 
 def test_the_opening_draws_its_own_concentration_and_later_plies_the_runs(make_scope):
