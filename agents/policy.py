@@ -71,6 +71,11 @@ class PolicyConfig(AgentConfig):
     #: two (`mirror_averaged`; twice the network's work per simulation); training searches
     #: do not. Saved with the policy.
     search_mirror: bool = False
+    #: an unvisited move's value in every search with this policy (first-play urgency):
+    #: None 0 (a draw, AlphaZero's), a number ``r >= 0`` Leela Chess Zero's reduced parent
+    #: value, the node's mean over its visited moves minus ``r * sqrt(their prior)``
+    #: (`puct`). Saved with the policy.
+    search_fpu: Optional[float] = None  # noqa: UP045
 
 
 class Policy(Agent):
@@ -143,6 +148,12 @@ class Policy(Agent):
             raise ConfigError(
                 f"agents.{name}.search_move={self.cfg.search_move!r}: expected one of "
                 f"{', '.join(SEARCH_MOVES)}; e.g. agents.{name}.search_move=lcb"
+            )
+        if self.cfg.search_fpu is not None and not float(self.cfg.search_fpu) >= 0:
+            raise ConfigError(
+                f"agents.{name}.search_fpu={self.cfg.search_fpu!r}: must be null (an unvisited "
+                f"move is worth 0) or >= 0 (the node's mean minus that reduction); e.g. "
+                f"agents.{name}.search_fpu=0"
             )
         #: the most plies a game can last (a full board): the moves-left head's range
         self.max_plies = obs_shape[0] * obs_shape[1]
@@ -373,7 +384,7 @@ class Policy(Agent):
 
     def search_settings(self, frozen: bool = False) -> dict[str, Any]:
         """What a search with this policy uses: ``{"evaluate", "discount",
-        "moves_left_weight", "tactics", "proofs"}`` (keyword arguments of
+        "moves_left_weight", "tactics", "proofs", "fpu_reduction"}`` (keyword arguments of
         `PUCTSearch`), as it was trained. ``frozen``: the search runs while the weights
         stay as they are now (`frozen_evaluator`; a cached search assumes as much)."""
         if frozen:
@@ -382,12 +393,14 @@ class Policy(Agent):
             evaluate = (
                 self.priors_values_and_moves_left if self.moves_left else self.priors_and_values
             )
+        fpu = self.cfg.search_fpu
         return {
             "evaluate": evaluate,
             "discount": self.value_discount,
             "moves_left_weight": self.moves_left_weight,
             "tactics": bool(self.cfg.search_tactics),
             "proofs": bool(self.cfg.search_proofs),
+            "fpu_reduction": None if fpu is None else float(fpu),
         }
 
 

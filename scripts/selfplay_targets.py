@@ -61,6 +61,7 @@ def judge(
     move: str | None = None,
     reuse: bool = False,
     mirror: bool = False,
+    fpu: float | None = None,
 ) -> dict[str, Any]:
     """The saved policy of ``run`` judged by the perfect solver (extra ``solver``): move
     rates on ``positions`` positions, and ``games`` games as first player against it (also
@@ -72,12 +73,15 @@ def judge(
     simulations to the subtree the last one left (keys ``search<N>reuse_first_vs_solver_*``).
     ``mirror``: the searching player is also judged averaging each position's network
     results with its mirror image's (`mirror_averaged`; keys ``search<N>mirror_*``, and
-    ``search<N>mirrorreuse_*`` with ``reuse``)."""
+    ``search<N>mirrorreuse_*`` with ``reuse``). ``fpu``: every search is judged with that
+    first-play urgency (``agents.policy.search_fpu``) instead of the policy's own."""
     from paddlecraft.arenas.selfplay import load_policy
     from paddlecraft.arenas.selfplay.final import average_of_run
     from paddlecraft.arenas.selfplay.league import OpponentPool
 
     policy = load_policy(run / "policy", name=f"judged_{run.name}")
+    if fpu is not None:
+        policy.cfg.search_fpu = fpu
     out = judge_policy(policy, positions, simulations, games, deeper, move, reuse, mirror)
     for k in average:
         OpponentPool.load_into(policy, average_of_run(run, k))
@@ -168,6 +172,9 @@ def main() -> None:
     ap.add_argument("--mirror", action="store_true",
                     help="also judge the searching player averaging each position with its "
                     "mirror image (search<N>mirror_*)")  # fmt: skip
+    ap.add_argument("--fpu", type=float, default=None,
+                    help="judge every search with this first-play urgency reduction "
+                    "(agents.policy.search_fpu; default: each policy's own)")  # fmt: skip
     ap.add_argument("--average-last", type=int, nargs="*", default=[],
                     help="also judge the mean weights of each run's last K epoch ends (avgK_*)")  # fmt: skip
     ap.add_argument("--search-move", choices=["visits", "lcb"], default=None,
@@ -201,7 +208,7 @@ def main() -> None:
         if args.solver:
             row.update(judge(run, args.solver, games=args.solver_games, deeper=tuple(args.deeper),
                              average=tuple(args.average_last), move=args.search_move,
-                             reuse=args.reuse, mirror=args.mirror))  # fmt: skip
+                             reuse=args.reuse, mirror=args.mirror, fpu=args.fpu))  # fmt: skip
         if args.tournament:
             cmd = [sys.executable, "-m", "paddlecraft.arenas.selfplay.tournament", "--game", "connect_four",
                    "--games", str(args.games), "--seed", str(seed), "--out",

@@ -7,8 +7,9 @@ searches of the project, which differ only in two variation points:
   (`NetworkEvaluator`, AlphaZero), or uniform priors and a
   random playout (`RandomRolloutEvaluator`);
 - the selection rule (`selection`): `puct` (``argmax_a Q(s,a) + c P(s,a) sqrt(1 + N(s)) /
-  (1 + N(s,a))``, ``Q = 0`` for unvisited moves), or `uct` (UCB1 on win rates in
-  [0, 1], every untried move first, picked at random: the rollout-MCTS anchors).
+  (1 + N(s,a))``, an unvisited move's ``Q`` 0 or its node's reduced mean), or `uct`
+  (UCB1 on win rates in [0, 1], every untried move first, picked at random: the
+  rollout-MCTS anchors).
 
 `PUCTSearch` (network + PUCT: AlphaZero-style training and the search evaluation)
 and `MCTSPlayer` (rollouts + UCT: the MCTS-10/100/1000
@@ -32,6 +33,7 @@ network or heuristic can guide it.
 
 from __future__ import annotations
 
+from functools import partial
 from typing import Any
 
 import numpy as np
@@ -413,6 +415,8 @@ class PUCTSearch(MCTS):
         tactics: exact values for positions the rules decide within two plies (see `MCTS`).
         proofs: MCTS-Solver backups of proven values (see `MCTS`).
         forced_playouts: KataGo's ``k`` for searches with root noise (0: off; see `MCTS`).
+        fpu_reduction: an unvisited move's ``Q`` (first-play urgency): None 0, a number
+            ``r`` the node's mean ``Q`` minus ``r * sqrt(visited prior)`` (see `puct`).
     """
 
     def __init__(
@@ -428,11 +432,15 @@ class PUCTSearch(MCTS):
         tactics: bool = False,
         proofs: bool = False,
         forced_playouts: float = 0.0,
+        fpu_reduction: float | None = None,
     ) -> None:
         if c_puct <= 0:
             raise ValueError(f"search: need c_puct > 0, got {c_puct}")
+        if fpu_reduction is not None and not fpu_reduction >= 0:
+            raise ValueError(f"search: need fpu_reduction >= 0 or None, got {fpu_reduction}")
+        rule = "puct" if fpu_reduction is None else partial(puct, fpu_reduction=fpu_reduction)
         super().__init__(
-            game, evaluate, simulations, "puct", c_puct, dirichlet_alpha,  # MCTS wraps a function
+            game, evaluate, simulations, rule, c_puct, dirichlet_alpha,  # MCTS wraps a function
             noise_fraction, discount, moves_left_weight, tactics, proofs, forced_playouts,
         )  # fmt: skip
         self.evaluate, self.c_puct = evaluate, float(c_puct)

@@ -21,6 +21,7 @@ def search_one(
     simulations: int,
     c_puct: float = 1.5,
     discount: float = 1.0,
+    fpu_reduction: float | None = None,
 ) -> np.ndarray:
     """Root visit counts ``[A]`` of the same PUCT search for ONE position, written plainly.
 
@@ -28,7 +29,9 @@ def search_one(
     one-game-at-a-time loop, kept as the reference for tests and ``bench/search_bench.py``.
     No noise; ties go to the lowest move, as in `PUCTSearch`. A move's sampled
     value is the result where it ends the game (1 win, 0 draw), else ``-discount`` times
-    the value found below it.
+    the value found below it. An unvisited move's value is 0, or with ``fpu_reduction``
+    ``r`` the node's mean value over its visited moves less ``r`` times the square root
+    of their summed prior.
     """
     A = game.num_actions
 
@@ -48,8 +51,13 @@ def search_one(
         while True:
             n, w = node["n"], node["w"]
             sq = math.sqrt(1.0 + n.sum())
+            first = 0.0  # what an unvisited move is worth
+            if fpu_reduction is not None and n.sum() > 0:
+                seen = sum(node["prior"][a] for a in range(A) if n[a] > 0)
+                first = w.sum() / n.sum() - fpu_reduction * math.sqrt(seen)
             scores = [
-                w[a] / max(n[a], 1.0) + c_puct * node["prior"][a] * (sq / (1.0 + n[a]))
+                (w[a] / n[a] if n[a] > 0 else first)
+                + c_puct * node["prior"][a] * (sq / (1.0 + n[a]))
                 if node["legal"][a]
                 else -math.inf
                 for a in range(A)

@@ -32,12 +32,25 @@ class Children(NamedTuple):
 SelectionRule = Callable[[Children, float, Any], np.ndarray]
 
 
-def puct(children: Children, c: float, rng: Any) -> np.ndarray:
+def puct(children: Children, c: float, rng: Any, fpu_reduction: float | None = None) -> np.ndarray:
     """AlphaZero's rule: ``argmax_a Q + c P sqrt(1 + sum_b N(s,b)) / (1 + N(s,a))`` over the
-    legal moves, ``Q = W / N`` (0 unvisited); ties go to the lowest move; no random draws."""
-    nsa = children.visits
+    legal moves, ``Q = W / N``; ties go to the lowest move; no random draws.
+
+    An unvisited move's ``Q`` (its first-play urgency) is 0 with ``fpu_reduction=None``
+    (AlphaZero's pseudocode on a [-1, 1] scale: a draw). With a number ``r >= 0`` it is
+    Leela Chess Zero's reduced parent value: the node's mean ``Q`` over its visited moves
+    minus ``r * sqrt(sum of the visited moves' P)`` (0 where nothing is visited yet), so a
+    node its mover is winning is not drawn into every untried move before its good ones
+    are read, and a losing one not held on them."""
+    nsa = children.visits  # [b, A]
     q = children.total / np.maximum(nsa, 1.0)
-    u = q + c * children.prior * (np.sqrt(1.0 + nsa.sum(axis=1))[:, None] / (1.0 + nsa))
+    node_n = nsa.sum(axis=1)  # [b]
+    if fpu_reduction is not None:
+        seen = nsa > 0
+        parent = children.total.sum(axis=1) / np.maximum(node_n, 1.0)  # [b]; 0 if none seen
+        urgency = parent - fpu_reduction * np.sqrt((children.prior * seen).sum(axis=1))
+        q = np.where(seen, q, urgency[:, None])
+    u = q + c * children.prior * (np.sqrt(1.0 + node_n)[:, None] / (1.0 + nsa))
     return np.where(children.legal, u, -np.inf).argmax(axis=1)
 
 
