@@ -1,7 +1,8 @@
 """First-play urgency (``agents.policy.search_fpu``, `PUCTSearch` ``fpu_reduction``): what an
 unvisited move is worth to the selection rule: 0 (AlphaZero's draw), or Leela Chess Zero's
 reduced parent value; the batched search equals the plain one-position loop with it; the
-policy setting checked, saved and searched with."""
+policy setting checked, saved and searched with, in training too; a run with it resumes bit
+for bit."""
 
 from __future__ import annotations
 
@@ -10,9 +11,12 @@ import math
 
 import numpy as np
 import pytest
+from selfplay_kit import replay_arena, ttt_policy
 
 from paddlecraft.agents import Agent, Policy
 from paddlecraft.agents.settings import ConfigError
+from paddlecraft.arenas import check_arena
+from paddlecraft.arenas.engine.rng import seed_everything
 from paddlecraft.arenas.games import ConnectFour, TicTacToe, random_legal
 from paddlecraft.arenas.games.search import (
     Children,
@@ -22,6 +26,7 @@ from paddlecraft.arenas.games.search import (
     search_one,
 )
 from paddlecraft.arenas.selfplay import SearchPlayer
+from paddlecraft.arenas.selfplay.alphazero import search_controller
 from tests.test_search import _linear_evaluator
 from tests.test_search_moves import TTT_MLP
 
@@ -98,3 +103,21 @@ def test_search_fpu_is_checked_saved_and_searched_with(make_scope, tmp_path):
     (tmp_path / "p" / "agent.json").write_text(json.dumps(meta))
     old = Agent.load(tmp_path / "p", name=make_scope("o"))
     assert old.cfg.search_fpu is None and old.search_settings()["fpu_reduction"] is None
+
+
+def test_training_searches_use_it_and_a_run_with_it_resumes_bit_identically():
+    seed_everything(0)
+    policy = ttt_policy("policy", search_fpu=0.0)  # check_arena: the agent's name is its key
+    plain = ttt_policy("plain")  # the same weights (seed 0), unvisited moves worth 0
+    arena = replay_arena(policy, search={"simulations": 24, "reuse": True})
+    g = TicTacToe(8)
+    g.step(random_legal(g.legal_mask(), np.random.default_rng(1)))
+    planes, masks = TicTacToe.planes(g.cur, g.mask), TicTacToe.legal(g.mask)
+    targets = [
+        search_controller(p, TicTacToe, arena.cfg.search, np.random.default_rng(0))(planes, masks)[
+            1
+        ]["pi"]
+        for p in (policy, plain)
+    ]
+    assert not np.allclose(targets[0], targets[1])  # the training searches' targets differ
+    assert "resume from a checkpoint is bit-identical" in check_arena(arena, steps=2)
