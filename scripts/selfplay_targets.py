@@ -182,6 +182,8 @@ def main() -> None:
     ap.add_argument("--threads", type=int, default=None,
                     help="OMP_NUM_THREADS of each run (default: the machine's cores)")  # fmt: skip
     args = ap.parse_args()
+    if args.fpu is not None and not args.fpu >= 0:
+        ap.error(f"--fpu {args.fpu}: the reduction must be >= 0 (0: the node's mean value)")
     env = {k: v for k, v in os.environ.items() if k != "OMP_NUM_THREADS"}
     if args.threads:  # e.g. two scripts side by side on 2 cores, one thread each
         env["OMP_NUM_THREADS"] = str(args.threads)

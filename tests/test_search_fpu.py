@@ -121,3 +121,30 @@ def test_training_searches_use_it_and_a_run_with_it_resumes_bit_identically():
     ]
     assert not np.allclose(targets[0], targets[1])  # the training searches' targets differ
     assert "resume from a checkpoint is bit-identical" in check_arena(arena, steps=2)
+
+
+def test_the_targets_script_judges_a_saved_policy_with_it(
+    make_scope, tmp_path, monkeypatch, capsys
+):
+    """``scripts/selfplay_targets.py --fpu R``: the saved policy is judged as if saved with
+    ``search_fpu=R``, without retraining; a negative R is refused before any work."""
+    import importlib.util
+    from pathlib import Path
+
+    path = Path(__file__).resolve().parents[1] / "scripts" / "selfplay_targets.py"
+    spec = importlib.util.spec_from_file_location("selfplay_targets", path)
+    script = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(script)
+    ttt_policy(make_scope("saved")).save(tmp_path / "run" / "policy")
+    seen = []
+    monkeypatch.setattr(script, "judge_policy", lambda p, *a: seen.append(p.cfg.search_fpu) or {})
+    script.judge(tmp_path / "run", 4, fpu=0.25)
+    script.judge(tmp_path / "run", 4)
+    assert seen == [0.25, None]
+    monkeypatch.setattr(
+        "sys.argv", ["selfplay_targets.py", "--fpu", "-0.5", "--out", str(tmp_path)]
+    )
+    with pytest.raises(SystemExit):
+        script.main()
+    assert "--fpu -0.5: the reduction must be >= 0" in capsys.readouterr().err
+    assert not (tmp_path / "seed0").exists()  # nothing started
