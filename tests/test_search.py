@@ -92,21 +92,27 @@ def test_batched_search_equals_the_plain_one_position_loop(game):
         assert np.array_equal(res.visits[i], ref), i
 
 
+def random_positions(game, plies: int, seed: int):
+    """``(cur, mask)`` of the games still going after ``plies`` random moves in 12 games."""
+    rng = np.random.default_rng(seed)
+    g = game(12)
+    for _ in range(plies):
+        live = np.flatnonzero(~g.done)
+        g.step(random_legal(g.legal_mask(live), rng), live)
+    live = ~g.done
+    return g.cur[live], g.mask[live]
+
+
 @pytest.mark.parametrize("game", [TicTacToe, ConnectFour])
 def test_discounted_batched_search_equals_the_plain_recursion(game):
     """discount < 1: each sampled move value is the result where the move ends the game,
     else -discount x the value below it (search_one writes that recursion plainly)."""
-    rng = np.random.default_rng(4)
-    g = game(12)
-    for _ in range(5 if game is TicTacToe else 14):
-        live = np.flatnonzero(~g.done)
-        g.step(random_legal(g.legal_mask(live), rng), live)
-    live = ~g.done
+    cur, mask = random_positions(game, 5 if game is TicTacToe else 14, seed=4)
     ev = _linear_evaluator(game, seed=1)
-    res = PUCTSearch(game, ev, simulations=80, discount=0.9).search(g.cur[live], g.mask[live])
-    undiscounted = PUCTSearch(game, ev, simulations=80).search(g.cur[live], g.mask[live])
+    res = PUCTSearch(game, ev, simulations=80, discount=0.9).search(cur, mask)
+    undiscounted = PUCTSearch(game, ev, simulations=80).search(cur, mask)
     assert not np.array_equal(res.visits, undiscounted.visits)  # the discount changes the tree
-    for i, (c, m) in enumerate(zip(g.cur[live], g.mask[live])):
+    for i, (c, m) in enumerate(zip(cur, mask)):
         ref = search_one(game, ev, int(c), int(m), 80, discount=0.9)
         assert np.array_equal(res.visits[i], ref), i
 

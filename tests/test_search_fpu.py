@@ -27,7 +27,7 @@ from paddlecraft.arenas.games.search import (
 )
 from paddlecraft.arenas.selfplay import SearchPlayer
 from paddlecraft.arenas.selfplay.alphazero import search_controller
-from tests.test_search import _linear_evaluator
+from tests.test_search import _linear_evaluator, random_positions
 from tests.test_search_moves import TTT_MLP
 
 
@@ -59,14 +59,8 @@ def test_unvisited_move_value_decides_between_reading_on_and_trying_a_new_move()
 @pytest.mark.parametrize("game", [TicTacToe, ConnectFour])
 @pytest.mark.parametrize("fpu", [0.0, 0.3])
 def test_batched_search_with_fpu_equals_the_plain_one_position_loop(game, fpu):
-    rng = np.random.default_rng(5)
-    g = game(12)
-    for _ in range(3 if game is TicTacToe else 8):
-        live = np.flatnonzero(~g.done)
-        g.step(random_legal(g.legal_mask(live), rng), live)
-    live = ~g.done
+    cur, mask = random_positions(game, 3 if game is TicTacToe else 8, seed=5)
     ev = _linear_evaluator(game, seed=2)
-    cur, mask = g.cur[live], g.mask[live]
     res = PUCTSearch(game, ev, simulations=80, discount=0.95, fpu_reduction=fpu).search(cur, mask)
     plain = PUCTSearch(game, ev, simulations=80, discount=0.95).search(cur, mask)
     assert not np.array_equal(res.visits, plain.visits)  # the setting changes the trees

@@ -39,9 +39,9 @@ def puct(children: Children, c: float, rng: Any, fpu_reduction: float | None = N
     An unvisited move's ``Q`` (its first-play urgency) is 0 with ``fpu_reduction=None``
     (AlphaZero's pseudocode on a [-1, 1] scale: a draw). With a number ``r >= 0`` it is
     Leela Chess Zero's reduced parent value: the node's mean ``Q`` over its visited moves
-    minus ``r * sqrt(sum of the visited moves' P)`` (0 where nothing is visited yet), so a
-    node its mover is winning is not drawn into every untried move before its good ones
-    are read, and a losing one not held on them."""
+    minus ``r * sqrt(sum of the visited moves' P)`` (0 where nothing is visited yet): in a
+    node its mover is winning an untried move is no longer taken for a draw, so a
+    low-prior one is read sooner; in a losing node, later."""
     nsa = children.visits  # [b, A]
     q = children.total / np.maximum(nsa, 1.0)
     node_n = nsa.sum(axis=1)  # [b]
