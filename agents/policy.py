@@ -76,6 +76,12 @@ class PolicyConfig(AgentConfig):
     #: value, the node's mean over its visited moves minus ``r * sqrt(their prior)``
     #: (`puct`). Saved with the policy.
     search_fpu: Optional[float] = None  # noqa: UP045
+    #: a player that searches with this policy (evaluation, tournaments, human games)
+    #: takes the network's priors to the power ``1 / t``, renormalised (Leela Chess Zero's
+    #: policy softmax temperature, `prior_tempered`): above 1 the search's first visits
+    #: spread over more moves. Training searches use the priors as they are. Saved with
+    #: the policy.
+    search_policy_temperature: float = 1.0
 
 
 class Policy(Agent):
@@ -154,6 +160,12 @@ class Policy(Agent):
                 f"agents.{name}.search_fpu={self.cfg.search_fpu!r}: must be null (an unvisited "
                 f"move is worth 0) or >= 0 (the node's mean minus that reduction); e.g. "
                 f"agents.{name}.search_fpu=0"
+            )
+        if not float(self.cfg.search_policy_temperature) > 0:
+            raise ConfigError(
+                f"agents.{name}.search_policy_temperature={self.cfg.search_policy_temperature!r}"
+                f": must be > 0 (1: the priors as the network gives them); e.g. "
+                f"agents.{name}.search_policy_temperature=1.5"
             )
         #: the most plies a game can last (a full board): the moves-left head's range
         self.max_plies = obs_shape[0] * obs_shape[1]

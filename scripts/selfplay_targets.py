@@ -62,6 +62,7 @@ def judge(
     reuse: bool = False,
     mirror: bool = False,
     fpu: float | None = None,
+    policy_temperature: float | None = None,
 ) -> dict[str, Any]:
     """The saved policy of ``run`` judged by the perfect solver (extra ``solver``): move
     rates on ``positions`` positions, and ``games`` games as first player against it (also
@@ -74,7 +75,9 @@ def judge(
     ``mirror``: the searching player is also judged averaging each position's network
     results with its mirror image's (`mirror_averaged`; keys ``search<N>mirror_*``, and
     ``search<N>mirrorreuse_*`` with ``reuse``). ``fpu``: every search is judged with that
-    first-play urgency (``agents.policy.search_fpu``) instead of the policy's own."""
+    first-play urgency (``agents.policy.search_fpu``) instead of the policy's own;
+    ``policy_temperature``: with that policy softmax temperature
+    (``agents.policy.search_policy_temperature``)."""
     from paddlecraft.arenas.selfplay import load_policy
     from paddlecraft.arenas.selfplay.final import average_of_run
     from paddlecraft.arenas.selfplay.league import OpponentPool
@@ -82,6 +85,8 @@ def judge(
     policy = load_policy(run / "policy", name=f"judged_{run.name}")
     if fpu is not None:
         policy.cfg.search_fpu = fpu
+    if policy_temperature is not None:
+        policy.cfg.search_policy_temperature = policy_temperature
     out = judge_policy(policy, positions, simulations, games, deeper, move, reuse, mirror)
     for k in average:
         OpponentPool.load_into(policy, average_of_run(run, k))
@@ -175,6 +180,9 @@ def main() -> None:
     ap.add_argument("--fpu", type=float, default=None,
                     help="judge every search with this first-play urgency reduction "
                     "(agents.policy.search_fpu; default: each policy's own)")  # fmt: skip
+    ap.add_argument("--policy-temperature", type=float, default=None,
+                    help="judge every search with this policy softmax temperature "
+                    "(agents.policy.search_policy_temperature; default: each policy's own)")  # fmt: skip
     ap.add_argument("--average-last", type=int, nargs="*", default=[],
                     help="also judge the mean weights of each run's last K epoch ends (avgK_*)")  # fmt: skip
     ap.add_argument("--search-move", choices=["visits", "lcb"], default=None,
@@ -184,6 +192,9 @@ def main() -> None:
     args = ap.parse_args()
     if args.fpu is not None and not args.fpu >= 0:
         ap.error(f"--fpu {args.fpu}: the reduction must be >= 0 (0: the node's mean value)")
+    if args.policy_temperature is not None and not args.policy_temperature > 0:
+        ap.error(f"--policy-temperature {args.policy_temperature}: must be > 0 (1: the priors "
+                 "as the network gives them)")  # fmt: skip
     env = {k: v for k, v in os.environ.items() if k != "OMP_NUM_THREADS"}
     if args.threads:  # e.g. two scripts side by side on 2 cores, one thread each
         env["OMP_NUM_THREADS"] = str(args.threads)
@@ -210,7 +221,8 @@ def main() -> None:
         if args.solver:
             row.update(judge(run, args.solver, games=args.solver_games, deeper=tuple(args.deeper),
                              average=tuple(args.average_last), move=args.search_move,
-                             reuse=args.reuse, mirror=args.mirror, fpu=args.fpu))  # fmt: skip
+                             reuse=args.reuse, mirror=args.mirror, fpu=args.fpu,
+                             policy_temperature=args.policy_temperature))  # fmt: skip
         if args.tournament:
             cmd = [sys.executable, "-m", "paddlecraft.arenas.selfplay.tournament", "--game", "connect_four",
                    "--games", str(args.games), "--seed", str(seed), "--out",

@@ -47,6 +47,32 @@ def ttt_policy(name: str, **kw: object) -> object:
     return Policy(name, encoder=TTT_MLP, obs_shape=[3, 3, 2], num_actions=9, seed=0, **kw)
 
 
+def targets_script() -> object:
+    """``scripts/selfplay_targets.py`` imported as a module (it is no package's)."""
+    import importlib.util
+    from pathlib import Path
+
+    path = Path(__file__).resolve().parents[1] / "scripts" / "selfplay_targets.py"
+    spec = importlib.util.spec_from_file_location("selfplay_targets", path)
+    script = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(script)
+    return script
+
+
+def opinionated(policy: object) -> object:
+    """``policy`` with its policy head's weights times 1000 and its value head's times 3: a
+    new policy's near-uniform priors (its policy head starts at 0.01 of the usual scale)
+    and near-zero values become priors of 0.3-0.6 on the favourite and values around
+    +-0.3, so that settings reading them (first-play urgency, a policy temperature)
+    change what a search does."""
+    import paddle
+
+    with paddle.no_grad():
+        for head, scale in ((policy.policy_head, 1000.0), (policy.value_head, 3.0)):
+            head.weight.set_value(head.weight * scale)
+    return policy
+
+
 def ttt_boards(n: int = 6, seed: int = 0) -> object:
     """``float32 [n, 3, 3, 2]``: board ``i`` holds ``i`` stones at seeded squares, all of
     one plane (``i % 2``): ``n`` distinct positions for a head to learn apart."""

@@ -4,6 +4,7 @@ the network's results for a position averaged with its left-right mirror image's
 from __future__ import annotations
 
 import numpy as np
+from selfplay_kit import targets_script
 
 from paddlecraft.agents import Agent, Policy
 from paddlecraft.arenas.games import ConnectFour, TicTacToe
@@ -81,13 +82,7 @@ def test_the_player_searches_with_it_and_a_saved_policy_keeps_the_setting(make_s
 def test_the_solver_judge_scores_the_mirror_averaged_player(make_scope):
     """``scripts/selfplay_targets.py --mirror``: the searching player judged both ways, on
     the same positions and solver games."""
-    import importlib.util
-    from pathlib import Path
-
-    path = Path(__file__).resolve().parents[1] / "scripts" / "selfplay_targets.py"
-    spec = importlib.util.spec_from_file_location("selfplay_targets", path)
-    script = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(script)
+    script = targets_script()
     policy = Policy(make_scope("judged"), encoder=C4_MLP, obs_shape=[6, 7, 2], num_actions=7,
                     seed=0)  # fmt: skip
     out = script.judge_policy(policy, positions=12, simulations=8, games=2, reuse=True, mirror=True)

@@ -11,7 +11,7 @@ import math
 
 import numpy as np
 import pytest
-from selfplay_kit import replay_arena, ttt_policy
+from selfplay_kit import opinionated, replay_arena, targets_script, ttt_policy
 
 from paddlecraft.agents import Agent, Policy
 from paddlecraft.agents.settings import ConfigError
@@ -101,18 +101,19 @@ def test_search_fpu_is_checked_saved_and_searched_with(make_scope, tmp_path):
 
 def test_training_searches_use_it_and_a_run_with_it_resumes_bit_identically():
     seed_everything(0)
-    policy = ttt_policy("policy", search_fpu=0.0)  # check_arena: the agent's name is its key
-    plain = ttt_policy("plain")  # the same weights (seed 0), unvisited moves worth 0
+    policy = opinionated(
+        ttt_policy("policy", search_fpu=0.0)
+    )  # check_arena: the agent's name is its key
     arena = replay_arena(policy, search={"simulations": 24, "reuse": True})
     g = TicTacToe(8)
     g.step(random_legal(g.legal_mask(), np.random.default_rng(1)))
     planes, masks = TicTacToe.planes(g.cur, g.mask), TicTacToe.legal(g.mask)
-    targets = [
-        search_controller(p, TicTacToe, arena.cfg.search, np.random.default_rng(0))(planes, masks)[
-            1
-        ]["pi"]
-        for p in (policy, plain)
-    ]
+    targets = []
+    for fpu in (0.0, None):  # the same weights, unvisited moves worth the mean, then 0
+        policy.cfg.search_fpu = fpu
+        ctrl = search_controller(policy, TicTacToe, arena.cfg.search, np.random.default_rng(0))
+        targets.append(ctrl(planes, masks)[1]["pi"])
+    policy.cfg.search_fpu = 0.0
     assert not np.allclose(targets[0], targets[1])  # the training searches' targets differ
     assert "resume from a checkpoint is bit-identical" in check_arena(arena, steps=2)
 
@@ -122,13 +123,7 @@ def test_the_targets_script_judges_a_saved_policy_with_it(
 ):
     """``scripts/selfplay_targets.py --fpu R``: the saved policy is judged as if saved with
     ``search_fpu=R``, without retraining; a negative R is refused before any work."""
-    import importlib.util
-    from pathlib import Path
-
-    path = Path(__file__).resolve().parents[1] / "scripts" / "selfplay_targets.py"
-    spec = importlib.util.spec_from_file_location("selfplay_targets", path)
-    script = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(script)
+    script = targets_script()
     ttt_policy(make_scope("saved")).save(tmp_path / "run" / "policy")
     seen = []
     monkeypatch.setattr(script, "judge_policy", lambda p, *a: seen.append(p.cfg.search_fpu) or {})

@@ -45,7 +45,8 @@ ADDED = {
     "search.reuse": False, "search.network_copy": True, "update.explored_values": "outcome",
     "search.late_moves": 0, "search.late_temperature": 0.5, "search.second_player_simulations": None,
     "search.forced_playouts": 0.0, "update.opponent_policy_coef": 0.15,
-    "search.opening_dirichlet_alpha": None,
+    "search.opening_dirichlet_alpha": None, "search.policy_temperature": 1.0,
+    "search.opening_policy_temperature": None,
 }  # fmt: skip
 
 

@@ -16,7 +16,8 @@ simulation on the new leaves of all its games, and `Evaluator.root` once per sea
   met again (in the next move's search, or in another game) costs no network call.
 
 `mirror_averaged` wraps a network so that each position's results are the mean of its own
-and its left-right mirror image's (both games are symmetric that way).
+and its left-right mirror image's (both games are symmetric that way); `prior_tempered`
+flattens (or sharpens) a network's priors.
 """
 
 from __future__ import annotations
@@ -76,6 +77,27 @@ def mirror_averaged(network: NetworkFn) -> NetworkFn:
             a = np.asarray(a, np.float64).reshape(-1)
             out.append((a[:n] + a[n:]) / 2)
         return tuple(out)
+
+    return evaluate
+
+
+def prior_tempered(network: NetworkFn, temperature: float) -> NetworkFn:
+    """``network`` with its priors taken to the power ``1 / temperature`` and renormalised
+    (a softmax of the logits divided by ``temperature``; Leela Chess Zero's policy softmax
+    temperature): above 1 a search spreads its first visits over more moves, below 1 it
+    trusts the network's favourite more. Illegal moves stay at 0; values and any plies
+    left pass through. ``temperature == 1``: ``network`` itself."""
+    if not temperature > 0:
+        raise ValueError(f"prior_tempered: temperature={temperature!r}, expected > 0")
+    if temperature == 1:
+        return network
+    power = 1.0 / float(temperature)
+
+    def evaluate(planes: np.ndarray, masks: np.ndarray) -> tuple[np.ndarray, ...]:
+        out = network(planes, masks)
+        p = np.asarray(out[0], np.float64) ** power  # [n, A]; 0 stays 0
+        s = p.sum(axis=1, keepdims=True)  # [n, 1]
+        return (p / np.where(s > 0, s, 1.0), *out[1:])
 
     return evaluate
 

@@ -29,6 +29,7 @@ import numpy as np
 import paddle.nn.functional as F
 
 from ..games.core import BoardGame
+from ..games.evaluators import prior_tempered
 from ..games.search import (
     CachedEvaluator,
     NetworkEvaluator,
@@ -53,7 +54,8 @@ def search_controller(
     ``cfg`` is ``arena.search`` (`SearchConfig`): ``simulations``,
     ``second_player_simulations``, ``c_puct``, ``dirichlet_alpha``,
     ``opening_dirichlet_alpha``, ``noise_fraction``, ``temperature_moves``, ``late_moves``,
-    ``late_temperature``, ``policy_target``, ``forced_playouts``, ``cache``,
+    ``late_temperature``, ``policy_target``, ``forced_playouts``, ``policy_temperature``,
+    ``opening_policy_temperature``, ``cache``,
     ``network_copy`` and ``reuse`` are read. Make one per
     collection: with ``cache`` its searches reuse the network's results for positions met before
     (`CachedEvaluator`), which is right only while the weights stay as they are;
@@ -63,6 +65,15 @@ def search_controller(
     played (`TreeReuse`). ``pi`` is the policy target: the visit distribution, or the
     completed-Q policy (`completed_q_policy`).
     """
+    network = policy.search_settings(frozen=cfg.network_copy)
+
+    def evaluator(temperature: float) -> Any:
+        """The network's priors tempered (Leela's policy softmax temperature; 1: as they
+        are), with ``cache`` kept for this controller's life: the weights do not change
+        in it."""
+        tempered = prior_tempered(network["evaluate"], temperature)
+        return CachedEvaluator(NetworkEvaluator(tempered)) if cfg.cache else tempered
+
     settings = dict(
         c_puct=cfg.c_puct,
         dirichlet_alpha=cfg.dirichlet_alpha,
@@ -70,10 +81,8 @@ def search_controller(
         forced_playouts=cfg.forced_playouts,  # only where a search adds root noise
         # its evaluator (with network_copy over a NumPy copy of the weights: they stay
         # as they are during a collection), value discount and moves-left utility
-        **policy.search_settings(frozen=cfg.network_copy),
+        **{**network, "evaluate": evaluator(cfg.policy_temperature)},
     )
-    if cfg.cache:  # one cache for this controller's life: the weights do not change in it
-        settings["evaluate"] = CachedEvaluator(NetworkEvaluator(settings["evaluate"]))
     reuse = TreeReuse() if cfg.reuse else None  # each search starts from the last one's
     search = PUCTSearch(rules, simulations=cfg.simulations, **settings)
     second = cfg.second_player_simulations
@@ -81,11 +90,16 @@ def search_controller(
     deep = None if second is None else PUCTSearch(rules, simulations=second, **settings)
     capped = cfg.full_fraction < 1.0  # playout cap randomisation
     fast = PUCTSearch(rules, simulations=cfg.fast_simulations, **settings) if capped else None
-    # the sampled opening's searches, where its root noise has a concentration of its own
+    # the sampled opening's searches, where the root noise's concentration or the policy
+    # temperature is its own
     opening = None
-    alpha = cfg.opening_dirichlet_alpha
-    if alpha is not None and alpha != cfg.dirichlet_alpha:
+    alpha, temp = cfg.opening_dirichlet_alpha, cfg.opening_policy_temperature
+    alpha = cfg.dirichlet_alpha if alpha is None else alpha
+    temp = cfg.policy_temperature if temp is None else temp
+    if alpha != cfg.dirichlet_alpha or temp != cfg.policy_temperature:
         noisy = {**settings, "dirichlet_alpha": alpha}
+        if temp != cfg.policy_temperature:
+            noisy["evaluate"] = evaluator(temp)
         opening = (
             PUCTSearch(rules, simulations=cfg.simulations, **noisy),
             None if second is None else PUCTSearch(rules, simulations=second, **noisy),
@@ -166,7 +180,7 @@ def _in_opening(ply: np.ndarray, plies: int) -> bool:
     sampled opening); games are played in lockstep, so one call never mixes the two."""
     opening = ply < plies
     if opening.any() and not opening.all():
-        raise ValueError("opening_dirichlet_alpha: one call mixes opening and later plies")
+        raise ValueError("the opening's searches: one call mixes opening and later plies")
     return bool(opening.all())
 
 

@@ -128,6 +128,15 @@ class SearchConfig:
     ``temperature_moves`` plies (null: ``dirichlet_alpha`` at every ply)."""
     noise_fraction: float = 0.25
     """Share of the root's priors replaced by that noise."""
+    policy_temperature: float = 1.0
+    """Leela Chess Zero's policy softmax temperature in training searches: the network's
+    priors to the power ``1 / t``, renormalised (`prior_tempered`), before the root noise
+    (1: as the network gives them; a searching player's is the policy's
+    ``search_policy_temperature``)."""
+    opening_policy_temperature: Optional[float] = None  # noqa: UP045
+    """The policy temperature of the training searches in the sampled opening, a game's
+    first ``temperature_moves`` plies (null: ``policy_temperature`` at every ply). With
+    ``reuse`` a subtree kept from the opening keeps the priors it was searched with."""
     temperature_moves: int = 8
     """Plies of a training game played in proportion to the visits; then the most visited."""
     late_moves: int = 0
@@ -201,6 +210,13 @@ class SearchConfig:
             _need(alpha > 0, f"{at}.opening_dirichlet_alpha", alpha,
                   f"> 0 (null: {at}.dirichlet_alpha in the opening too)",
                   f"e.g. {at}.opening_dirichlet_alpha=0.3")  # fmt: skip
+        _need(self.policy_temperature > 0, f"{at}.policy_temperature", self.policy_temperature,
+              "> 0 (1: the network's priors as they are)", f"e.g. {at}.policy_temperature=1.5")  # fmt: skip
+        temp = self.opening_policy_temperature
+        if temp is not None:
+            _need(temp > 0, f"{at}.opening_policy_temperature", temp,
+                  f"> 0 (null: {at}.policy_temperature in the opening too)",
+                  f"e.g. {at}.opening_policy_temperature=1")  # fmt: skip
         _need(self.late_moves >= 0, f"{at}.late_moves", self.late_moves,
               f">= 0 (plies after {at}.temperature_moves sampled cooler; 0: none)",
               f"e.g. {at}.late_moves=4")  # fmt: skip

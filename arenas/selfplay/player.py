@@ -22,7 +22,7 @@ from paddlecraft.errors import ConfigError
 
 from ..games import GAMES, Player
 from ..games.core import BoardGame
-from ..games.evaluators import mirror_averaged
+from ..games.evaluators import mirror_averaged, prior_tempered
 from ..games.search import (
     MOVE_RULES,
     CachedEvaluator,
@@ -92,7 +92,8 @@ class SearchPlayer(Player):
     games end at different moves. Off by default: an evaluation's ``search200`` is 200
     fresh simulations per move. With ``mirror`` (by default the policy's ``search_mirror``)
     the network's results for each position are averaged with its mirror image's
-    (`mirror_averaged`).
+    (`mirror_averaged`), and with the policy's ``search_policy_temperature`` above or
+    below 1 its priors are flattened or sharpened (`prior_tempered`).
     """
 
     def __init__(
@@ -122,6 +123,9 @@ class SearchPlayer(Player):
         self.mirror = bool(policy.cfg.search_mirror if mirror is None else mirror)
         if self.mirror:
             settings["evaluate"] = mirror_averaged(settings["evaluate"])
+        #: Leela Chess Zero's policy softmax temperature (1: the network's priors)
+        self.policy_temperature = float(policy.cfg.search_policy_temperature)
+        settings["evaluate"] = prior_tempered(settings["evaluate"], self.policy_temperature)
         if cache:
             settings["evaluate"] = CachedEvaluator(NetworkEvaluator(settings["evaluate"]))
         self.search = PUCTSearch(self.rules, simulations=simulations, c_puct=c_puct, **settings)
