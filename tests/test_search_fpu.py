@@ -101,9 +101,8 @@ def test_search_fpu_is_checked_saved_and_searched_with(make_scope, tmp_path):
 
 def test_training_searches_use_it_and_a_run_with_it_resumes_bit_identically():
     seed_everything(0)
-    policy = opinionated(
-        ttt_policy("policy", search_fpu=0.0)
-    )  # check_arena: the agent's name is its key
+    # check_arena: the agent's name is its key
+    policy = opinionated(ttt_policy("policy", search_fpu=0.0))
     arena = replay_arena(policy, search={"simulations": 24, "reuse": True})
     g = TicTacToe(8)
     g.step(random_legal(g.legal_mask(), np.random.default_rng(1)))

@@ -21,6 +21,7 @@ from paddlecraft.arenas.games.search import PUCTSearch, played_moves
 from paddlecraft.arenas.selfplay import SearchPlayer
 from paddlecraft.arenas.selfplay.alphazero import search_controller
 from tests.test_search import random_positions
+from tests.test_search_opening_noise import _position
 
 
 def _fixed(priors, values, plies=None):
@@ -168,10 +169,7 @@ def test_the_opening_searches_with_its_own_temperature_and_later_plies_the_runs(
     def target(search: dict, plies: int) -> np.ndarray:
         arena = replay_arena(policy, search={"simulations": 24, "temperature_moves": 2, **search})
         act = search_controller(policy, TicTacToe, arena.cfg.search, np.random.default_rng(7))
-        game = TicTacToe(16)
-        for cell in range(plies):  # 16 boards after the same moves (cells 0, 1, ...)
-            game.step(np.full(16, cell))
-        return act(*game.observe())[1]["pi"]
+        return act(*_position(plies))[1]["pi"]  # 16 boards after the same moves
 
     for plies, same, other in ((0, 1.0, 2.5), (1, 1.0, 2.5), (2, 2.5, 1.0), (3, 2.5, 1.0)):
         pi = target(mixed, plies)
