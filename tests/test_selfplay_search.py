@@ -108,6 +108,14 @@ def test_late_moves_sample_cooler_after_the_first_plies(make_scope):
         sampling_temperature(np.arange(8), cfg), [1, 1, 0.25, 0.25, 0.25, 0, 0, 0]
     )
     assert not sampling_temperature(np.arange(9), SearchConfig(temperature_moves=2))[2:].any()
+    defender = SearchConfig(temperature_moves=2, late_moves=5, late_temperature=1, late_player=1)
+    np.testing.assert_array_equal(
+        sampling_temperature(np.arange(9), defender), [1, 1, 0, 1, 0, 1, 0, 0, 0]
+    )
+    first = SearchConfig(temperature_moves=2, late_moves=5, late_temperature=1, late_player=0)
+    np.testing.assert_array_equal(
+        sampling_temperature(np.arange(9), first), [1, 1, 1, 0, 1, 0, 1, 0, 0]
+    )
     seed_everything(0)
     policy = Policy(make_scope("late"), encoder=TTT_MLP, obs_shape=[3, 3, 2], num_actions=9)
     search = {"temperature_moves": 1, "late_moves": 2, "late_temperature": 0.5}

@@ -46,7 +46,7 @@ ADDED = {
     "search.late_moves": 0, "search.late_temperature": 0.5, "search.second_player_simulations": None,
     "search.forced_playouts": 0.0, "update.opponent_policy_coef": 0.15,
     "search.opening_dirichlet_alpha": None, "search.policy_temperature": 1.0,
-    "search.opening_policy_temperature": None,
+    "search.opening_policy_temperature": None, "search.late_player": None,
 }  # fmt: skip
 
 
@@ -105,6 +105,7 @@ def test_an_old_key_in_python_names_its_new_place():
         ({"search": {"simulations": 0}}, "arena.search.simulations=0: must be >= 1"),
         ({"search": {"temperature_moves": -1}}, "arena.search.temperature_moves=-1: must be >= 0"),
         ({"search": {"late_moves": -1}}, "arena.search.late_moves=-1: must be >= 0"),
+        ({"search": {"late_player": 2}}, "arena.search.late_player=2: must be null (both"),
         ({"search": {"late_temperature": 0.0}}, "arena.search.late_temperature=0.0: must be in (0, 1]"),
         ({"search": {"late_temperature": 2.0}}, "arena.search.late_temperature=2.0: must be in (0, 1]"),
         ({"search": {"second_player_simulations": 0}},

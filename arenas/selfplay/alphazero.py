@@ -187,9 +187,13 @@ def _in_opening(ply: np.ndarray, plies: int) -> bool:
 def sampling_temperature(ply: np.ndarray, cfg: Any) -> np.ndarray:
     """The temperature a training move at ``ply`` (stones on the board, ``[n]``) is sampled
     with: 1 for the first ``temperature_moves`` plies, ``late_temperature`` for the
-    ``late_moves`` after them, then 0 (the most visited move)."""
+    ``late_moves`` after them (only ``late_player``'s plies when it is set: 0 the even, 1
+    the odd), then 0 (the most visited move)."""
     late_end = cfg.temperature_moves + cfg.late_moves
-    late = np.where(ply < late_end, float(cfg.late_temperature), 0.0)
+    late = ply < late_end
+    if cfg.late_player is not None:  # the other player's late plies: the most visited move
+        late = late & (ply % 2 == cfg.late_player)
+    late = np.where(late, float(cfg.late_temperature), 0.0)
     return np.where(ply < cfg.temperature_moves, 1.0, late)
 
 

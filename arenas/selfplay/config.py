@@ -145,6 +145,10 @@ class SearchConfig:
     late_temperature: float = 0.5
     """The temperature of the ``late_moves`` plies (1: as the first ones; near 0: the most
     visited)."""
+    late_player: Optional[int] = None  # noqa: UP045
+    """Whose ``late_moves`` are sampled: null both players', 0 the first player's (even
+    plies), 1 the second's (odd plies; a defender that varies its replies, as a solver
+    picking among equally good ones does); the other player's are the most visited."""
     second_player_simulations: Optional[int] = None  # noqa: UP045
     """Simulations of the second player's training moves (null: ``simulations``): a
     deeper search on one side, e.g. a stronger defender in a first-player win."""
@@ -223,6 +227,9 @@ class SearchConfig:
         _need(0 < self.late_temperature <= 1, f"{at}.late_temperature", self.late_temperature,
               "in (0, 1] (visits ** (1 / T); 1: as the first plies)",
               f"e.g. {at}.late_temperature=0.5")  # fmt: skip
+        _need(self.late_player in (None, 0, 1), f"{at}.late_player", self.late_player,
+              "null (both players), 0 (the first) or 1 (the second)",
+              f"e.g. {at}.late_player=1")  # fmt: skip
         if self.second_player_simulations is not None:
             _need(self.second_player_simulations >= 1, f"{at}.second_player_simulations",
                   self.second_player_simulations, ">= 1 (null: simulations)",
