@@ -301,7 +301,9 @@ def stopped(local_ray, tmp_path_factory):
 
     def stop_while_a_worker_plays():
         try:  # a failure here is the fixture's to report, not a thread warning
-            _wait_for(lambda: list(slow.glob("playing_*")), 60, "a worker inside step 2")
+            _wait_for(
+                lambda: list(slow.glob("playing_*")), REACH_STEP_2_S, "a worker inside step 2"
+            )
         except AssertionError as e:
             took["error"] = str(e)
             return
@@ -318,6 +320,12 @@ def stopped(local_ray, tmp_path_factory):
 
 def _same(a: dict, b: dict) -> bool:
     return a.keys() == b.keys() and bool(a) and all(np.array_equal(a[k], b[k]) for k in a)
+
+
+# the wait for the precondition (Ray's workers up, step 1 collected, a worker inside step 2),
+# not a promise of the feature: 60 s timed out on a loaded machine (three training runs
+# beside the tests); the stop's and the pause's own bounds are asserted from t0 on
+REACH_STEP_2_S = 180
 
 
 def _wait_for(predicate, timeout: float, what: str):
@@ -364,7 +372,7 @@ def test_pause_mid_collection_cancels_the_slices_and_resume_is_bit_identical(
     seen: dict = {}
 
     def pause_while_a_worker_plays():
-        _wait_for(lambda: list(slow.glob("playing_*")), 60, "a worker inside step 2")
+        _wait_for(lambda: list(slow.glob("playing_*")), REACH_STEP_2_S, "a worker inside step 2")
         t0 = time.monotonic()
         seen["answer"] = Client(run_dir).post("/api/pause").json()  # returns once applied
         seen["pause_s"] = time.monotonic() - t0
