@@ -22,8 +22,15 @@ user set, or when ``PADDLECRAFT_CPU_TUNING=0``. What was applied is recorded in
 
 from __future__ import annotations
 
+import contextlib
+import io
 import os
 import sys
+import warnings
+
+#: the lines ``import paddle`` prints to stderr that tell a user of this toolkit nothing:
+#: its warning when ``OMP_NUM_THREADS`` > 1 (set on purpose: a thread per core)
+PADDLE_IMPORT_NOISE = ("WARNING: OMP_NUM_THREADS set to ", "PLEASE USE OMP_NUM_THREADS WISELY.")
 
 
 def _cpuinfo(field: str) -> str:
@@ -38,7 +45,8 @@ def _cpuinfo(field: str) -> str:
     return ""
 
 
-def _cpu_vendor() -> str:
+def cpu_vendor() -> str:
+    """The CPU vendor (``GenuineIntel``, ``AuthenticAMD``; "" where /proc/cpuinfo has none)."""
     return _cpuinfo("vendor_id")
 
 
@@ -57,9 +65,27 @@ def apply_cpu_tuning() -> dict[str, str]:
     if "OMP_NUM_THREADS" not in os.environ:
         cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
         applied["OMP_NUM_THREADS"] = str(max(1, cores or 1))
-    if "MKL_DEBUG_CPU_TYPE" not in os.environ and _cpu_vendor() == "AuthenticAMD":
+    if "MKL_DEBUG_CPU_TYPE" not in os.environ and cpu_vendor() == "AuthenticAMD":
         applied["MKL_DEBUG_CPU_TYPE"] = "5"
     os.environ.update(applied)
     if applied:
         os.environ["PADDLECRAFT_CPU_TUNING"] = ",".join(f"{k}={v}" for k, v in applied.items())
     return applied
+
+
+def import_paddle_quietly() -> None:
+    """``import paddle`` without its import-time notes about settings made on purpose: the
+    ``OMP_NUM_THREADS`` warning (`PADDLE_IMPORT_NOISE`) and the C++-extension builder's
+    "No ccache found" (nothing here compiles extensions). Anything else it prints still
+    reaches stderr, and an import error is raised as it is. Call after `apply_cpu_tuning`."""
+    if "paddle" in sys.modules:
+        return
+    buf = io.StringIO()
+    try:
+        with warnings.catch_warnings(), contextlib.redirect_stderr(buf):
+            warnings.filterwarnings("ignore", message="No ccache found", category=UserWarning)
+            import paddle  # noqa: F401
+    finally:
+        for line in buf.getvalue().splitlines(keepends=True):
+            if not line.startswith(PADDLE_IMPORT_NOISE):
+                sys.stderr.write(line)

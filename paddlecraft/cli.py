@@ -33,7 +33,7 @@ from hydra.core.hydra_config import HydraConfig
 from omegaconf import DictConfig
 
 from paddlecraft import PADDLE_MISSING, __version__
-from paddlecraft.encoders.cpu_tuning import apply_cpu_tuning
+from paddlecraft.encoders.cpu_tuning import apply_cpu_tuning, import_paddle_quietly
 from paddlecraft.mistakes import run_hydra
 
 # Paddle is imported only past --help/--version (both answer at once), after the CPU tuning.
@@ -145,6 +145,7 @@ def main(argv: Sequence[str] | None = None) -> int | None:
         sys.stderr.write(f"error: {PADDLE_MISSING}\n")
         return 2
     apply_cpu_tuning()  # before anything imports paddle
+    import_paddle_quietly()
     if args[:1] == ["tournament"]:
         from paddlecraft.arenas.selfplay.tournament import main as tournament_main
 

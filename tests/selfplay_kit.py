@@ -47,16 +47,21 @@ def ttt_policy(name: str, **kw: object) -> object:
     return Policy(name, encoder=TTT_MLP, obs_shape=[3, 3, 2], num_actions=9, seed=0, **kw)
 
 
-def targets_script() -> object:
-    """``scripts/selfplay_targets.py`` imported as a module (it is no package's)."""
+def script(name: str) -> object:
+    """``scripts/<name>.py`` imported as a module (it is no package's)."""
     import importlib.util
     from pathlib import Path
 
-    path = Path(__file__).resolve().parents[1] / "scripts" / "selfplay_targets.py"
-    spec = importlib.util.spec_from_file_location("selfplay_targets", path)
-    script = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(script)
-    return script
+    path = Path(__file__).resolve().parents[1] / "scripts" / f"{name}.py"
+    spec = importlib.util.spec_from_file_location(name, path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def targets_script() -> object:
+    """``scripts/selfplay_targets.py`` imported as a module."""
+    return script("selfplay_targets")
 
 
 def opinionated(policy: object) -> object:

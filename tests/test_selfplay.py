@@ -30,6 +30,7 @@ from paddlecraft.arenas.games import MinimaxPlayer, TicTacToe, random_legal
 from paddlecraft.arenas.selfplay import tictactoe_losing_lines
 from paddlecraft.arenas.selfplay.league import LeagueTable, OpponentPool
 from paddlecraft.arenas.selfplay.ppo import mirror_samples
+from paddlecraft.encoders.cpu_tuning import cpu_vendor
 from paddlecraft.encoders.tensorio import CheckpointError
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -422,6 +423,14 @@ def test_connect_four_raw_policy_beats_mcts100(connect_four_run):
     assert connect_four_run["win_rate_vs_mcts100"] >= 0.9
 
 
+#: seed 0's figures, rounded down, on each machine kind (CPU vendor) it was measured on:
+#: raw perfect / good, search200 perfect / good (the LCB move). Intel Xeon: 0.7825 / 0.925,
+#: 0.8825 / 0.975 (before first-play urgency and alpha 0.3, until 2026-11-29: 0.7775 /
+#: 0.9325 and 0.870 / 0.9725); AMD EPYC (2026-11-29): 0.7675 / 0.930, 0.835 / 0.9725. On
+#: another kind, the lower of the two
+SEED0_FLOORS = {"GenuineIntel": (0.78, 0.92, 0.88, 0.97), "AuthenticAMD": (0.76, 0.93, 0.83, 0.97)}
+
+
 @pytest.mark.slow
 def test_connect_four_plays_the_solvers_best_move_most_of_the_time(connect_four_run):
     """The floors are this run's figures, rounded down: the seed table's seed 0 (one thread,
@@ -432,10 +441,10 @@ def test_connect_four_plays_the_solvers_best_move_most_of_the_time(connect_four_
     machine kind it was measured on; a floor under them would let the documented figures
     slip. The issue's targets and how the 3-seed means stand:
     docs/guide/selfplay-scale-and-solver.md. With two threads, or on another machine kind,
-    the run is another trajectory."""
-    m = connect_four_run  # seed 0, one thread, Intel Xeon: raw 0.7825 / 0.925, search200
-    # with the LCB move 0.8825 / 0.975 (before first-play urgency and alpha 0.3, until
-    # 2026-11-29: 0.7775 / 0.9325 and 0.870 / 0.9725; the 3-seed means 0.789 / 0.862
-    # against 0.774 / 0.871 now)
-    assert m["perfect_move_rate"] >= 0.78 and m["good_move_rate"] >= 0.92
-    assert m["search_perfect_move_rate"] >= 0.88 and m["search_good_move_rate"] >= 0.97
+    the run is another trajectory: Intel Xeon and AMD EPYC each have their row
+    (`SEED0_FLOORS`, the seed table's seed 0 on each)."""
+    m = connect_four_run
+    lowest = tuple(map(min, zip(*SEED0_FLOORS.values(), strict=True)))
+    raw, raw_good, search, search_good = SEED0_FLOORS.get(cpu_vendor(), lowest)
+    assert m["perfect_move_rate"] >= raw and m["good_move_rate"] >= raw_good
+    assert m["search_perfect_move_rate"] >= search and m["search_good_move_rate"] >= search_good

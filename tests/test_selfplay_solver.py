@@ -1,9 +1,11 @@
 """The Connect Four solver as a judge: exact values of known positions through our board
 encoding, the solver anchor (perfect and depth-limited), the perfect-move rate and its
-seeded position set, the arena's final-evaluation metrics, the missing-extra message."""
+seeded position set, the arena's final-evaluation metrics, the missing-extra message,
+Pascal Pons' test files and the mistake-rate benchmark on them."""
 
 from __future__ import annotations
 
+import json
 import sys
 
 import numpy as np
@@ -275,3 +277,71 @@ def test_result_plies_say_how_far_a_result_is():
     bands = [k for k in by if k.startswith("result in")]
     assert bands and sum(by[k]["n"] for k in bands) == decided.sum()
     assert all(by[k]["perfect_move_rate"] == 1.0 for k in bands)  # the solver's own moves
+
+
+def _pons_line(moves: list[int]) -> str:
+    """A line of Pons' format for the position after ``moves`` (0-based columns): the
+    columns 1-based, then the best move's exact value."""
+    return "".join(str(a + 1) for a in moves) + f" {int(np.nanmax(solve_planes(_after(moves)[0])))}"
+
+
+PONS_GAMES = ([3, 3, 4, 0, 2], [0, 1, 0, 1, 0, 1], [3, 3, 3, 3, 3, 3], [2, 6, 4, 6, 1, 5, 6, 0])
+
+
+def test_pons_test_files_replay_to_our_positions_and_wrong_ones_name_their_line(tmp_path):
+    from paddlecraft.arenas.games.solver import pons_positions
+
+    f = tmp_path / "Test_L1_R2"
+    f.write_text("\n".join(_pons_line(m) for m in PONS_GAMES) + "\n")
+    pos = pons_positions(f)
+    assert pos.plies.tolist() == [len(m) for m in PONS_GAMES]
+    for i, moves in enumerate(PONS_GAMES):
+        planes, masks = _after(moves)
+        assert (pos.planes[i] == planes[0]).all() and (pos.masks[i] == masks[0]).all()
+        np.testing.assert_array_equal(pos.values[i], solve_planes(planes)[0])
+    assert pos.values[1, 0] == 18  # three in column 0, X to move: wins at once
+    assert len(pons_positions(f, limit=2)) == 2
+    bad = {
+        "0121 3": "not a position of Pons' format",  # 0-based columns
+        "1111111 5": "not a position of Pons' format",  # a 7th stone in column 1
+        "1212121": "not a position of Pons' format",  # no score
+        "4444 7": "line 1: the file gives score 7, the solver",
+    }
+    for line, message in bad.items():
+        f.write_text(line + "\n")
+        with pytest.raises(ConfigError, match=message):
+            pons_positions(f)
+    # the game is over after X's four in column 0: no position to judge
+    f.write_text(_pons_line([0, 1, 0, 1, 0, 1]) + "\n1212121 1\n")
+    with pytest.raises(ConfigError, match="line 2"):
+        pons_positions(f)
+    with pytest.raises(ConfigError, match="not found"):
+        pons_positions(tmp_path / "Test_L9_R9")
+
+
+def test_pons_benchmark_scores_mistakes_as_alphazero_jl(tmp_path):
+    """The script judges players on each test file: the solver makes no mistake and plays
+    every perfect move; a player that gives wins away makes exactly those mistakes."""
+    from selfplay_kit import script
+
+    bench = script("pons_benchmark")
+    (tmp_path / "Test_L3_R1").write_text("\n".join(_pons_line(m) for m in PONS_GAMES))
+    (tmp_path / "other").write_text("ignored: not a Test_L*_R* name")
+    rows = bench.main([str(tmp_path), "--players", "solver", "random", "--out",
+                       str(tmp_path / "rows.json")])  # fmt: skip
+    assert [(r["set"], r["player"]) for r in rows] == [
+        ("end-easy", "solver"),
+        ("end-easy", "random"),
+    ]
+    solver, rand = rows
+    assert solver["mistake_rate"] == 0.0 and solver["perfect_move_rate"] == 1.0
+    # what the random player's own moves score, counted here from the exact values
+    from paddlecraft.arenas.games.solver import pons_positions
+
+    p = pons_positions(tmp_path / "Test_L3_R1")
+    moves = judged_moves(make_baseline("random", ConnectFour), p)
+    expect = move_rates(p.values, moves)
+    assert rand["mistake_rate"] == round(1 - expect["good_move_rate"], 4)
+    assert rand["perfect_move_rate"] == round(expect["perfect_move_rate"], 4)
+    assert json.loads((tmp_path / "rows.json").read_text())["rows"] == rows
+    assert "| end-easy (4) | 0.0 (100.0) |" in bench.table(rows)

@@ -10,6 +10,8 @@ appears in training targets, in the search or as a training opponent.
   ``d`` plies and then rolling out non-losing moves: a weakened solver);
 - `solver_positions`: a fixed, seeded set of positions from realistic play (plies
   0-30, only positions where the moves' values differ), each move's exact value attached;
+- `pons_positions`: the positions of a test file of Pascal Pons' benchmark (the set
+  AlphaZero.jl's mistake rates are measured on), each move's exact value attached;
 - `perfect_move_rate`: the share of a player's moves with the best value and the
   share that keep the position's theoretical result ("good moves").
 
@@ -21,6 +23,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from functools import lru_cache
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -29,7 +32,7 @@ from paddlecraft.agents.settings import ConfigError
 
 from .baselines import Player, TacticalPlayer
 from .connect_four import ConnectFour
-from .core import U64
+from .core import U64, IllegalMoveError
 
 _INSTALL = "pip install paddlecraft[solver]"
 #: random-stream ids: the games that yield the judged positions ``[seed, id]``, and the
@@ -54,8 +57,6 @@ def _core() -> Any:
 def _engine() -> Any:
     """One solver engine per process (loading the opening book is slow)."""
     core, databases = _core()
-    from pathlib import Path
-
     return core.BitBullyCore(Path(databases.BitBullyDatabases.get_database_path("default")))
 
 
@@ -188,6 +189,57 @@ def solver_positions(
     pick = np.sort(rng.choice(kept, n, replace=False))  # an unbiased n of them
     order = pick[np.argsort(cat[3][pick], kind="stable")]  # by ply
     return SolvedPositions(*(x[order] for x in cat))
+
+
+def pons_positions(path: str | Path, limit: int | None = None) -> SolvedPositions:
+    """Positions from a test file in Pascal Pons' format, with exact move values.
+
+    Pons' Connect Four benchmark (``Test_L<stage>_R<difficulty>``, 1,000 positions each;
+    AlphaZero.jl's mistake-rate benchmark judges on it) has one position per line: the
+    columns played from the empty board, **1-based** (``4453``), a space, and the
+    position's score for the mover (bitbully's scale: > 0 a win, larger sooner). Each
+    line is replayed through `ConnectFour` and solved; the file's score must be the best
+    move's value, so a file with 0-based columns or another score scale fails here, naming
+    the line, instead of being judged wrong. ``limit``: the first ``limit`` lines only.
+    """
+    path = Path(path)
+    if not path.is_file():
+        raise ConfigError(f"Pons test file {str(path)!r} not found: expected a file of "
+                          "'<columns 1-7> <score>' lines, e.g. Test_L1_R2")  # fmt: skip
+    rows = [ln.split() for ln in path.read_text().splitlines() if ln.strip()][:limit]
+    planes, masks, plies = [], [], []
+    for k, row in enumerate(rows, 1):
+        ok = len(row) == 2 and set(row[0]) <= set("1234567") and row[1].lstrip("-").isdigit()
+        g = ConnectFour(1)
+        try:
+            for c in row[0] if ok else ():
+                g.step(np.array([int(c) - 1]))
+        except IllegalMoveError:
+            ok = False
+        if not ok or g.done[0]:
+            raise ConfigError(
+                f"{path.name} line {k}: {' '.join(row)!r} is not a position of Pons' format: "
+                "expected '<columns 1-7> <score>' (e.g. '4453 -2'), the columns replaying to "
+                "an unfinished game"
+            )
+        p, m = g.observe()
+        planes.append(p[0])
+        masks.append(m[0].astype(bool))
+        plies.append(len(row[0]))
+    if not rows:
+        raise ConfigError(f"{path.name}: no positions ('<columns 1-7> <score>' lines)")
+    planes_, masks_ = np.stack(planes), np.stack(masks)
+    values = solve_planes(planes_)
+    scores = np.array([int(r[1]) for r in rows])
+    wrong = np.flatnonzero(np.nanmax(values, axis=1) != scores)
+    if len(wrong):
+        k = int(wrong[0])
+        raise ConfigError(
+            f"{path.name} line {k + 1}: the file gives score {scores[k]}, the solver "
+            f"{int(np.nanmax(values[k]))} ({len(wrong)} of {len(rows)} lines disagree): "
+            "expected Pons' scores with 1-based columns"
+        )
+    return SolvedPositions(planes_, masks_, values, np.asarray(plies))
 
 
 def perfect_move_rate(
