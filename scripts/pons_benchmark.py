@@ -16,7 +16,8 @@ difficulty R1 *easy* (under 14 moves from the end with perfect play), R2 *medium
 A move is a **mistake**, as in AlphaZero.jl's ``pons_benchmark.jl``, when another move has
 a strictly better theoretical result (win > draw > loss): the mistake rate is one minus
 the good-move rate of `move_rates`. The perfect-move rate (the soonest win, the longest
-defence, the stricter figure this project's targets use) is printed beside it.
+defence, the stricter figure this project's targets use) is printed beside it, and the
+share of positions where no move can be a mistake (every move keeps the same result).
 
 Players are given as to the tournament (`make_entrant`): a run folder (its greedy
 policy), ``folder:search<N>`` (PUCT search with N simulations, the policy's own search
@@ -32,6 +33,8 @@ import re
 import sys
 from pathlib import Path
 from typing import Any
+
+import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # this checkout's paddlecraft
 
@@ -78,6 +81,9 @@ def benchmark(
     rows = []
     for f in files:
         pos = pons_positions(f, limit)
+        # positions where every legal move has the same theoretical result: no mistake there
+        signs = np.sign(pos.values)
+        same = np.nanmax(signs, axis=1) == np.nanmin(signs, axis=1)
         for e in players:
             r = move_rates(pos.values, judged_moves(e.player, pos))
             row = {
@@ -87,6 +93,7 @@ def benchmark(
                 "positions": len(pos),
                 "mistake_rate": round(1.0 - r["good_move_rate"], 4),
                 "perfect_move_rate": round(r["perfect_move_rate"], 4),
+                "no_mistake_possible": round(float(same.mean()), 4),
             }
             print(json.dumps(row), flush=True)
             rows.append(row)

@@ -303,7 +303,7 @@ def test_pons_test_files_replay_to_our_positions_and_wrong_ones_name_their_line(
     assert len(pons_positions(f, limit=2)) == 2
     bad = {
         "0121 3": "not a position of Pons' format",  # 0-based columns
-        "1111111 5": "not a position of Pons' format",  # a 7th stone in column 1
+        "1111111 5": r"not a legal move there \(column full",  # a 7th stone in column 1
         "1212121": "not a position of Pons' format",  # no score
         "4444 7": "line 1: the file gives score 7, the solver",
     }
@@ -335,6 +335,9 @@ def test_pons_benchmark_scores_mistakes_as_alphazero_jl(tmp_path):
     ]
     solver, rand = rows
     assert solver["mistake_rate"] == 0.0 and solver["perfect_move_rate"] == 1.0
+    # O facing X's open three loses whatever it plays, and in the last game every move
+    # wins: two of the four positions leave no room for a mistake
+    assert solver["no_mistake_possible"] == rand["no_mistake_possible"] == 0.5
     # what the random player's own moves score, counted here from the exact values
     from paddlecraft.arenas.games.solver import pons_positions
 

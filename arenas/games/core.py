@@ -31,6 +31,8 @@ import numpy as np
 from gymnasium.vector import AutoresetMode, VectorEnv
 
 U64 = np.uint64
+#: the characters a line of moves is written in (one per move: a column or a cell)
+DIGITS = tuple("0123456789")
 
 
 def game_indices(idx: Any, num_envs: int) -> np.ndarray:
@@ -74,6 +76,31 @@ class BoardGame:
         self.moves = np.zeros(n, np.int16)
         self.done = np.zeros(n, bool)
         self.winner = np.full(n, -1, np.int8)
+
+    @classmethod
+    def after(cls, line: str) -> BoardGame:
+        """One game after the moves ``line`` (a digit per move from the empty board;
+        anything after ``:`` is ignored). Raises ``ValueError`` naming the line and the
+        move where it cannot go on, or saying that the game is over there."""
+        moves = str(line).split(":", 1)[0].strip()
+        board = cls(1)
+        for i, c in enumerate(moves):
+            where = f"line {line!r}, move {i + 1} ({c!r})"
+            if not (c in DIGITS and int(c) < cls.num_actions):
+                raise ValueError(
+                    f"{where}: expected a digit 0-{cls.num_actions - 1} ({cls.name}'s moves)"
+                )
+            if board.done[0]:
+                raise ValueError(f"{where}: the game ended at move {i}; give a shorter line")
+            try:
+                board.step(np.array([int(c)]))
+            except IllegalMoveError:
+                raise ValueError(
+                    f"{where}: not a legal move there (column full or cell taken)"
+                ) from None
+        if board.done[0]:
+            raise ValueError(f"line {line!r}: the game is over there; give a shorter line")
+        return board
 
     # ------------------------------------------------------------------ shapes
     @classmethod

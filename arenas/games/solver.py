@@ -32,7 +32,7 @@ from paddlecraft.agents.settings import ConfigError
 
 from .baselines import Player, TacticalPlayer
 from .connect_four import ConnectFour
-from .core import U64, IllegalMoveError
+from .core import U64
 
 _INSTALL = "pip install paddlecraft[solver]"
 #: random-stream ids: the games that yield the judged positions ``[seed, id]``, and the
@@ -209,18 +209,17 @@ def pons_positions(path: str | Path, limit: int | None = None) -> SolvedPosition
     rows = [ln.split() for ln in path.read_text().splitlines() if ln.strip()][:limit]
     planes, masks, plies = [], [], []
     for k, row in enumerate(rows, 1):
+        why = "not '<columns 1-7> <score>'"
         ok = len(row) == 2 and set(row[0]) <= set("1234567") and row[1].lstrip("-").isdigit()
-        g = ConnectFour(1)
-        try:
-            for c in row[0] if ok else ():
-                g.step(np.array([int(c) - 1]))
-        except IllegalMoveError:
-            ok = False
-        if not ok or g.done[0]:
+        try:  # Pons' columns are 1-based, a line of moves here 0-based
+            g = ConnectFour.after("".join(str(int(c) - 1) for c in row[0])) if ok else None
+        except ValueError as e:
+            g, why = None, f"0-based columns here: {e}"
+        if g is None:
             raise ConfigError(
-                f"{path.name} line {k}: {' '.join(row)!r} is not a position of Pons' format: "
-                "expected '<columns 1-7> <score>' (e.g. '4453 -2'), the columns replaying to "
-                "an unfinished game"
+                f"{path.name} line {k}: {' '.join(row)!r} is not a position of Pons' format "
+                f"({why}): expected '<columns 1-7> <score>' (e.g. '4453 -2'), the columns "
+                "replaying to an unfinished game"
             )
         p, m = g.observe()
         planes.append(p[0])

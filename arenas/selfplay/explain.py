@@ -25,37 +25,16 @@ import numpy as np
 from paddlecraft.agents import Policy
 from paddlecraft.errors import ConfigError
 
-from ..games.core import BoardGame, IllegalMoveError
+from ..games.core import DIGITS, BoardGame
 from ..games.search import played_moves
 from .player import SearchPlayer, _rules, load_policy
 
-#: the characters a line's moves are written in (one per move)
-DIGITS = tuple("0123456789")
-
 
 def position_after(game: str | type[BoardGame], line: str) -> BoardGame:
-    """One board of ``game`` after the moves ``line`` (digits; anything after ``:`` is
-    ignored). Raises ``ValueError`` naming the line and the move where it cannot go on."""
-    rules = _rules(game)
-    moves = str(line).split(":", 1)[0].strip()
-    board = rules(1)
-    for i, c in enumerate(moves):
-        where = f"line {line!r}, move {i + 1} ({c!r})"
-        if not (c in DIGITS and int(c) < rules.num_actions):
-            raise ValueError(
-                f"{where}: expected a digit 0-{rules.num_actions - 1} ({rules.name}'s moves)"
-            )
-        if board.done[0]:
-            raise ValueError(f"{where}: the game ended at move {i}; give a shorter line")
-        try:
-            board.step(np.array([int(c)]))
-        except IllegalMoveError:
-            raise ValueError(
-                f"{where}: not a legal move there (column full or cell taken)"
-            ) from None
-    if board.done[0]:
-        raise ValueError(f"line {line!r}: the game is over there; give a shorter line")
-    return board
+    """One board of ``game`` after the moves ``line`` (`BoardGame.after`: digits; anything
+    after ``:`` is ignored). Raises ``ValueError`` naming the line and the move where it
+    cannot go on."""
+    return _rules(game).after(line)
 
 
 def _exact_values(rules: type[BoardGame], planes: np.ndarray) -> list[float | None] | None:
