@@ -24,6 +24,8 @@ MASK_PENALTY = 1e9
 #: the search's move rules (``paddlecraft.arenas.games.search.MOVE_RULES``; agents do not
 #: import the arenas): what ``search_move`` accepts
 SEARCH_MOVES = ("visits", "lcb")
+#: the ownership head's classes per cell, in order: empty, the mover's, the opponent's
+OWNERSHIP_CLASSES = 3
 
 
 @dataclass
@@ -53,6 +55,12 @@ class PolicyConfig(AgentConfig):
     #: search updates train it (``arena.update.opponent_policy_coef``). Only the training
     #: reads it, never a search. Off: the policy has no such layer (its parameters unchanged).
     opponent_policy: bool = False
+    #: KataGo's ownership target, as Connect Four has it: a fifth output (``ownership_head``,
+    #: 3 logits per cell: empty, the mover's, the opponent's) predicting who holds each
+    #: cell when the game ends (which side fills which square: the game's zugzwang);
+    #: search updates train it (``arena.update.ownership_coef``). Only the training reads
+    #: it, never a search. Off: the policy has no such layer (its parameters unchanged).
+    ownership: bool = False
     #: every search with this policy scores the positions the rules decide within two
     #: plies exactly (the mover has a winning move; the opponent has two it cannot both
     #: block) and searches no further below them (`MCTS` ``tactics``). Saved with the policy.
@@ -189,6 +197,10 @@ class Policy(Agent):
                 self.opponent_policy_head = self.make_head(
                     "opponent_policy_head", lambda: nn.Linear(feat, num_actions)
                 )
+            self.ownership = bool(self.cfg.ownership)
+            if self.ownership:  # made last, for the same reason; [feat] -> [cells * 3]
+                out = obs_shape[0] * obs_shape[1] * OWNERSHIP_CLASSES
+                self.ownership_head = self.make_head("ownership_head", lambda: nn.Linear(feat, out))
             with paddle.no_grad():  # near-uniform first policy: small policy-head weights
                 self.policy_head.weight.set_value(self.policy_head.weight * 0.01)
                 self.policy_head.bias.set_value(paddle.zeros_like(self.policy_head.bias))
@@ -224,13 +236,17 @@ class Policy(Agent):
     ) -> tuple[paddle.Tensor, paddle.Tensor, paddle.Tensor | None]:
         """``(logits [B, A], value [B], plies left [B])`` (the last ``None`` without the
         moves-left head, or with ``moves_left=False``)."""
-        out = self.heads(obs, moves_left=moves_left, opponent=False)
+        out = self.heads(obs, moves_left=moves_left, opponent=False, ownership=False)
         return out["logits"], out["value"], out.get("moves_left")
 
-    def heads(self, obs: Any, moves_left: bool = True, opponent: bool = True) -> dict[str, Any]:
+    def heads(
+        self, obs: Any, moves_left: bool = True, opponent: bool = True, ownership: bool = True
+    ) -> dict[str, Any]:
         """Every head's output on one pass of the trunk: ``logits [B, A]``, ``value [B]``,
         and where the policy has those heads (and they are asked for) ``moves_left [B]``
-        (plies left) and ``opponent_logits [B, A]`` (the opponent's reply, unmasked)."""
+        (plies left), ``opponent_logits [B, A]`` (the opponent's reply, unmasked) and
+        ``ownership_logits [B, rows, cols, 3]`` (each cell at the game's end: empty, the
+        mover's, the opponent's)."""
         x = self._prepare(obs)
         h = self.encoder.forward_all(x)["pooled"]  # [B, feature_dim]
         out = {
@@ -243,6 +259,9 @@ class Policy(Agent):
             )  # [B]
         if opponent and self.opponent_policy:
             out["opponent_logits"] = self.opponent_policy_head(h)  # [B, A]
+        if ownership and self.ownership:  # [B, rows, cols, 3]
+            shape = [-1, self.obs_shape[0], self.obs_shape[1], OWNERSHIP_CLASSES]
+            out["ownership_logits"] = self.ownership_head(h).reshape(shape)
         return out
 
     def masked_log_probs(self, logits: paddle.Tensor, mask: Any) -> paddle.Tensor:

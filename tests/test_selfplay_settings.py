@@ -44,7 +44,7 @@ ADDED = {
     "search.fast_simulations": 10, "eval.average_last": 0, "search.cache": True,
     "search.reuse": False, "search.network_copy": True, "update.explored_values": "outcome",
     "search.late_moves": 0, "search.late_temperature": 0.5, "search.second_player_simulations": None,
-    "search.forced_playouts": 0.0, "update.opponent_policy_coef": 0.15,
+    "search.forced_playouts": 0.0, "update.opponent_policy_coef": 0.15, "update.ownership_coef": 1.5,
     "search.opening_dirichlet_alpha": None, "search.policy_temperature": 1.0,
     "search.opening_policy_temperature": None, "search.late_player": None,
 }  # fmt: skip
@@ -102,6 +102,7 @@ def test_an_old_key_in_python_names_its_new_place():
         ({"update": {"epochs": 0}}, "arena.update.epochs=0: must be >= 1"),
         ({"update": {"minibatch_size": 0}}, "arena.update.minibatch_size=0: must be >= 1"),
         ({"update": {"opponent_policy_coef": -0.1}}, "arena.update.opponent_policy_coef=-0.1: must be >= 0"),
+        ({"update": {"ownership_coef": -1.0}}, "arena.update.ownership_coef=-1.0: must be >= 0"),
         ({"search": {"simulations": 0}}, "arena.search.simulations=0: must be >= 1"),
         ({"search": {"temperature_moves": -1}}, "arena.search.temperature_moves=-1: must be >= 0"),
         ({"search": {"late_moves": -1}}, "arena.search.late_moves=-1: must be >= 0"),

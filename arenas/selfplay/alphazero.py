@@ -336,6 +336,34 @@ def opponent_policy_targets(records: list[dict[str, np.ndarray]]) -> np.ndarray:
     return out
 
 
+def ownership_targets(records: list[dict[str, np.ndarray]], rules: type[BoardGame]) -> np.ndarray:
+    """The ownership head's targets ``float32 [samples, rows, cols, 3]`` (in
+    `outcome_samples`' order; KataGo's ownership target as a board game without territory
+    has it): one-hot per cell, who holds the cell when the game ends, seen from each
+    sample's mover (`OWNERSHIP_CLASSES` order: empty, the mover's, the opponent's). A
+    game's final board is its last recorded position with the recorded move played
+    (``rules.play``); a reply after it that the records do not hold (an opponent's
+    unrecorded last move) is not on it."""
+    ply = np.concatenate([r["ply"] for r in records]).astype(np.int64)  # [N]
+    game = np.concatenate([r["game"] for r in records]).astype(np.int64)  # [N]
+    obs = np.concatenate([r["obs"] for r in records])  # [N, rows, cols, 2]
+    if not len(ply):
+        return np.zeros((*obs.shape[:3], 3), np.float32)
+    last = np.full(int(game.max()) + 1, -1, np.int64)
+    np.maximum.at(last, game, ply)
+    ends = np.flatnonzero(ply == last[game])  # [G]: each game's last recorded row
+    action = np.concatenate([r["action"] for r in records]).astype(np.int64)
+    cur, mask, _, _ = rules.play(*rules.from_planes(obs[ends]), action[ends])
+    final = np.zeros((len(last), *obs.shape[1:]), np.int8)  # [games, rows, cols, 2]
+    final[game[ends]] = rules.planes(cur, mask)  # the next mover's stones, the last mover's
+    f = final[game]  # [N, rows, cols, 2]
+    last_mover = ((last[game] - ply) % 2 == 0)[:, None, None]  # [N, 1, 1]
+    own = np.where(last_mover, f[..., 1], f[..., 0]) > 0
+    theirs = np.where(last_mover, f[..., 0], f[..., 1]) > 0
+    cls = np.where(own, 1, np.where(theirs, 2, 0))  # [N, rows, cols]
+    return np.eye(3, dtype=np.float32)[cls]
+
+
 def alphazero_step(policy: Any, b: dict[str, np.ndarray], u: Any) -> dict[str, float]:
     """One gradient step: ``policy_coef`` x cross-entropy to the visit distribution +
     ``value_coef`` x MSE to the outcome (``u`` is ``arena.update``); returns its metrics.
@@ -343,8 +371,13 @@ def alphazero_step(policy: Any, b: dict[str, np.ndarray], u: Any) -> dict[str, f
     adds ``value_coef`` x MSE of the predicted plies left, both divided by the board's
     squares (so in [0, 1], like the value's); with their ``opponent_pi`` (a policy with
     the opponent-policy head) ``opponent_policy_coef`` x the cross-entropy of the
-    opponent's reply (KataGo's auxiliary target)."""
-    out = policy.heads(b["obs"], moves_left="moves_left" in b, opponent="opponent_pi" in b)
+    opponent's reply (KataGo's auxiliary target); with their ``ownership`` (a policy with the
+    ownership head) ``ownership_coef`` x the cross-entropy of each cell's holder at the
+    game's end, averaged over the cells (KataGo's ownership target)."""
+    out = policy.heads(
+        b["obs"], moves_left="moves_left" in b, opponent="opponent_pi" in b,
+        ownership="ownership" in b,
+    )  # fmt: skip
     logits, value, plies = out["logits"], out["value"], out.get("moves_left")
     logp = policy.masked_log_probs(logits, b["mask"])  # [B, A], ~-1e9 on illegal moves
     pi = policy.to_tensor(b["pi"])
@@ -363,6 +396,11 @@ def alphazero_step(policy: Any, b: dict[str, np.ndarray], u: Any) -> dict[str, f
         opp_loss = -(policy.to_tensor(b["opponent_pi"]) * opp_logp).sum(-1).mean()
         loss = loss + u.opponent_policy_coef * opp_loss
         extra["opponent_policy_loss"] = float(opp_loss)
+    if "ownership_logits" in out:  # [B, rows, cols, 3]
+        own_logp = F.log_softmax(out["ownership_logits"], axis=-1)
+        own_loss = -(policy.to_tensor(b["ownership"]) * own_logp).sum(-1).mean()
+        loss = loss + u.ownership_coef * own_loss
+        extra["ownership_loss"] = float(own_loss)
     policy.update(loss)
     p = logp.exp()
     entropy = -(p * logp).sum(-1).mean()

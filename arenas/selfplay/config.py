@@ -60,6 +60,10 @@ class UpdateConfig:
     """Search updates with a policy that has the opponent-policy head
     (``agents.policy.opponent_policy``): weight of its cross-entropy to the opponent's
     search at the reply (KataGo's 0.15); unused without the head."""
+    ownership_coef: float = 1.5
+    """Search updates with a policy that has the ownership head (``agents.policy.ownership``):
+    weight of its per-cell cross-entropy, averaged over the cells (KataGo's 1.5 / cells x
+    the sum); unused without the head."""
     entropy_coef: float = 0.01
     """PPO/A2C: entropy bonus."""
     root_value_weight: float = 0.0
@@ -100,6 +104,8 @@ class UpdateConfig:
         )
         _need(self.opponent_policy_coef >= 0, f"{at}.opponent_policy_coef",
               self.opponent_policy_coef, ">= 0", f"e.g. {at}.opponent_policy_coef=0.15")  # fmt: skip
+        _need(self.ownership_coef >= 0, f"{at}.ownership_coef", self.ownership_coef, ">= 0",
+              f"e.g. {at}.ownership_coef=1.5")  # fmt: skip
         _need(0.0 <= self.root_value_weight <= 1.0, f"{at}.root_value_weight",
               self.root_value_weight, "in [0, 1]", f"e.g. {at}.root_value_weight=0.5")  # fmt: skip
         _need(self.explored_values in EXPLORED_VALUES, f"{at}.explored_values",

@@ -65,7 +65,8 @@ def mirror_samples(
     """Left-right mirror images of training samples (both games are symmetric that way).
 
     Boards flip their columns; per-action arrays (``mask``, search targets ``pi`` and
-    ``opponent_pi``) and ``action`` follow the mirrored action numbering; everything else
+    ``opponent_pi``) and ``action`` follow the mirrored action numbering, per-cell ones
+    (``ownership``) flip their columns with the board; everything else
     (advantages, returns, outcomes) carries over, since a mirrored position has the same
     value.
 
@@ -84,6 +85,8 @@ def mirror_samples(
     for key in ("pi", "opponent_pi"):  # per-action targets
         if key in data:
             out[key] = np.ascontiguousarray(data[key][:, perm])
+    if "ownership" in data:  # per-cell targets [N, rows, cols, 3]
+        out["ownership"] = np.ascontiguousarray(data["ownership"][:, :, ::-1])
     return out
 
 

@@ -8,7 +8,7 @@ gradient steps draws its minibatch uniformly from that window; an update makes a
 steps as ``arena.update.epochs`` passes over its own new samples would (at least one).
 
 With ``arena.update.average_duplicates`` every minibatch's targets (``pi``, ``z`` and the
-moves-left and opponent-policy heads') are the means over all the window's samples of the
+moves-left, opponent-policy and ownership heads') are the means over all the window's samples of the
 same position (the Oracle Connect Four series' "position averaging"): an opening reached
 in hundreds of games trains toward its average result and search, not toward one game's.
 The stored samples stay as played; the means are computed once per update, from the
@@ -38,7 +38,7 @@ from paddlecraft.errors import ConfigError
 GROWTH_ALPHA, GROWTH_BETA = 0.75, 0.4
 
 #: the arrays that are targets (averaged over duplicate positions); the rest are inputs
-TARGETS = ("pi", "z", "moves_left", "opponent_pi")
+TARGETS = ("pi", "z", "moves_left", "opponent_pi", "ownership")
 
 
 def position_ids(obs: np.ndarray) -> tuple[np.ndarray, int]:

@@ -24,6 +24,7 @@ from .alphazero import (
     moves_left_targets,
     opponent_policy_targets,
     outcome_samples,
+    ownership_targets,
 )
 from .config import SelfPlayConfig, UpdateConfig
 from .ppo import a2c_step, average, gae_samples, minibatches, mirror_samples, ppo_step
@@ -71,6 +72,8 @@ def _outcomes(
         )
     if getattr(policy, "opponent_policy", False):  # the replies, fast searches' included
         data["opponent_pi"] = opponent_policy_targets(rollout["records"])
+    if getattr(policy, "ownership", False):  # each cell's holder at the game's end
+        data["ownership"] = ownership_targets(rollout["records"], spec.rules)
     keep = full_search_rows(rollout["records"])
     if keep is not None:  # playout cap randomisation: the full searches' samples only
         data = {k: v[keep] for k, v in data.items()}
