@@ -21,6 +21,11 @@ and with 200 simulations, split by the position's
 result (won, drawn, lost), and 20 games as first player against the solver (its ties at
 random; the games not won by the ply of the move that gave the win away): targets >= 0.86 searching on the mean with every seed >= 0.84, >= 0.72 raw, every
 game won searching and half raw.
+
+Each run's solver figures are also recorded in its folder (``seedS/judged.json``), so the
+sweep summary groups and bootstraps them like the runs' own metrics:
+``paddlecraft summary runs/a runs/b --metric search200_perfect_move_rate`` compares two
+settings over their seeds with 95 % intervals.
 """
 
 from __future__ import annotations
@@ -153,6 +158,8 @@ def _games(out: dict[str, Any], label: str, player: Any, games: int) -> None:
     the win away, the share given away by ply 10, and the positions: columns before, move)."""
     from paddlecraft.arenas.games.solver import versus_solver
 
+    if games <= 0:  # --solver-games 0: the positions only
+        return
     first = versus_solver(player, games=games)
     for k in ("win_rate", "plies", "win_given_away_at", "given_away_by_ply_10"):
         out[f"{label}_first_vs_solver_{k}"] = first[k]
@@ -169,7 +176,8 @@ def main() -> None:
     ap.add_argument("--games", type=int, default=100, help="games per pair (--tournament)")
     ap.add_argument("--solver", type=int, default=400, help="solver-judged positions (0: off)")
     ap.add_argument("--solver-games", type=int, default=20,
-                    help="games as first player against the solver, per policy")  # fmt: skip
+                    help="games as first player against the solver, per policy (0: none, "
+                    "the positions only)")  # fmt: skip
     ap.add_argument("--deeper", type=int, nargs="*", default=[],
                     help="also play those games searching with these simulations")  # fmt: skip
     ap.add_argument("--reuse", action="store_true",
@@ -205,7 +213,7 @@ def main() -> None:
                f"seed={','.join(map(str, todo))}", "trainer.progress=false", "hydra/launcher=basic",
                f"hydra.sweep.dir={out}", "hydra.sweep.subdir=seed${seed}", *args.train]  # fmt: skip
         subprocess.run(cmd, cwd=ROOT, env=env, check=True)
-    from paddlecraft.arenas.engine.summary import update_summary
+    from paddlecraft.arenas.engine.summary import record_judgement, update_summary
 
     update_summary(out)
     print((out / "summary.md").read_text(), flush=True)
@@ -233,6 +241,10 @@ def main() -> None:
             row["tournament"] = str(run / "tournament" / "tournament.md")
         rows.append(row)
         print(json.dumps(row), flush=True)
+        if args.solver:  # the numbers, for the sweep summary (`record_judgement`)
+            judged = {k: v for k, v in row.items() if k not in ("seed", "run_s")
+                      and isinstance(v, (int, float)) and not isinstance(v, bool)}  # fmt: skip
+            record_judgement(run, judged, " ".join(["scripts/selfplay_targets.py", *sys.argv[1:]]))
     means = {k: sum(r[k] for r in rows) / len(rows) for k in TARGETS}
     print("mean", json.dumps({k: round(v, 4) for k, v in means.items()}))
     for k, (_, target) in TARGETS.items():
@@ -244,6 +256,9 @@ def main() -> None:
               f"seeds below: {low or 'none'}")  # fmt: skip
     if args.solver:
         for k, (target, floor) in SOLVER_TARGETS.items():
+            if k not in rows[0]:  # the games' figures, with --solver-games 0
+                print(f"{k} >= {target}: not measured (--solver-games 0)")
+                continue
             mean = sum(r[k] for r in rows) / len(rows)
             low = [r["seed"] for r in rows if r[k] < floor]
             met = mean >= target and not low

@@ -431,3 +431,37 @@ def test_runs_started_differently_group_by_what_they_ran(tmp_path):
     got = [(g.key, sorted(r.seed for r in g.runs)) for g in summary.groups]
     assert got == [(("lines",), [0, 1, 2]), (("mlp",), [3]), ((None,), [4])]
     assert summary.groups[0].stats.mean == pytest.approx(0.6)
+
+
+def test_judgements_made_after_the_runs_are_grouped_and_bootstrapped(tmp_path, capsys):
+    """A judge outside the run (``scripts/selfplay_targets.py``'s solver) records its figures
+    with `record_judgement`; the summary reads them as metrics: grouped by setting, over the
+    seeds, with the run's own metric winning a name clash and later judgements replacing
+    only the names they give."""
+    from paddlecraft.arenas.engine.summary.runs import JUDGED, SummaryError, record_judgement
+
+    perfect = {(0, 0): 0.80, (0, 1): 0.84, (0, 2): 0.82, (1, 0): 0.86, (1, 1): 0.88, (1, 2): 0.90}
+    for (arm, seed), value in perfect.items():
+        job = fake_job(tmp_path / f"arm{arm}", seed, seed, "finished", 0.9)
+        (job / ".hydra" / "overrides.yaml").write_text(f"- seed={seed}\n- arena.n={arm + 2}\n")
+        results = json.loads((job / "results.json").read_text())
+        results["overrides"] = [f"seed={seed}", f"arena.n={arm + 2}"]
+        (job / "results.json").write_text(json.dumps(results))
+        record_judgement(job, {"perfect": 0.0, "acc": 0.1, "lines": 3}, by="first judge")
+        record_judgement(job, {"perfect": value}, by="python scripts/judge.py")
+    judged = json.loads((tmp_path / "arm0" / "0_seed=0" / JUDGED).read_text())
+    assert judged["metrics"] == {"perfect": 0.80, "acc": 0.1, "lines": 3}
+    assert judged["by"]["perfect"] == "python scripts/judge.py"
+    assert judged["by"]["acc"] == "first judge"
+    runs = find_runs([tmp_path / "arm0", tmp_path / "arm1"])
+    assert {r.metrics["acc"] for r in runs} == {0.9}  # the run's own figure, not the judge's
+    summary = build_summary(runs, metric="perfect")
+    assert summary.by == ["arena.n"]
+    means = {g.key: g.stats.mean for g in summary.groups}
+    assert means == {(2,): pytest.approx(0.82), (3,): pytest.approx(0.88)}
+    check_interval([0.86, 0.88, 0.90], summary.groups[1].stats.ci_low,
+                   summary.groups[1].stats.ci_high, np.mean)  # fmt: skip
+    assert cli_main(["summary", str(tmp_path), "--metric", "perfect"]) == 0
+    assert "Metric: `perfect`" in capsys.readouterr().out
+    with pytest.raises(SummaryError, match="holds no finished run"):
+        record_judgement(tmp_path / "arm0", {"perfect": 1.0}, by="x")

@@ -1,6 +1,6 @@
 """Summaries of runs and sweeps: ``summary.csv/json/md`` and ``summary.png``.
 
-- `.runs`: run folders and what is read from each;
+- `.runs`: run folders and what is read from each (figures judged after a run included);
 - `.stats`: a group's n, mean, std, IQM and 95 % bootstrap intervals;
 - `.table`: rows, seed groups, the files;
 - `.plot`: the metric against the swept values;
@@ -9,7 +9,7 @@
 """
 
 from .hydra_callback import SweepSummary, share_sweep_tracking, update_summary
-from .runs import RunRecord, SummaryError, find_runs
+from .runs import RunRecord, SummaryError, find_runs, record_judgement
 from .stats import GroupStats, group_stats
 from .table import Summary, build_summary
 
@@ -22,6 +22,7 @@ __all__ = [
     "build_summary",
     "find_runs",
     "group_stats",
+    "record_judgement",
     "share_sweep_tracking",
     "update_summary",
 ]

@@ -1,6 +1,7 @@
 """Run folders and what a summary reads from each: ``results.json``, ``config.yaml``, Hydra's
-``.hydra/overrides.yaml``, and ``failed.json`` (a sweep job that raised before the run
-could write its results; written by `SweepSummary`).
+``.hydra/overrides.yaml``, ``failed.json`` (a sweep job that raised before the run
+could write its results; written by `SweepSummary`) and ``judged.json`` (figures measured
+on the finished run afterwards, by a judge outside it: `record_judgement`).
 
 A run folder is any folder holding one of those records; a sweep folder holds run folders
 (``multirun/<arena>/<time>/<n>_<overrides>/``). The search does not descend into a run's
@@ -19,10 +20,13 @@ from typing import Any
 
 import yaml
 
+from paddlecraft.encoders.tensorio import atomic_write_json
 from paddlecraft.errors import PaddleCraftError
 
 #: written into a sweep job's folder when the job raised before writing results.json
 FAILED = "failed.json"
+#: figures judged on a finished run after it ended (`record_judgement`), read as metrics
+JUDGED = "judged.json"
 #: folders never searched for runs
 SKIP_DIRS = {"mlflow", "mlruns", "checkpoints", ".hydra", "__pycache__", "policy", "media"}
 #: override keys that say how a run was run, not what it was (never grouped or shown)
@@ -152,6 +156,26 @@ def _job_number(folder: Path, hydra: dict[str, Any]) -> int | None:
     return int(m.group(1)) if m else None
 
 
+def record_judgement(folder: str | os.PathLike, metrics: dict[str, Any], by: str) -> Path:
+    """Add ``metrics``, figures measured on the finished run in ``folder`` after it ended
+    (a perfect solver's judgement of its saved policy, a benchmark), to the run's
+    ``judged.json``, atomically; ``by`` names the command that measured them. Judgements
+    accumulate (a later one replaces only the names it gives), so the summary can group
+    and bootstrap them over seeds like the run's own final metrics (`read_run`; a run's
+    own metric of the same name wins). Only numbers are read back."""
+    path = Path(folder) / JUDGED
+    if not (Path(folder) / "results.json").is_file():
+        raise SummaryError(
+            f"record_judgement: {str(folder)!r} holds no finished run (no results.json)"
+        )
+    old = _read_json(path) or {}
+    merged = {**(old.get("metrics") or {}), **metrics}
+    atomic_write_json(
+        path, {"metrics": merged, "by": {**(old.get("by") or {}), **dict.fromkeys(metrics, by)}}
+    )
+    return path
+
+
 def read_run(folder: Path, name: str) -> RunRecord | None:
     """The run in ``folder``, or None when the folder holds no finished record of one."""
     results = _read_json(folder / "results.json")
@@ -167,7 +191,8 @@ def read_run(folder: Path, name: str) -> RunRecord | None:
     overrides = dict(kv for kv in map(split_override, map(str, items)) if kv)
     hydra = _hydra(folder)
     config = {**_choices(hydra), **flatten(_read_yaml(folder / "config.yaml") or {})}
-    metrics = _numbers(record.get("metrics"))
+    judged = (_read_json(folder / JUDGED) or {}).get("metrics") if results else None
+    metrics = {**_numbers(judged), **_numbers(record.get("metrics"))}
     headline = record.get("headline")
     if headline and headline not in metrics and isinstance(record.get("headline_value"), float):
         metrics[headline] = record["headline_value"]
