@@ -227,10 +227,15 @@ def main() -> None:
         row.update({k: m.get(metric, float("nan")) for k, (metric, _) in TARGETS.items()})
         row["raw_score_vs_mcts100"] = m.get("score_vs_mcts100", float("nan"))
         if args.solver:
-            row.update(judge(run, args.solver, games=args.solver_games, deeper=tuple(args.deeper),
-                             average=tuple(args.average_last), move=args.search_move,
-                             reuse=args.reuse, mirror=args.mirror, fpu=args.fpu,
-                             policy_temperature=args.policy_temperature))  # fmt: skip
+            judged = judge(run, args.solver, games=args.solver_games, deeper=tuple(args.deeper),
+                           average=tuple(args.average_last), move=args.search_move,
+                           reuse=args.reuse, mirror=args.mirror, fpu=args.fpu,
+                           policy_temperature=args.policy_temperature)  # fmt: skip
+            row.update(judged)
+            # its numbers (not the position lists), for the sweep summary
+            numbers = {k: v for k, v in judged.items()
+                       if isinstance(v, (int, float)) and not isinstance(v, bool)}  # fmt: skip
+            record_judgement(run, numbers, " ".join(["scripts/selfplay_targets.py", *sys.argv[1:]]))
         if args.tournament:
             cmd = [sys.executable, "-m", "paddlecraft.arenas.selfplay.tournament", "--game", "connect_four",
                    "--games", str(args.games), "--seed", str(seed), "--out",
@@ -241,10 +246,6 @@ def main() -> None:
             row["tournament"] = str(run / "tournament" / "tournament.md")
         rows.append(row)
         print(json.dumps(row), flush=True)
-        if args.solver:  # the numbers, for the sweep summary (`record_judgement`)
-            judged = {k: v for k, v in row.items() if k not in ("seed", "run_s")
-                      and isinstance(v, (int, float)) and not isinstance(v, bool)}  # fmt: skip
-            record_judgement(run, judged, " ".join(["scripts/selfplay_targets.py", *sys.argv[1:]]))
     means = {k: sum(r[k] for r in rows) / len(rows) for k in TARGETS}
     print("mean", json.dumps({k: round(v, 4) for k, v in means.items()}))
     for k, (_, target) in TARGETS.items():

@@ -465,3 +465,35 @@ def test_judgements_made_after_the_runs_are_grouped_and_bootstrapped(tmp_path, c
     assert "Metric: `perfect`" in capsys.readouterr().out
     with pytest.raises(SummaryError, match="holds no finished run"):
         record_judgement(tmp_path / "arm0", {"perfect": 1.0}, by="x")
+
+
+def test_the_targets_script_records_its_solver_figures_for_the_summary(
+    tmp_path, monkeypatch, capsys
+):
+    """``scripts/selfplay_targets.py`` on finished runs judges without retraining and records
+    each run's numeric figures (not its seed, time, position lists or flags) in
+    ``judged.json``; the summary then groups the seeds' judgements."""
+    from selfplay_kit import targets_script
+
+    script = targets_script()
+    rates = {0: 0.84, 1: 0.88}
+    for seed in rates:
+        job = fake_job(tmp_path / "out", seed, seed, "finished", 0.9)
+        job.rename(tmp_path / "out" / f"seed{seed}")
+    row = lambda run, *a, **k: {  # noqa: E731
+        "search200_perfect_move_rate": rates[int(run.name[-1])], "raw_good_move_rate": 0.9,
+        "search200_first_vs_solver_given_away_lines": {"3333:2": 1}, "flag": True,
+    }  # fmt: skip
+    monkeypatch.setattr(script, "judge", row)
+    argv = ["selfplay_targets.py", "--out", str(tmp_path / "out"), "--seeds", "0", "1",
+            "--solver-games", "0"]  # fmt: skip
+    monkeypatch.setattr("sys.argv", argv)
+    script.main()
+    judged = json.loads((tmp_path / "out" / "seed1" / "judged.json").read_text())
+    assert judged["metrics"] == {"search200_perfect_move_rate": 0.88, "raw_good_move_rate": 0.9}
+    assert judged["by"]["raw_good_move_rate"].startswith("scripts/selfplay_targets.py --out")
+    out = capsys.readouterr().out
+    assert "search200_first_vs_solver_win_rate >= 1.0: not measured (--solver-games 0)" in out
+    assert "search200_perfect_move_rate >= 0.86 (every seed >= 0.84): mean 0.860, met" in out
+    summary = build_summary(find_runs([tmp_path / "out"]), metric="search200_perfect_move_rate")
+    assert summary.groups[0].stats.mean == pytest.approx(0.86)

@@ -8,11 +8,11 @@ gradient steps draws its minibatch uniformly from that window; an update makes a
 steps as ``arena.update.epochs`` passes over its own new samples would (at least one).
 
 With ``arena.update.average_duplicates`` every minibatch's targets (``pi``, ``z`` and the
-moves-left, opponent-policy and ownership heads') are the means over all the window's samples of the
-same position (the Oracle Connect Four series' "position averaging"): an opening reached
-in hundreds of games trains toward its average result and search, not toward one game's.
-The stored samples stay as played; the means are computed once per update, from the
-window as it then is.
+moves-left, opponent-policy and ownership heads') are the means over all the window's
+samples of the same position (the Oracle Connect Four series' "position averaging"): an
+opening reached in hundreds of games trains toward its average result and search, not
+toward one game's. The stored samples stay as played; the means are computed once per
+update, from the window as it then is.
 
 With ``arena.update.replay_min=C`` the window grows with the run instead of being full-size
 from the start (KataGo's training window, Wu 2019; the Oracle series' growing window): after
