@@ -23,6 +23,12 @@ Players are given as to the tournament (`make_entrant`): a run folder (its greed
 policy), ``folder:search<N>`` (PUCT search with N simulations, the policy's own search
 settings), or a baseline name (``tactical``, ``solver<d>``, ``solver_result``...). One JSON
 line per (file, player), then a table; ``--out FILE`` also writes the rows as JSON.
+
+A player that is a run folder also has its figures recorded in the run
+(``judged.json``, `record_judgement`; not with ``--limit``), named
+``pons_<set>_<raw|searchN>_mistake_rate`` and ``..._perfect_move_rate``, so the sweep
+summary compares settings over their seeds:
+``paddlecraft summary runs/a runs/b --metric pons_beginning-hard_search200_mistake_rate``.
 """
 
 from __future__ import annotations
@@ -84,12 +90,13 @@ def benchmark(
         # positions where every legal move has the same theoretical result: no mistake there
         signs = np.sign(pos.values)
         same = np.nanmax(signs, axis=1) == np.nanmin(signs, axis=1)
-        for e in players:
+        for spec, e in zip(specs, players):
             r = move_rates(pos.values, judged_moves(e.player, pos))
             row = {
                 "set": set_label(f),
                 "file": f.name,
                 "player": e.label,
+                "spec": spec,
                 "positions": len(pos),
                 "mistake_rate": round(1.0 - r["good_move_rate"], 4),
                 "perfect_move_rate": round(r["perfect_move_rate"], 4),
@@ -98,6 +105,22 @@ def benchmark(
             print(json.dumps(row), flush=True)
             rows.append(row)
     return rows
+
+
+def record(rows: list[dict[str, Any]], specs: list[str], by: str) -> list[Path]:
+    """Record each run folder's rows in the run (`record_judgement`); the folders written."""
+    from paddlecraft.arenas.engine.summary import record_judgement
+
+    written = []
+    for spec in dict.fromkeys(specs):
+        folder, _, how = spec.partition(":")
+        if not (Path(folder) / "results.json").is_file():
+            continue  # a baseline, or a saved policy outside a run
+        kind = how or "raw"
+        figures = {f"pons_{r['set']}_{kind}_{key}": r[key] for r in rows if r["spec"] == spec
+                   for key in ("mistake_rate", "perfect_move_rate")}  # fmt: skip
+        written.append(record_judgement(folder, figures, by))
+    return written
 
 
 def table(rows: list[dict[str, Any]]) -> str:
@@ -137,6 +160,8 @@ def main(argv: list[str] | None = None) -> list[dict[str, Any]]:
     print(json.dumps({"cpu": cpu_model(), "limit": args.limit}))
     if args.out:
         args.out.write_text(json.dumps({"cpu": cpu_model(), "rows": rows}, indent=1) + "\n")
+    if args.limit is None:  # whole test sets only: a run's figures under one name each
+        record(rows, args.players, " ".join(["scripts/pons_benchmark.py", *sys.argv[1:]]))
     return rows
 
 

@@ -348,3 +348,33 @@ def test_pons_benchmark_scores_mistakes_as_alphazero_jl(tmp_path):
     assert rand["perfect_move_rate"] == round(expect["perfect_move_rate"], 4)
     assert json.loads((tmp_path / "rows.json").read_text())["rows"] == rows
     assert "| end-easy (4) | 0.0 (100.0) |" in bench.table(rows)
+
+
+def test_pons_benchmark_records_a_runs_figures_for_the_summary(tmp_path, make_scope):
+    """A run folder among the players (raw and searching) gets its figures in the run's
+    ``judged.json``, one name per test set and player kind, the same numbers as the rows;
+    baselines record nothing, and a ``--limit`` subset is never recorded."""
+    from selfplay_kit import script
+
+    from paddlecraft.arenas.engine.summary import build_summary, find_runs
+
+    bench = script("pons_benchmark")
+    (tmp_path / "sets").mkdir()
+    (tmp_path / "sets" / "Test_L3_R1").write_text("\n".join(_pons_line(m) for m in PONS_GAMES))
+    run = tmp_path / "run"
+    policy = Policy(make_scope("pons"), encoder=C4_MLP, obs_shape=[6, 7, 2], num_actions=7, seed=0)
+    policy.save(run / "policy")
+    (run / "results.json").write_text(json.dumps({"status": "finished", "metrics": {}}))
+    bench.main([str(tmp_path / "sets"), "--players", str(run), "solver", "--limit", "2"])
+    assert not (run / "judged.json").exists()
+    rows = bench.main([str(tmp_path / "sets"), "--players", str(run), f"{run}:search8", "solver"])
+    judged = json.loads((run / "judged.json").read_text())["metrics"]
+    raw, searched = rows[0], rows[1]
+    assert judged == {
+        "pons_end-easy_raw_mistake_rate": raw["mistake_rate"],
+        "pons_end-easy_raw_perfect_move_rate": raw["perfect_move_rate"],
+        "pons_end-easy_search8_mistake_rate": searched["mistake_rate"],
+        "pons_end-easy_search8_perfect_move_rate": searched["perfect_move_rate"],
+    }
+    summary = build_summary(find_runs([run]), metric="pons_end-easy_search8_mistake_rate")
+    assert summary.groups[0].stats.mean == searched["mistake_rate"]
