@@ -4,14 +4,11 @@ a policy without it unchanged, searches that never read it, and a bit-identical 
 
 from __future__ import annotations
 
-import gc
-
 import numpy as np
 import pytest
+from selfplay_kit import check_head_off, ttt_boards, ttt_policy
 from selfplay_kit import replay_arena as _arena
-from selfplay_kit import ttt_boards, ttt_policy
 
-from paddlecraft.agents import Agent
 from paddlecraft.arenas import check_arena
 from paddlecraft.arenas.engine.rng import seed_everything
 from paddlecraft.arenas.selfplay.alphazero import alphazero_step, opponent_policy_targets
@@ -85,32 +82,7 @@ def test_the_head_trains_toward_the_replies_and_rows_without_one_add_nothing(mak
 
 
 def test_off_leaves_the_policy_and_its_searches_as_they_were(make_scope, tmp_path):
-    name = make_scope("off")
-    head = ttt_policy(name, opponent_policy=True)
-    with_head = {k: v.numpy() for k, v in head.state_dict().items()}
-    obs, mask = np.zeros((2, 3, 3, 2), np.float32), np.ones((2, 9), bool)
-    obs[1, 1, 1, 0] = 1
-    searched = [x.copy() for x in head.search_settings(frozen=True)["evaluate"](obs, mask)]
-    head.save(tmp_path / "p")
-    loaded = Agent.load(tmp_path / "p", name=make_scope("loaded"))
-    assert loaded.opponent_policy and np.array_equal(
-        loaded.heads(obs)["opponent_logits"].numpy(), head.heads(obs)["opponent_logits"].numpy()
-    )
-    del head
-    gc.collect()
-    plain = ttt_policy(name)  # the same name and seed: the same initial weights
-    assert not hasattr(plain, "opponent_policy_head") and "opponent_logits" not in plain.heads(obs)
-    without = {k: v.numpy() for k, v in plain.state_dict().items()}
-    assert set(with_head) - set(without) == {
-        "opponent_policy_head.weight", "opponent_policy_head.bias"
-    }  # fmt: skip
-    assert all(np.array_equal(v, with_head[k]) for k, v in without.items())
-    # a search's evaluator is the same function with and without the head
-    got = plain.search_settings(frozen=True)["evaluate"](obs, mask)
-    assert all(np.array_equal(a, b) for a, b in zip(searched, got))
-    batch = {"obs": obs, "mask": mask, "pi": np.full((2, 9), 1 / 9, np.float32),
-             "z": np.zeros(2, np.float32)}  # fmt: skip
-    assert "opponent_policy_loss" not in alphazero_step(plain, batch, UpdateConfig())
+    check_head_off(make_scope, tmp_path, "opponent_policy", "opponent_logits")
 
 
 def test_search_updates_train_the_head_and_resume_bit_identically():
