@@ -148,6 +148,29 @@ def test_second_player_simulations_search_the_odd_plies_deeper(make_scope):
     assert first <= 2 < second
 
 
+def test_ply_simulations_size_the_training_searches_by_ply(make_scope):
+    """``ply_simulations``: from each listed ply on, the training searches add that many
+    simulations: with 2 a root visits at most 2 moves, with 16 more; a call whose games
+    stand at plies of two sizes is refused (games are played in lockstep)."""
+    from paddlecraft.arenas.selfplay.alphazero import simulations_at
+
+    seed_everything(0)
+    policy = Policy(make_scope("plysims"), encoder=TTT_MLP, obs_shape=[3, 3, 2], num_actions=9)
+    search = {"simulations": 2, "ply_simulations": [[2, 16], [5, 2]], "temperature_moves": 0}
+    arena = _az_arena(policy, search=search, games_per_step=24)
+    arena._take_snapshot()
+    recs = arena._collect()["records"]
+    tried = np.concatenate([(r["pi"] > 0).sum(axis=1) for r in recs])  # root moves visited
+    ply = np.concatenate([r["ply"] for r in recs])
+    middle = (ply >= 2) & (ply < 5)
+    assert tried[~middle].max() <= 2 < np.median(tried[middle])  # (a forced move: fewer)
+    schedule = [(2, 16), (5, 2)]
+    sizes = [simulations_at(np.array([p, p]), schedule, 7) for p in range(7)]
+    assert sizes == [7, 7, 16, 16, 16, 2, 2]
+    with pytest.raises(ValueError, match="ply_simulations: one call mixes"):
+        simulations_at(np.array([4, 5]), schedule, 7)
+
+
 def test_explored_values_search_trains_the_positions_before_the_last_explored_move():
     """``explored_values="search"``: the positions of a game up to (and at) its last
     explored move train toward the search's value, the later ones toward the discounted

@@ -47,6 +47,7 @@ ADDED = {
     "search.forced_playouts": 0.0, "update.opponent_policy_coef": 0.15, "update.ownership_coef": 1.5,
     "search.opening_dirichlet_alpha": None, "search.policy_temperature": 1.0,
     "search.opening_policy_temperature": None, "search.late_player": None,
+    "search.ply_simulations": None,
 }  # fmt: skip
 
 
@@ -113,6 +114,11 @@ def test_an_old_key_in_python_names_its_new_place():
          "arena.search.second_player_simulations=0: must be >= 1"),
         ({"search": {"second_player_simulations": 60, "full_fraction": 0.5}},
          "arena.search.second_player_simulations sizes full searches by side"),
+        ({"search": {"ply_simulations": [[8, 60], [8, 15]]}},
+         "arena.search.ply_simulations=[[8, 60], [8, 15]]: must be [ply >= 0, simulations >= 1] pairs"),
+        ({"search": {"ply_simulations": [[8, 0]]}}, "arena.search.ply_simulations=[[8, 0]]: must be"),
+        ({"search": {"ply_simulations": [[8, 60]], "second_player_simulations": 40}},
+         "arena.search.ply_simulations sizes the training searches by ply"),
         ({"search": {"updates": 5}}, "arena.search.updates must be in [0, epochs x steps_per_epoch = 4]"),
         ({"search": {"games_per_step": 0}}, "arena.search.games_per_step must be >= 1"),
         ({"search": {"lr": -1.0}}, "arena.search.lr must be > 0"),

@@ -1,6 +1,7 @@
 """Self-play: a policy learns a two-player board game against itself and its past selves.
 
-Modules: `.arena` (SelfPlayArena), `.config` (its settings, in groups),
+Modules: `.arena` (SelfPlayArena), `.config` (its settings, in groups;
+`.search_config` the search's),
 `.updates` (one update rule per algorithm, from `.ppo` and `.alphazero`),
 `.collect` and `.workers` (collection, in this process or on Ray workers),
 `.league` (opponent pool, ratings), `.player` (trained policies as players, with

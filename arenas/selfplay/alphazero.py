@@ -55,7 +55,7 @@ def search_controller(
     ``second_player_simulations``, ``c_puct``, ``dirichlet_alpha``,
     ``opening_dirichlet_alpha``, ``noise_fraction``, ``temperature_moves``, ``late_moves``,
     ``late_temperature``, ``policy_target``, ``forced_playouts``, ``policy_temperature``,
-    ``opening_policy_temperature``, ``cache``,
+    ``opening_policy_temperature``, ``ply_simulations``, ``cache``,
     ``network_copy`` and ``reuse`` are read. Make one per
     collection: with ``cache`` its searches reuse the network's results for positions met before
     (`CachedEvaluator`), which is right only while the weights stay as they are;
@@ -93,6 +93,7 @@ def search_controller(
     # the sampled opening's searches, where the root noise's concentration or the policy
     # temperature is its own
     opening = None
+    noisy = settings
     alpha, temp = cfg.opening_dirichlet_alpha, cfg.opening_policy_temperature
     alpha = cfg.dirichlet_alpha if alpha is None else alpha
     temp = cfg.policy_temperature if temp is None else temp
@@ -105,14 +106,24 @@ def search_controller(
             None if second is None else PUCTSearch(rules, simulations=second, **noisy),
         )
 
+    schedule = [(int(p), int(n)) for p, n in cfg.ply_simulations or ()]  # [(ply, sims)]
+    # the scheduled searches by (simulations, in the opening), made as first needed
+    sized: dict[tuple[int, bool], PUCTSearch] = {}
+
     def act(planes: np.ndarray, masks: np.ndarray) -> tuple[np.ndarray, dict[str, np.ndarray]]:
         cur, mask = rules.from_planes(planes)
         training = policy.training
         policy.eval()  # once per search, not once per simulation
         ply = planes.reshape(len(planes), -1).sum(axis=1)  # stones on the board
         main, side = search, deep
-        if opening is not None and _in_opening(ply, cfg.temperature_moves):
+        early = opening is not None and _in_opening(ply, cfg.temperature_moves)
+        if early:
             main, side = opening
+        n = simulations_at(ply, schedule, cfg.simulations)
+        if n != cfg.simulations:  # this ply's size, with the opening's noise where it is
+            if (n, early) not in sized:
+                sized[n, early] = PUCTSearch(rules, simulations=n, **(noisy if early else settings))
+            main = sized[n, early]
         if fast is None:
             res = _side_search(main, side, ply, cur, mask, rng, reuse)
             full = None
@@ -173,6 +184,18 @@ def _side_search(
     if not odd.all():
         raise ValueError("second_player_simulations: one call mixes both players' moves")
     return second.search(cur, mask, rng, noise=True, reuse=reuse)
+
+
+def simulations_at(ply: np.ndarray, schedule: list[tuple[int, int]], default: int) -> int:
+    """The new simulations of a training search at ``ply [n]`` (stones on the board): those
+    of the last ``(from ply, simulations)`` of ``schedule`` (``arena.search.ply_simulations``,
+    plies ascending) that the ply has reached, else ``default``. Games are played in
+    lockstep, so one call's positions share a ply."""
+    for start, _ in schedule:
+        if (ply >= start).any() and not (ply >= start).all():
+            raise ValueError("arena.search.ply_simulations: one call mixes plies of two sizes")
+    reached = [n for start, n in schedule if (ply >= start).all()]
+    return reached[-1] if reached else default
 
 
 def _in_opening(ply: np.ndarray, plies: int) -> bool:

@@ -6,7 +6,8 @@ own values:
 
 - ``arena.update.*`` (`UpdateConfig`): the gradient update of every step (PPO, A2C
   and the search updates alike);
-- ``arena.search.*`` (`SearchConfig`): PUCT search in training and the search phase;
+- ``arena.search.*`` (`SearchConfig`, in `.search_config`): PUCT search in training and
+  the search phase;
 - ``arena.league.*`` (`LeagueConfig`): who the learner plays (latest self, pool, anchors);
 - ``arena.eval.*`` (`EvalConfig`): the evaluations and the run's headline;
 - ``arena.workers.*`` (`WorkersConfig`): collection on Ray workers.
@@ -26,15 +27,10 @@ from paddlecraft.compat import RENAMED
 
 from ..engine import ArenaConfig
 from .alphazero import EXPLORED_VALUES
+from .search_config import SearchConfig
+from .search_config import need as _need
 
 ALGOS = ("ppo", "a2c", "alphazero")
-POLICY_TARGETS = ("visits", "completed_q")
-
-
-def _need(ok: bool, key: str, value: Any, rule: str, fix: str) -> None:
-    """Refuse ``key=value`` unless ``ok``, in the engine's range-check wording."""
-    if not ok:
-        raise ConfigError(f"{key}={value!r}: must be {rule}; {fix}")
 
 
 @dataclass
@@ -116,171 +112,6 @@ class UpdateConfig:
         _need(0 <= self.replay_min <= self.replay or self.replay_min == 0, f"{at}.replay_min",
               self.replay_min, f"in [0, {at}.replay] (a window growing from it to replay; 0: off)",
               f"e.g. {at}.replay_min=30000 with {at}.replay=200000")  # fmt: skip
-
-
-@dataclass
-class SearchConfig:
-    """``arena.search``: PUCT search while training (``algo=alphazero``) and the search phase
-    that ends a run (its last ``updates`` updates)."""
-
-    simulations: int = 50
-    """PUCT simulations per training move."""
-    c_puct: float = 1.5
-    """Exploration constant (training and the final evaluation's searching player)."""
-    dirichlet_alpha: float = 1.0
-    """Concentration of the Dirichlet noise added to the root's priors."""
-    opening_dirichlet_alpha: Optional[float] = None  # noqa: UP045
-    """The noise's concentration in the sampled opening, a game's first
-    ``temperature_moves`` plies (null: ``dirichlet_alpha`` at every ply)."""
-    noise_fraction: float = 0.25
-    """Share of the root's priors replaced by that noise."""
-    policy_temperature: float = 1.0
-    """Leela Chess Zero's policy softmax temperature in training searches: the network's
-    priors to the power ``1 / t``, renormalised (`prior_tempered`), before the root noise
-    (1: as the network gives them; a searching player's is the policy's
-    ``search_policy_temperature``)."""
-    opening_policy_temperature: Optional[float] = None  # noqa: UP045
-    """The policy temperature of the training searches in the sampled opening, a game's
-    first ``temperature_moves`` plies (null: ``policy_temperature`` at every ply). With
-    ``reuse`` a subtree kept from the opening keeps the priors it was searched with."""
-    temperature_moves: int = 8
-    """Plies of a training game played in proportion to the visits; then the most visited."""
-    late_moves: int = 0
-    """Plies after ``temperature_moves`` sampled from ``visits ** (1 / late_temperature)``:
-    a cooler sampling that keeps to the moves the search rates near the best (0: none)."""
-    late_temperature: float = 0.5
-    """The temperature of the ``late_moves`` plies (1: as the first ones; near 0: the most
-    visited)."""
-    late_player: Optional[int] = None  # noqa: UP045
-    """Whose ``late_moves`` are sampled: null both players', 0 the first player's (even
-    plies), 1 the second's (odd plies; a defender that varies its replies, as a solver
-    picking among equally good ones does); the other player's are the most visited."""
-    second_player_simulations: Optional[int] = None  # noqa: UP045
-    """Simulations of the second player's training moves (null: ``simulations``): a
-    deeper search on one side, e.g. a stronger defender in a first-player win."""
-    policy_target: str = "visits"
-    """``visits`` (AlphaZero's visit counts) or ``completed_q`` (Gumbel AlphaZero's improved
-    policy: the noise-free prior raised by the search's Q values)."""
-    updates: int = 0
-    """The last N updates of the run are the search phase (search updates train as
-    ``algo=alphazero``; 0: none)."""
-    every: int = 1
-    """In the search phase every N-th update searches, the others train with ``algo``."""
-    games_per_step: Optional[int] = None  # noqa: UP045
-    """Games per search update (null: ``arena.games_per_step``)."""
-    lr: Optional[float] = None  # noqa: UP045
-    """The policy's learning rate in search updates (null: its own schedule's)."""
-    full_fraction: float = 1.0
-    """KataGo's playout cap randomisation: the share of training moves searched with
-    ``simulations`` and root noise, which become training samples; the others are played
-    after a ``fast_simulations`` search without noise and are not trained on (1: every
-    move is a full search)."""
-    fast_simulations: int = 10
-    """Simulations of the fast searches (``full_fraction`` < 1)."""
-    forced_playouts: float = 0.0
-    """KataGo's forced playouts and policy target pruning: every root move a training
-    search visits gets at least ``sqrt(k P N)`` visits (``k`` this, KataGo's 2; ``P`` its
-    noised prior, ``N`` the root's visits), and those visits are pruned from the policy
-    target and the move sampled (0: off)."""
-    cache: bool = True
-    """Keep the network's priors and value of every position a collection's searches
-    evaluate, and look them up when a later search (the next move's, another game's)
-    meets the position again (`CachedEvaluator`): the same search, fewer network calls.
-    The results match uncached ones up to float rounding, so runs differ in their last
-    bits (false: every leaf is evaluated, as before)."""
-    network_copy: bool = True
-    """Evaluate a collection's searches, and the evaluations' searching player, with a
-    NumPy copy of the network made when each starts (`Policy.frozen_evaluator`: MLP and
-    line-feature encoders on the CPU; others use Paddle's forward either way): the same
-    priors and values up to float rounding, fewer seconds per network call, so runs differ
-    from Paddle-forward ones in their last bits (false: Paddle's forward, as before)."""
-    reuse: bool = False
-    """Start each training search from the subtree the previous one left below the move
-    played (AlphaZero's and KataGo's tree reuse, `TreeReuse`): its visits count with the
-    ``simulations`` new ones, in the search and in the policy target."""
-
-    def check(self, total: int, at: str = "arena.search") -> None:
-        """Refuse values no search can use; ``total`` is the run's number of updates."""
-        _need(
-            self.simulations >= 1,
-            f"{at}.simulations",
-            self.simulations,
-            ">= 1",
-            f"e.g. {at}.simulations=50",
-        )
-        _need(
-            self.temperature_moves >= 0,
-            f"{at}.temperature_moves",
-            self.temperature_moves,
-            ">= 0 (0: always the most visited move)",
-            f"e.g. {at}.temperature_moves=8",
-        )
-        alpha = self.opening_dirichlet_alpha
-        if alpha is not None:
-            _need(alpha > 0, f"{at}.opening_dirichlet_alpha", alpha,
-                  f"> 0 (null: {at}.dirichlet_alpha in the opening too)",
-                  f"e.g. {at}.opening_dirichlet_alpha=0.3")  # fmt: skip
-        _need(self.policy_temperature > 0, f"{at}.policy_temperature", self.policy_temperature,
-              "> 0 (1: the network's priors as they are)", f"e.g. {at}.policy_temperature=1.5")  # fmt: skip
-        temp = self.opening_policy_temperature
-        if temp is not None:
-            _need(temp > 0, f"{at}.opening_policy_temperature", temp,
-                  f"> 0 (null: {at}.policy_temperature in the opening too)",
-                  f"e.g. {at}.opening_policy_temperature=1")  # fmt: skip
-        _need(self.late_moves >= 0, f"{at}.late_moves", self.late_moves,
-              f">= 0 (plies after {at}.temperature_moves sampled cooler; 0: none)",
-              f"e.g. {at}.late_moves=4")  # fmt: skip
-        _need(0 < self.late_temperature <= 1, f"{at}.late_temperature", self.late_temperature,
-              "in (0, 1] (visits ** (1 / T); 1: as the first plies)",
-              f"e.g. {at}.late_temperature=0.5")  # fmt: skip
-        _need(self.late_player in (None, 0, 1), f"{at}.late_player", self.late_player,
-              "null (both players), 0 (the first) or 1 (the second)",
-              f"e.g. {at}.late_player=1")  # fmt: skip
-        if self.second_player_simulations is not None:
-            _need(self.second_player_simulations >= 1, f"{at}.second_player_simulations",
-                  self.second_player_simulations, ">= 1 (null: simulations)",
-                  f"e.g. {at}.second_player_simulations={2 * self.simulations}")  # fmt: skip
-        if self.policy_target not in POLICY_TARGETS:
-            raise ConfigError(
-                f"{at}.policy_target must be one of {POLICY_TARGETS}, got {self.policy_target!r}"
-            )
-        if not 0 <= self.updates <= total:
-            raise ConfigError(
-                f"{at}.updates must be in [0, epochs x steps_per_epoch = {total}] (the "
-                f"last updates of the run are the search phase), got {self.updates}"
-            )
-        if self.every < 1:
-            raise ConfigError(
-                f"{at}.every must be >= 1 (1: every update of the search phase searches), "
-                f"got {self.every}"
-            )
-        _need(0 < self.full_fraction <= 1, f"{at}.full_fraction", self.full_fraction,
-              "in (0, 1] (1: every training move a full search)", f"e.g. {at}.full_fraction=0.25")  # fmt: skip
-        if self.full_fraction < 1:  # the fast searches are used
-            _need(1 <= self.fast_simulations <= self.simulations, f"{at}.fast_simulations",
-                  self.fast_simulations, f"in [1, {at}.simulations = {self.simulations}]",
-                  f"e.g. {at}.fast_simulations={max(1, self.simulations // 5)}")  # fmt: skip
-            if self.reuse:
-                raise ConfigError(
-                    f"{at}.reuse keeps a search's tree for the next move, which "
-                    f"{at}.full_fraction < 1 searches with another search: set one of "
-                    f"them ({at}.reuse=false or {at}.full_fraction=1)"
-                )
-            if self.second_player_simulations is not None:
-                raise ConfigError(
-                    f"{at}.second_player_simulations sizes full searches by side, and "
-                    f"{at}.full_fraction < 1 sizes them by a draw: set one of them "
-                    f"({at}.second_player_simulations=null or {at}.full_fraction=1)"
-                )
-        _need(self.forced_playouts >= 0, f"{at}.forced_playouts", self.forced_playouts,
-              ">= 0 (KataGo's k, 2; 0: off)", f"e.g. {at}.forced_playouts=2")  # fmt: skip
-        if self.games_per_step is not None and self.games_per_step < 1:
-            raise ConfigError(
-                f"{at}.games_per_step must be >= 1 or null (arena.games_per_step), got "
-                f"{self.games_per_step}"
-            )
-        if self.lr is not None and not self.lr > 0:
-            raise ConfigError(f"{at}.lr must be > 0 or null, got {self.lr}")
 
 
 @dataclass
