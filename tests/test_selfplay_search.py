@@ -6,7 +6,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 from charts import assert_chart
-from selfplay_kit import merged
+from selfplay_kit import merged, ttt_policy
 
 from paddlecraft.agents import Policy
 from paddlecraft.agents.settings import ConfigError
@@ -169,6 +169,10 @@ def test_ply_simulations_size_the_training_searches_by_ply(make_scope):
     assert sizes == [7, 7, 16, 16, 16, 2, 2]
     with pytest.raises(ValueError, match="ply_simulations: one call mixes"):
         simulations_at(np.array([4, 5]), schedule, 7)
+    # with tree reuse (the Connect Four default's) the sized searches keep one another's trees
+    search = {"simulations": 2, "ply_simulations": [[2, 12], [5, 3]], "reuse": True}
+    passed = check_arena(_az_arena(ttt_policy("policy"), search=search), steps=2)
+    assert "resume from a checkpoint is bit-identical" in passed
 
 
 def test_explored_values_search_trains_the_positions_before_the_last_explored_move():
