@@ -433,6 +433,41 @@ def test_runs_started_differently_group_by_what_they_ran(tmp_path):
     assert summary.groups[0].stats.mean == pytest.approx(0.6)
 
 
+def test_which_way_is_better_by_headline_name_or_flag(tmp_path, capsys):
+    """A loss, a mistake rate, an error or an FID is better lower: the summary says so and
+    marks the group with the lowest mean best, unless the runs call it their headline with
+    another word or ``--mode`` says otherwise; any other metric is better higher."""
+    from paddlecraft.arenas.engine.summary import better_way
+    from paddlecraft.arenas.engine.summary.runs import SummaryError
+
+    for n, acc in ((2, 0.7), (2, 0.8), (3, 0.9), (3, 0.95)):
+        job = fake_job(tmp_path / f"n{n}", int(acc * 100), int(acc * 100), "finished", acc)
+        (job / ".hydra" / "overrides.yaml").write_text(f"- seed={int(acc * 100)}\n- arena.n={n}\n")
+        results = json.loads((job / "results.json").read_text())
+        results["overrides"] = [f"seed={int(acc * 100)}", f"arena.n={n}"]
+        (job / "results.json").write_text(json.dumps(results))
+    runs = find_runs([tmp_path])
+
+    def best(**kw):  # the best group's arena.n, and which way the summary calls better
+        summary = build_summary(runs, **kw)
+        return [g.key[0] for g in summary.groups if g.best], summary.mode
+
+    assert best(metric="acc") == ([3], "max")  # the runs' own word for their headline
+    assert best(metric="loss") == ([3], "min")  # loss = 1 - acc: the n=3 runs' is lower
+    assert best(metric="loss", mode="max") == ([2], "max")
+    assert cli_main(["summary", str(tmp_path), "--metric", "loss"]) == 0
+    assert "Metric: `loss` (lower is better)" in capsys.readouterr().out
+    assert cli_main(["summary", str(tmp_path), "--metric", "loss", "--mode", "max"]) == 0
+    assert "Metric: `loss` (higher is better)" in capsys.readouterr().out
+    with pytest.raises(SummaryError, match="--mode 'up' must be max or min"):
+        build_summary(runs, metric="loss", mode="up")
+    lower = ["test_loss", "loss_rate_vs_mcts100", "pons_beginning-hard_search200_mistake_rate",
+             "classifier.fid", "caption_wer", "error_rate"]  # fmt: skip
+    higher = ["no_loss_rate_vs_random", "search200_perfect_move_rate", "topsim", "bleu", "lossless"]
+    assert {m: better_way(m) for m in lower + higher} == {
+        **dict.fromkeys(lower, "min"), **dict.fromkeys(higher, "max")}  # fmt: skip
+
+
 def test_judgements_made_after_the_runs_are_grouped_and_bootstrapped(tmp_path, capsys):
     """A judge outside the run (``scripts/selfplay_targets.py``'s solver) records its figures
     with `record_judgement`; the summary reads them as metrics: grouped by setting, over the

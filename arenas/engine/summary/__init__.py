@@ -5,13 +5,13 @@
 - `.table`: rows, seed groups, the files;
 - `.plot`: the metric against the swept values;
 - `.hydra_callback`: every multirun keeps its summary current;
-- `.command`: ``paddlecraft summary DIR ... [--by KEY] [--metric NAME]``.
+- `.command`: ``paddlecraft summary DIR ... [--by KEY] [--metric NAME] [--mode max|min]``.
 """
 
 from .hydra_callback import SweepSummary, share_sweep_tracking, update_summary
 from .runs import RunRecord, SummaryError, find_runs, record_judgement
 from .stats import GroupStats, group_stats
-from .table import Summary, build_summary
+from .table import Summary, better_way, build_summary
 
 __all__ = [
     "GroupStats",
@@ -19,6 +19,7 @@ __all__ = [
     "Summary",
     "SummaryError",
     "SweepSummary",
+    "better_way",
     "build_summary",
     "find_runs",
     "group_stats",

@@ -42,6 +42,10 @@ def parser() -> argparse.ArgumentParser:
                    "default: the settings that vary, seed aside)")  # fmt: skip
     p.add_argument("--metric", default=None, metavar="NAME",
                    help="the final metric to summarise (default: the headline)")  # fmt: skip
+    p.add_argument("--mode", default=None, choices=("max", "min"),
+                   help="which way the metric is better (default: the runs' word for their "
+                   "headline, else by its name: lower for losses, mistakes, errors, FID, "
+                   "WER/CER, perplexity, regret; higher otherwise)")  # fmt: skip
     p.add_argument("--out", default=None, metavar="DIR",
                    help="also write summary.csv/json/md and summary.png there")  # fmt: skip
     return p
@@ -52,7 +56,7 @@ def main(argv: Sequence[str]) -> int:
     args = parser().parse_args(list(argv))
     by = None if args.by is None else [k for item in args.by for k in item.split(",") if k]
     try:
-        summary = build_summary(find_runs(args.dirs), metric=args.metric, by=by)
+        summary = build_summary(find_runs(args.dirs), metric=args.metric, by=by, mode=args.mode)
     except SummaryError as e:
         sys.stderr.write(f"error: {e}\n")
         return USAGE

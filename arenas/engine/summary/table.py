@@ -14,6 +14,7 @@ import csv
 import io
 import json
 import os
+import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -259,11 +260,34 @@ def _sort_key(key: tuple[Any, ...]) -> tuple:
     return tuple(one(v) for v in key)
 
 
+#: words of a metric's name that make a smaller value the better one (`better_way`)
+LOWER_IS_BETTER = frozenset(
+    "loss losses mistake mistakes error errors fid wer cer perplexity regret".split()
+)
+
+
+def better_way(metric: str, runs: Sequence[RunRecord] = ()) -> str:
+    """Which way ``metric`` is better, ``"max"`` or ``"min"``: the runs' own word when it is
+    their headline (``headline_mode``), else its name's: ``min`` when a word of it (split at
+    ``_``, ``-`` and ``.``) is a loss, mistake, error, FID, WER/CER, perplexity or regret and
+    none is ``no`` (``test_loss``, ``loss_rate_vs_mcts100``, ``pons_beginning-hard_search200_mistake_rate``;
+    not ``no_loss_rate_vs_random``), ``max`` otherwise."""
+    modes = [r.headline_mode for r in runs if r.headline == metric and r.headline_mode]
+    if modes:
+        return modes[0]
+    words = set(re.split(r"[_\-.]", metric.lower()))
+    return "min" if words & LOWER_IS_BETTER and "no" not in words else "max"
+
+
 def build_summary(
-    runs: Sequence[RunRecord], metric: str | None = None, by: Sequence[str] | None = None
+    runs: Sequence[RunRecord],
+    metric: str | None = None,
+    by: Sequence[str] | None = None,
+    mode: str | None = None,
 ) -> Summary:
     """Group ``runs`` by ``by`` (default: the keys that vary, seed aside) and summarise
-    ``metric`` (default: the runs' headline metric)."""
+    ``metric`` (default: the runs' headline metric); ``mode`` is which way it is better,
+    ``"max"`` or ``"min"`` (default: `better_way`)."""
     runs = list(runs)
     if not runs:
         raise SummaryError("summary: no runs found (no results.json under the folders given)")
@@ -275,8 +299,9 @@ def build_summary(
             f"summary: --metric {metric!r} is not a final metric of these runs; choose one of "
             f"{', '.join(known) or '(none: no run finished)'}"
         )
-    modes = [r.headline_mode for r in runs if r.headline == metric and r.headline_mode]
-    mode = modes[0] if modes else "max"
+    if mode not in (None, "max", "min"):
+        raise SummaryError(f"summary: --mode {mode!r} must be max or min (which way is better)")
+    mode = mode or better_way(metric, runs)
     by = list(by) if by is not None else varying_keys(runs)
     unknown = [k for k in by if not any(k in r.overrides or k in r.config for r in runs)]
     if unknown:
