@@ -167,7 +167,9 @@ def test_ply_simulations_size_the_training_searches_by_ply(make_scope):
     schedule = [(2, 16), (5, 2)]
     sizes = [simulations_at(np.array([p, p]), schedule, 7) for p in range(7)]
     assert sizes == [7, 7, 16, 16, 16, 2, 2]
-    with pytest.raises(ValueError, match="ply_simulations: one call mixes"):
+    with pytest.raises(
+        ValueError, match="simulations_at: one call mixes plies of two search sizes"
+    ):
         simulations_at(np.array([4, 5]), schedule, 7)
     # with tree reuse (the Connect Four default's) the sized searches keep one another's trees
     search = {"simulations": 2, "ply_simulations": [[2, 12], [5, 3]], "reuse": True}

@@ -193,7 +193,7 @@ def simulations_at(ply: np.ndarray, schedule: list[tuple[int, int]], default: in
     lockstep, so one call's positions share a ply."""
     for start, _ in schedule:
         if (ply >= start).any() and not (ply >= start).all():
-            raise ValueError("arena.search.ply_simulations: one call mixes plies of two sizes")
+            raise ValueError("simulations_at: one call mixes plies of two search sizes")
     reached = [n for start, n in schedule if (ply >= start).all()]
     return reached[-1] if reached else default
 
