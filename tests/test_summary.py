@@ -462,8 +462,9 @@ def test_which_way_is_better_by_headline_name_or_flag(tmp_path, capsys):
     with pytest.raises(SummaryError, match="--mode 'up' must be max or min"):
         build_summary(runs, metric="loss", mode="up")
     lower = ["test_loss", "loss_rate_vs_mcts100", "pons_beginning-hard_search200_mistake_rate",
-             "classifier.fid", "caption_wer", "error_rate"]  # fmt: skip
-    higher = ["no_loss_rate_vs_random", "search200_perfect_move_rate", "topsim", "bleu", "lossless"]
+             "classifier.fid", "caption_wer", "error_rate", "frechet_distance", "val_mse"]  # fmt: skip
+    higher = ["no_loss_rate_vs_random", "search200_perfect_move_rate", "topsim", "bleu",
+              "lossless", "distinct_messages"]  # fmt: skip
     assert {m: better_way(m) for m in lower + higher} == {
         **dict.fromkeys(lower, "min"), **dict.fromkeys(higher, "max")}  # fmt: skip
 

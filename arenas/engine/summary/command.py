@@ -45,7 +45,8 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--mode", default=None, choices=("max", "min"),
                    help="which way the metric is better (default: the runs' word for their "
                    "headline, else by its name: lower for losses, mistakes, errors, FID, "
-                   "WER/CER, perplexity, regret; higher otherwise)")  # fmt: skip
+                   "WER/CER, perplexity, regret, NLL, (R)MSE, MAE, distances, diffs; higher "
+                   "otherwise)")  # fmt: skip
     p.add_argument("--out", default=None, metavar="DIR",
                    help="also write summary.csv/json/md and summary.png there")  # fmt: skip
     return p

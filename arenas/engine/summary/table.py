@@ -262,14 +262,16 @@ def _sort_key(key: tuple[Any, ...]) -> tuple:
 
 #: words of a metric's name that make a smaller value the better one (`better_way`)
 LOWER_IS_BETTER = frozenset(
-    "loss losses mistake mistakes error errors fid wer cer perplexity regret".split()
+    "loss losses mistake mistakes error errors fid wer cer perplexity regret nll mse rmse mae "
+    "distance diff".split()
 )
 
 
 def better_way(metric: str, runs: Sequence[RunRecord] = ()) -> str:
     """Which way ``metric`` is better, ``"max"`` or ``"min"``: the runs' own word when it is
     their headline (``headline_mode``), else its name's: ``min`` when a word of it (split at
-    ``_``, ``-`` and ``.``) is a loss, mistake, error, FID, WER/CER, perplexity or regret and
+    ``_``, ``-`` and ``.``) is a loss, mistake, error, FID, WER/CER, perplexity, regret, NLL,
+    (R)MSE, MAE, distance or diff and
     none is ``no`` (``test_loss``, ``loss_rate_vs_mcts100``, ``pons_beginning-hard_search200_mistake_rate``;
     not ``no_loss_rate_vs_random``), ``max`` otherwise."""
     modes = [r.headline_mode for r in runs if r.headline == metric and r.headline_mode]
