@@ -187,6 +187,12 @@ def hydra_error_line(e: BaseException, args: Sequence[str]) -> str | None:
                 f"{given}: several values make a sweep: add -m ({command()} -m {given}); "
                 f"for one list value write {given.split('=', 1)[0]}=[{given.split('=', 1)[1]}]"
             )
+        merging = "Error merging override "
+        if msg.startswith(merging) and isinstance(e.__cause__, ValidationError):
+            # a value inside a list (``key=[8,60]`` where pairs are due) leaves the cause
+            # without the override's key: name the override and say why
+            why = str(e.__cause__).splitlines()[0]
+            return f"{msg[len(merging) :]}: {why}; give a value of the declared type"
         if msg.endswith(":") and len(lines) > 1:  # "... raised while composing config:" + why
             msg = f"{msg} {lines[1]}"
         did_you_mean = next((x for x in lines[1:] if x.startswith("Did you mean")), "")
