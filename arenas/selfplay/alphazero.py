@@ -150,6 +150,7 @@ def search_controller(
         out = {
             "pi": pi.astype(np.float32),
             "root_value": res.value.astype(np.float32),
+            "prior": res.net_priors.astype(np.float32),  # [n, A] before noise (`.surprise`)
             "explored": explored,
         }
         if full is not None:

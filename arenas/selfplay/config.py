@@ -87,6 +87,12 @@ class UpdateConfig:
     """Search updates: train each sample toward the mean targets (visit distribution,
     outcome) of every sample of the same position in the replay window, or in the update's
     own samples without one (the Oracle series' position averaging)."""
+    surprise_weight: float = 0.0
+    """Search updates: KataGo's policy surprise weighting. Within each game, this share of
+    the samples' frequency goes to the positions in proportion to how far the search's
+    target moved from the network's prior (KL divergence), the rest uniformly; a position
+    is written into the update's samples that many times on average (`.surprise`; KataGo:
+    0.5; 0: each once)."""
 
     def check(self, at: str = "arena.update") -> None:
         """Refuse values no update can use, naming ``<at>.<key>``."""
@@ -107,6 +113,8 @@ class UpdateConfig:
         _need(self.explored_values in EXPLORED_VALUES, f"{at}.explored_values",
               self.explored_values, f"one of {', '.join(EXPLORED_VALUES)}",
               f"e.g. {at}.explored_values=search")  # fmt: skip
+        _need(0.0 <= self.surprise_weight <= 1.0, f"{at}.surprise_weight",
+              self.surprise_weight, "in [0, 1] (0: off)", f"e.g. {at}.surprise_weight=0.5")  # fmt: skip
         _need(self.replay >= 0, f"{at}.replay", self.replay, ">= 0 (0: no replay buffer)",
               f"e.g. {at}.replay=200000")  # fmt: skip
         _need(0 <= self.replay_min <= self.replay or self.replay_min == 0, f"{at}.replay_min",

@@ -29,6 +29,7 @@ from .alphazero import (
 from .config import SelfPlayConfig, UpdateConfig
 from .ppo import a2c_step, average, gae_samples, minibatches, mirror_samples, ppo_step
 from .replay import ReplayBuffer, average_duplicates
+from .surprise import repeat_by_frequency, surprise_frequency
 
 #: (a step's rollout (``records``, ``winner``, ``n``), the game, ``arena.update``, the
 #: policy) -> training samples (arrays by name)
@@ -75,6 +76,8 @@ def _outcomes(
     if getattr(policy, "ownership", False):  # each cell's holder at the game's end
         data["ownership"] = ownership_targets(rollout["records"], spec.rules)
     keep = full_search_rows(rollout["records"])
+    if u.surprise_weight > 0:  # each sample's frequency (`apply_update` writes it out)
+        data["frequency"] = surprise_frequency(rollout["records"], u.surprise_weight, keep)
     if keep is not None:  # playout cap randomisation: the full searches' samples only
         data = {k: v[keep] for k, v in data.items()}
     return data
@@ -103,6 +106,9 @@ def apply_update(
     gradient steps."""
     rule, u = UPDATES[algo], cfg.update
     data = rule.samples(rollout, spec, u, policy)
+    frequency = data.pop("frequency", None)
+    if frequency is not None:  # policy surprise weighting: surprising samples more often
+        data = repeat_by_frequency(data, frequency, rng)
     if cfg.augment_mirror:
         extra = mirror_samples(data, spec.obs_shape)
         data = {k: np.concatenate([v, extra[k]]) for k, v in data.items()}
