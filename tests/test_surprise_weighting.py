@@ -115,3 +115,32 @@ def test_the_update_writes_surprising_positions_more_often(make_scope):
 def test_a_weight_outside_0_1_is_refused_naming_the_setting(make_scope):
     with pytest.raises(ConfigError, match=r"arena.update.surprise_weight=1.5.*in \[0, 1\]"):
         replay_arena(ttt_policy(make_scope("swbad")), update={"surprise_weight": 1.5})
+
+
+def test_the_script_tells_where_the_frequency_goes_by_ply(make_scope, tmp_path, capsys):
+    """``scripts/selfplay_surprise.py``: a run's own training searches play, and the bands
+    of plies hold every sample once, with the frequencies averaging 1 over them all."""
+    import importlib.util
+    from pathlib import Path
+
+    import yaml
+
+    run = tmp_path / "run"
+    ttt_policy(make_scope("swscript")).save(run / "policy")
+    config = {"data": {"loader": {"name": "tictactoe"}}, "arena": {"search": {"simulations": 6}}}
+    (run / "config.yaml").write_text(yaml.safe_dump(config))
+    path = Path(__file__).resolve().parents[1] / "scripts" / "selfplay_surprise.py"
+    spec = importlib.util.spec_from_file_location("selfplay_surprise", path)
+    script = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(script)
+    rows = script.main([str(run), "--games", "8", "--plies", "0", "3", "6"])
+    assert [r["plies"] for r in rows] == ["0-2", "3-5", "6-"]
+    assert rows[0]["samples"] == 24  # 8 games, 3 plies each (a game can end from ply 4)
+    assert rows[1]["samples"] + rows[2]["samples"] >= 8 * 2
+    total = sum(r["samples"] * r["frequency"] for r in rows)
+    assert total == pytest.approx(sum(r["samples"] for r in rows))
+    out = capsys.readouterr().out
+    assert "| 0-2 | 24 |" in out and "mean frequency" in out
+    with pytest.raises(SystemExit):
+        script.main([str(tmp_path / "nowhere")])
+    assert "not a self-play run folder" in capsys.readouterr().err

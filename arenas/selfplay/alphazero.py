@@ -63,7 +63,8 @@ def search_controller(
     made (`Policy.frozen_evaluator`); with
     ``reuse`` each search starts from the subtree its predecessor left below the move
     played (`TreeReuse`). ``pi`` is the policy target: the visit distribution, or the
-    completed-Q policy (`completed_q_policy`).
+    completed-Q policy (`completed_q_policy`); ``prior`` the network's root prior before
+    any noise (policy surprise weighting, `.surprise`).
     """
     network = policy.search_settings(frozen=cfg.network_copy)
 

@@ -66,3 +66,23 @@ def repeat_by_frequency(
     whole = np.floor(f)
     times = (whole + (rng.random(len(f)) < f - whole)).astype(np.int64)  # [N]
     return {k: np.repeat(np.asarray(v), times, axis=0) for k, v in data.items()}
+
+
+def frequency_by_ply(
+    records: list[dict[str, np.ndarray]], weight: float, edges: list[int]
+) -> list[dict[str, float]]:
+    """Where a collection's frequency goes: for each band of plies ``[edges[i],
+    edges[i + 1])`` (the last open-ended), its ``samples``, their mean ``surprise`` and
+    mean ``frequency`` under ``weight`` (1: as many as without weighting)."""
+    ply = np.concatenate([r["ply"] for r in records])
+    pi = np.concatenate([r["pi"] for r in records])
+    kl = policy_surprise(pi, np.concatenate([r["prior"] for r in records]))
+    f = surprise_frequency(records, weight)
+    rows = []
+    for lo, hi in zip(edges, [*edges[1:], None]):
+        band = (ply >= lo) & (ply < (hi if hi is not None else np.inf))
+        if band.any():
+            rows.append({"plies": f"{lo}-{hi - 1}" if hi is not None else f"{lo}-",
+                         "samples": int(band.sum()), "surprise": float(kl[band].mean()),
+                         "frequency": float(f[band].mean())})  # fmt: skip
+    return rows

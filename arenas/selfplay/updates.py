@@ -4,6 +4,7 @@
 the search phase) to an `UpdateRule`: the training samples a step's games give
 (`.ppo`'s GAE advantages, `.alphazero`'s search targets and outcomes) and the
 gradient step on a minibatch of them. `apply_update` runs any of them the same way:
+search samples written out by their surprise (``arena.update.surprise_weight``, `.surprise`),
 mirrored samples (``arena.augment_mirror``), then ``arena.update.epochs`` shuffled passes
 in minibatches (A2C: one step on everything), or, for search updates with a replay buffer
 (``arena.update.replay``), as many steps on minibatches drawn from the buffer.
