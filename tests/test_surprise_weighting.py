@@ -144,3 +144,6 @@ def test_the_script_tells_where_the_frequency_goes_by_ply(make_scope, tmp_path, 
     with pytest.raises(SystemExit):
         script.main([str(tmp_path / "nowhere")])
     assert "not a self-play run folder" in capsys.readouterr().err
+    with pytest.raises(SystemExit):
+        script.main([str(run), "--weight", "1.5"])
+    assert "--weight 1.5: need games >= 1, weight in [0, 1]" in capsys.readouterr().err
