@@ -431,6 +431,11 @@ def test_runs_started_differently_group_by_what_they_ran(tmp_path):
     got = [(g.key, sorted(r.seed for r in g.runs)) for g in summary.groups]
     assert got == [(("lines",), [0, 1, 2]), (("mlp",), [3]), ((None,), [4])]
     assert summary.groups[0].stats.mean == pytest.approx(0.6)
+    # runs of several sweeps (each a job 0) are named by their folders, not by "0" each
+    runs_table = summary.markdown().split("\nRuns")[1].splitlines()[2:]
+    assert runs_table[0].split("|")[1].strip() == "run"
+    firsts = [row.split("|")[1].replace("**best**", "").strip() for row in runs_table[2:]]
+    assert sorted(firsts) == sorted(r.name for r in summary.runs) and len(set(firsts)) == 5
 
 
 def test_which_way_is_better_by_headline_name_or_flag(tmp_path, capsys):

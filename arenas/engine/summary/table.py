@@ -154,8 +154,12 @@ class Summary:
         shown = self.metric_names()[:MD_METRICS]
         more = len(self.metric_names()) - len(shown)
         lines += ["", "Runs" + (f" ({more} more metrics in summary.csv):" if more else ":"), ""]
+        # a run is named by its job number only where that tells the runs apart (one
+        # sweep); runs of several sweeps (each with a job 0) are named by their folders
+        jobs = [r.job for r in self.runs]
+        by_job = None not in jobs and len(set(jobs)) == len(jobs)
         head = [
-            "job" if any(r.job is not None for r in self.runs) else "run",
+            "job" if by_job else "run",
             *self.by,
             "seed",
             "status",
@@ -164,7 +168,7 @@ class Summary:
         ]
         body = []
         for r in self.runs:
-            cells = [(r.name if r.job is None else str(r.job))
+            cells = [(str(r.job) if by_job else r.name)
                      + (" **best**" if r is self.best_run else "")]  # fmt: skip
             cells += [_setting(r.setting(k)) for k in self.by]
             cells += [_fmt(r.seed), r.status, *(_fmt(r.value(m)) for m in shown)]
