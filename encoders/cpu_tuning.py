@@ -77,7 +77,8 @@ def import_paddle_quietly() -> None:
     """``import paddle`` without its import-time notes about settings made on purpose: the
     ``OMP_NUM_THREADS`` warning (`PADDLE_IMPORT_NOISE`) and the C++-extension builder's
     "No ccache found" (nothing here compiles extensions). Anything else it prints still
-    reaches stderr, and an import error is raised as it is. Call after `apply_cpu_tuning`."""
+    reaches stderr, and an import error is raised as it is. Call after `apply_cpu_tuning`.
+    The toolkit's packages that need Paddle import it this way (``paddlecraft/_needs_paddle.py``)."""
     if "paddle" in sys.modules:
         return
     buf = io.StringIO()

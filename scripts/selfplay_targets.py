@@ -214,9 +214,6 @@ def main() -> None:
                f"hydra.sweep.dir={out}", "hydra.sweep.subdir=seed${seed}", *args.train]  # fmt: skip
         subprocess.run(cmd, cwd=ROOT, env=env, check=True)
     from paddlecraft.arenas.engine.summary import record_judgement, update_summary
-    from paddlecraft.encoders.cpu_tuning import import_paddle_quietly
-
-    import_paddle_quietly()  # the judge's Paddle, without its "No ccache found" note
 
     update_summary(out)
     print((out / "summary.md").read_text(), flush=True)

@@ -70,6 +70,20 @@ def test_one_step_run_from_the_command_line(arena, tmp_path):
     assert (run_dir / "metrics.jsonl").exists() and (run_dir / "config.yaml").exists()
 
 
+def test_importing_the_toolkit_prints_none_of_paddles_import_notes():
+    """A user's script (or one of scripts/) that imports the toolkit before Paddle sees
+    none of Paddle's import-time notes on settings made on purpose; Paddle imported first,
+    by the user, still says them (the toolkit does not hide what it did not cause)."""
+    env = {**os.environ, "OMP_NUM_THREADS": "2"}
+    code = "import paddlecraft.agents, paddlecraft.arenas.selfplay, paddle; print(paddle.__file__)"
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env)
+    assert r.returncode == 0 and r.stdout.strip(), r.stderr[-2000:]
+    assert "No ccache found" not in r.stderr and "OMP_NUM_THREADS WISELY" not in r.stderr
+    first = subprocess.run([sys.executable, "-c", "import paddle, paddlecraft.agents"],
+                           capture_output=True, text=True, env=env)  # fmt: skip
+    assert first.returncode == 0 and "No ccache found" in first.stderr
+
+
 def test_sigkill_mid_training_then_resume_matches_uninterrupted(uninterrupted, tmp_path):
     run_dir = tmp_path / "run"
     proc = subprocess.Popen(
