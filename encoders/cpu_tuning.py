@@ -24,9 +24,11 @@ from __future__ import annotations
 
 import contextlib
 import io
+import logging
 import os
 import sys
 import warnings
+from typing import Any
 
 #: the lines ``import paddle`` prints to stderr that tell a user of this toolkit nothing:
 #: its warning when ``OMP_NUM_THREADS`` > 1 (set on purpose: a thread per core)
@@ -78,15 +80,29 @@ def import_paddle_quietly() -> None:
     ``OMP_NUM_THREADS`` warning (`PADDLE_IMPORT_NOISE`) and the C++-extension builder's
     "No ccache found" (nothing here compiles extensions). Anything else it prints still
     reaches stderr, and an import error is raised as it is. Call after `apply_cpu_tuning`.
-    The toolkit's packages that need Paddle import it this way (``paddlecraft/_needs_paddle.py``)."""
+    The toolkit's packages that need Paddle import it this way (``paddlecraft/_needs_paddle.py``).
+
+    Paddle's import makes logging handlers (on the root logger and on dozens of its own)
+    that bind ``sys.stderr`` as it is then; those made while stderr is held back are bound
+    to the real stderr again afterwards, so nothing logged later is lost."""
     if "paddle" in sys.modules:
         return
-    buf = io.StringIO()
+    real, buf = sys.stderr, io.StringIO()
     try:
         with warnings.catch_warnings(), contextlib.redirect_stderr(buf):
             warnings.filterwarnings("ignore", message="No ccache found", category=UserWarning)
             import paddle  # noqa: F401
     finally:
+        _rebind_log_streams(buf, real)
         for line in buf.getvalue().splitlines(keepends=True):
             if not line.startswith(PADDLE_IMPORT_NOISE):
                 sys.stderr.write(line)
+
+
+def _rebind_log_streams(old: Any, new: Any) -> None:
+    """Point every logging ``StreamHandler`` that writes to ``old`` at ``new`` instead."""
+    loggers = [logging.getLogger(), *logging.Logger.manager.loggerDict.values()]
+    for logger in loggers:
+        for handler in getattr(logger, "handlers", ()):  # a PlaceHolder has none
+            if isinstance(handler, logging.StreamHandler) and handler.stream is old:
+                handler.setStream(new)
