@@ -47,7 +47,7 @@ ADDED = {
     "search.forced_playouts": 0.0, "update.opponent_policy_coef": 0.15, "update.ownership_coef": 1.5,
     "search.opening_dirichlet_alpha": None, "search.policy_temperature": 1.0,
     "search.opening_policy_temperature": None, "search.late_player": None,
-    "search.ply_simulations": None, "update.surprise_weight": 0.0,
+    "search.ply_simulations": None, "update.surprise_weight": 0.0, "search.archive_starts": 0.0,
 }  # fmt: skip
 
 

@@ -36,6 +36,7 @@ from paddlecraft.encoders.tensorio import atomic_write_json
 from ..engine import Arena
 from ..games import Player, TicTacToe
 from .analysis import game_spec, outcomes, result_rates, tictactoe_losing_lines
+from .archive import ARCHIVE_STREAM, archive_starts
 from .collect import COLLECT_STREAM, LEARNER, Collector
 from .config import SelfPlayConfig, check_settings
 from .final import EpochAverage, ending_metrics
@@ -194,8 +195,11 @@ class SelfPlayArena(Arena):
     def _collect(self) -> dict[str, Any]:
         """Play this update's training games; record them in the league and, against pool
         snapshots, in the snapshot rule's scores."""
+        n, share = self.games_now(), self.cfg.search.archive_starts  # Go-Exploit's starts
+        share = share if self.algo_now() == "alphazero" else 0.0  # search updates only
+        starts = archive_starts(self.replay, n, share, self.spec.rules, self.stream(ARCHIVE_STREAM))
         rollout, played = self.collector.collect(
-            self.updates, self.games_now(), self.algo_now(), self.stream(COLLECT_STREAM), self.pool
+            self.updates, n, self.algo_now(), self.stream(COLLECT_STREAM), self.pool, starts
         )
         pool_scores = []
         for name, o in played:

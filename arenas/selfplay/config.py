@@ -275,6 +275,12 @@ def check_settings(cfg: SelfPlayConfig, proofs: bool = False) -> None:
             "arena.algo=alphazero or arena.search.updates, or "
             "arena.update.average_duplicates=false"
         )
+    if cfg.search.archive_starts > 0 and not cfg.update.replay:
+        raise ConfigError(
+            f"arena.search.archive_starts={cfg.search.archive_starts} starts games from "
+            "positions of the replay window, and arena.update.replay is 0 (no window); set "
+            "arena.update.replay (e.g. 200000) or arena.search.archive_starts=0"
+        )
     if cfg.update.proven_values and not proofs:
         raise ConfigError(
             "arena.update.proven_values=true trains proven positions toward their proofs, but "

@@ -106,6 +106,14 @@ class ReplayBuffer:
         w = len(self)
         return (self.head - w + np.arange(w)) % self.capacity
 
+    def window_sample(self, key: str, k: int, rng: np.random.Generator) -> np.ndarray:
+        """``k`` rows of array ``key`` drawn uniformly (with replacement) from the window
+        (Go-Exploit's archive starts, `.archive`); the buffer is not changed."""
+        if not len(self):
+            raise ValueError("ReplayBuffer.window_sample: the window is empty")
+        rows = self._window_rows()[rng.integers(0, len(self), k)]
+        return self.arrays[key][rows].copy()
+
     def add(self, samples: Mapping[str, np.ndarray]) -> None:
         """Append ``samples`` (arrays with one row per sample, the same names every time)."""
         n = len(next(iter(samples.values())))

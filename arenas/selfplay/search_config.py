@@ -98,6 +98,11 @@ class SearchConfig:
     line-feature encoders on the CPU; others use Paddle's forward either way): the same
     priors and values up to float rounding, fewer seconds per network call, so runs differ
     from Paddle-forward ones in their last bits (false: Paddle's forward, as before)."""
+    archive_starts: float = 0.0
+    """Go-Exploit's search control (Trudeau and Bowling 2023): the share of each search
+    update's training games that start at a position drawn uniformly from the replay
+    window (`.archive`) instead of the empty board (0: every game from the empty board;
+    needs ``arena.update.replay``)."""
     reuse: bool = False
     """Start each training search from the subtree the previous one left below the move
     played (AlphaZero's and KataGo's tree reuse, `TreeReuse`): its visits count with the
@@ -177,6 +182,27 @@ class SearchConfig:
                     f"{at}.second_player_simulations sizes full searches by side, and "
                     f"{at}.full_fraction < 1 sizes them by a draw: set one of them "
                     f"({at}.second_player_simulations=null or {at}.full_fraction=1)"
+                )
+        need(0 <= self.archive_starts <= 1, f"{at}.archive_starts", self.archive_starts,
+              "in [0, 1] (the share of games started from the replay window; 0: none)",
+              f"e.g. {at}.archive_starts=0.5")  # fmt: skip
+        if self.archive_starts > 0:  # its games are at different plies in one search call
+            lockstep = [
+                name
+                for name, on in (
+                    ("opening_dirichlet_alpha", self.opening_dirichlet_alpha is not None),
+                    ("opening_policy_temperature", self.opening_policy_temperature is not None),
+                    ("second_player_simulations", self.second_player_simulations is not None),
+                    ("ply_simulations", self.ply_simulations is not None),
+                )
+                if on
+            ]
+            if lockstep:
+                raise ConfigError(
+                    f"{at}.archive_starts={self.archive_starts} starts games at other plies, "
+                    f"and {at}.{lockstep[0]} needs one search call's games at the same ply "
+                    f"(or the same player to move): set {at}.{lockstep[0]}=null or "
+                    f"{at}.archive_starts=0"
                 )
         need(self.forced_playouts >= 0, f"{at}.forced_playouts", self.forced_playouts,
               ">= 0 (KataGo's k, 2; 0: off)", f"e.g. {at}.forced_playouts=2")  # fmt: skip
