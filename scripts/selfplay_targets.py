@@ -68,6 +68,7 @@ def judge(
     mirror: bool = False,
     fpu: float | None = None,
     policy_temperature: float | None = None,
+    c_puct: float = 1.5,
 ) -> dict[str, Any]:
     """The saved policy of ``run`` judged by the perfect solver (extra ``solver``): move
     rates on ``positions`` positions, and ``games`` games as first player against it (also
@@ -82,7 +83,8 @@ def judge(
     ``search<N>mirrorreuse_*`` with ``reuse``). ``fpu``: every search is judged with that
     first-play urgency (``agents.policy.search_fpu``) instead of the policy's own;
     ``policy_temperature``: with that policy softmax temperature
-    (``agents.policy.search_policy_temperature``)."""
+    (``agents.policy.search_policy_temperature``); ``c_puct``: the searching player's
+    exploration constant (1.5: `SearchPlayer`'s, whatever the run trained with)."""
     from paddlecraft.arenas.selfplay import load_policy
     from paddlecraft.arenas.selfplay.final import average_of_run
     from paddlecraft.arenas.selfplay.league import OpponentPool
@@ -92,7 +94,7 @@ def judge(
         policy.cfg.search_fpu = fpu
     if policy_temperature is not None:
         policy.cfg.search_policy_temperature = policy_temperature
-    out = judge_policy(policy, positions, simulations, games, deeper, move, reuse, mirror)
+    out = judge_policy(policy, positions, simulations, games, deeper, move, reuse, mirror, c_puct)
     for k in average:
         OpponentPool.load_into(policy, average_of_run(run, k))
         out.update(
@@ -113,6 +115,7 @@ def judge_policy(
     move: str | None = None,
     reuse: bool = False,
     mirror: bool = False,
+    c_puct: float = 1.5,
 ) -> dict[str, Any]:
     """`judge` for one policy object."""
     from paddlecraft.arenas.games.solver import (
@@ -123,14 +126,17 @@ def judge_policy(
     )
     from paddlecraft.arenas.selfplay import PolicyPlayer, SearchPlayer
 
+    def searcher(n: int, **kw: Any) -> Any:  # the searching player, as judged
+        return SearchPlayer(policy, "connect_four", n, c_puct, move=move, **kw)
+
     pos = solver_positions(positions, seed=0)
     out: dict[str, float] = {}
     players = [
         ("raw", PolicyPlayer(policy)),
-        (f"search{simulations}", SearchPlayer(policy, "connect_four", simulations, move=move)),
+        (f"search{simulations}", searcher(simulations)),
     ]
     if mirror:
-        player = SearchPlayer(policy, "connect_four", simulations, move=move, mirror=True)
+        player = searcher(simulations, mirror=True)
         players.append((f"search{simulations}mirror", player))
     for label, player in players:
         actions = judged_moves(player, pos)
@@ -141,12 +147,12 @@ def judge_policy(
             out[f"{label}_{cls.replace(' ', '_')}_perfect"] = round(r["perfect_move_rate"], 4)
         _games(out, label, player, games)
     for n in deeper:  # how much of the gap against the solver a deeper search closes
-        _games(out, f"search{n}", SearchPlayer(policy, "connect_four", n, move=move), games)
+        _games(out, f"search{n}", searcher(n), games)
     for n in (simulations, *deeper) if reuse else ():  # the visits kept from move to move
-        player = SearchPlayer(policy, "connect_four", n, move=move, reuse=True)
+        player = searcher(n, reuse=True)
         _games(out, f"search{n}reuse", player, games)
         if mirror:
-            player = SearchPlayer(policy, "connect_four", n, move=move, reuse=True, mirror=True)
+            player = searcher(n, reuse=True, mirror=True)
             _games(out, f"search{n}mirrorreuse", player, games)
     return out
 
@@ -191,6 +197,9 @@ def main() -> None:
     ap.add_argument("--policy-temperature", type=float, default=None,
                     help="judge every search with this policy softmax temperature "
                     "(agents.policy.search_policy_temperature; default: each policy's own)")  # fmt: skip
+    ap.add_argument("--c-puct", type=float, default=1.5,
+                    help="judge every search with this exploration constant (default 1.5, "
+                    "the searching player's; training's arena.search.c_puct is not read)")  # fmt: skip
     ap.add_argument("--average-last", type=int, nargs="*", default=[],
                     help="also judge the mean weights of each run's last K epoch ends (avgK_*)")  # fmt: skip
     ap.add_argument("--search-move", choices=["visits", "lcb"], default=None,
@@ -203,6 +212,8 @@ def main() -> None:
     if args.policy_temperature is not None and not args.policy_temperature > 0:
         ap.error(f"--policy-temperature {args.policy_temperature}: must be > 0 (1: the priors "
                  "as the network gives them)")  # fmt: skip
+    if not args.c_puct > 0:
+        ap.error(f"--c-puct {args.c_puct}: the exploration constant must be > 0 (default 1.5)")
     env = {k: v for k, v in os.environ.items() if k != "OMP_NUM_THREADS"}
     if args.threads:  # e.g. two scripts side by side on 2 cores, one thread each
         env["OMP_NUM_THREADS"] = str(args.threads)
@@ -230,7 +241,8 @@ def main() -> None:
             judged = judge(run, args.solver, games=args.solver_games, deeper=tuple(args.deeper),
                            average=tuple(args.average_last), move=args.search_move,
                            reuse=args.reuse, mirror=args.mirror, fpu=args.fpu,
-                           policy_temperature=args.policy_temperature)  # fmt: skip
+                           policy_temperature=args.policy_temperature,
+                           c_puct=args.c_puct)  # fmt: skip
             row.update(judged)
             # its numbers (not the position lists), for the sweep summary
             numbers = {k: v for k, v in judged.items()
