@@ -100,7 +100,9 @@ def judge(
         out.update(
             {
                 f"avg{k}_{key}": v
-                for key, v in judge_policy(policy, positions, simulations, games, (), move).items()
+                for key, v in judge_policy(
+                    policy, positions, simulations, games, (), move, c_puct=c_puct
+                ).items()
             }
         )
     return out

@@ -122,6 +122,11 @@ def test_the_solver_judge_searches_with_the_exploration_constant_asked(
     script.judge_policy(policy, positions=12, simulations=8, games=0)
     assert made == [1.5]
     assert 0 <= wide["search8_perfect_move_rate"] <= wide["search8_good_move_rate"] <= 1
+    policy.save(tmp_path / "run" / "policy")  # a saved run, judged through `judge`
+    asked = []
+    monkeypatch.setattr(script, "judge_policy", lambda *a, **kw: asked.append(a[-1]) or {})
+    script.judge(tmp_path / "run", 4, c_puct=3.0)
+    assert asked == [3.0]
     monkeypatch.setattr(
         "sys.argv", ["selfplay_targets.py", "--c-puct", "0", "--out", str(tmp_path)]
     )
