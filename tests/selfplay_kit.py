@@ -103,6 +103,18 @@ def targets_script() -> object:
     return script("selfplay_targets")
 
 
+def refused_by_targets_script(monkeypatch: object, capsys: object, out: object, *flags: str) -> str:
+    """Run ``scripts/selfplay_targets.py *flags --out out``, which must refuse them before
+    any work (an argparse error, no seed folder made): its stderr."""
+    import pytest
+
+    monkeypatch.setattr("sys.argv", ["selfplay_targets.py", *flags, "--out", str(out)])
+    with pytest.raises(SystemExit):
+        targets_script().main()
+    assert not (out / "seed0").exists()  # nothing started
+    return capsys.readouterr().err
+
+
 def opinionated(policy: object) -> object:
     """``policy`` with its policy head's weights times 1000 and its value head's times 3: a
     new policy's near-uniform priors (its policy head starts at 0.01 of the usual scale)

@@ -11,7 +11,13 @@ import math
 
 import numpy as np
 import pytest
-from selfplay_kit import opinionated, replay_arena, targets_script, ttt_policy
+from selfplay_kit import (
+    opinionated,
+    refused_by_targets_script,
+    replay_arena,
+    targets_script,
+    ttt_policy,
+)
 
 from paddlecraft.agents import Agent, Policy
 from paddlecraft.agents.settings import ConfigError
@@ -129,10 +135,5 @@ def test_the_targets_script_judges_a_saved_policy_with_it(
     script.judge(tmp_path / "run", 4, fpu=0.25)
     script.judge(tmp_path / "run", 4)
     assert seen == [0.25, None]
-    monkeypatch.setattr(
-        "sys.argv", ["selfplay_targets.py", "--fpu", "-0.5", "--out", str(tmp_path)]
-    )
-    with pytest.raises(SystemExit):
-        script.main()
-    assert "--fpu -0.5: the reduction must be >= 0" in capsys.readouterr().err
-    assert not (tmp_path / "seed0").exists()  # nothing started
+    err = refused_by_targets_script(monkeypatch, capsys, tmp_path, "--fpu", "-0.5")
+    assert "--fpu -0.5: the reduction must be >= 0" in err

@@ -9,7 +9,14 @@ import json
 
 import numpy as np
 import pytest
-from selfplay_kit import TTT_MLP, opinionated, replay_arena, targets_script, ttt_policy
+from selfplay_kit import (
+    TTT_MLP,
+    opinionated,
+    refused_by_targets_script,
+    replay_arena,
+    targets_script,
+    ttt_policy,
+)
 
 from paddlecraft.agents import Agent, Policy
 from paddlecraft.agents.settings import ConfigError
@@ -149,12 +156,8 @@ def test_the_targets_script_judges_a_saved_policy_with_it(
     script.judge(tmp_path / "run", 4, policy_temperature=1.5)
     script.judge(tmp_path / "run", 4)
     assert seen == [1.5, 1.0]
-    argv = ["selfplay_targets.py", "--policy-temperature", "0", "--out", str(tmp_path)]
-    monkeypatch.setattr("sys.argv", argv)
-    with pytest.raises(SystemExit):
-        script.main()
-    assert "--policy-temperature 0.0: must be > 0" in capsys.readouterr().err
-    assert not (tmp_path / "seed0").exists()  # nothing started
+    err = refused_by_targets_script(monkeypatch, capsys, tmp_path, "--policy-temperature", "0")
+    assert "--policy-temperature 0.0: must be > 0" in err
 
 
 def test_the_opening_searches_with_its_own_temperature_and_later_plies_the_runs():

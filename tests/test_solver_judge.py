@@ -1,0 +1,45 @@
+"""The solver judge's searching player (``scripts/selfplay_targets.py``): the settings it
+judges a saved policy with, without retraining."""
+
+from __future__ import annotations
+
+from selfplay_kit import refused_by_targets_script, targets_script
+
+import paddlecraft.arenas.selfplay as selfplay
+from paddlecraft.agents import Policy
+from paddlecraft.arenas.selfplay import SearchPlayer
+
+C4_MLP = {"_target_": "paddlecraft.encoders.ImageMLPEncoder", "hidden_size": 32}
+
+
+def test_the_solver_judge_searches_with_the_exploration_constant_asked(
+    make_scope, monkeypatch, tmp_path, capsys
+):
+    """``scripts/selfplay_targets.py --c-puct C``: every searching player judged (positions,
+    deeper games, tree reuse) searches with ``C``, 1.5 by default; ``C <= 0`` is refused
+    before any work."""
+    script = targets_script()
+    policy = Policy(make_scope("judged"), encoder=C4_MLP, obs_shape=[6, 7, 2], num_actions=7,
+                    seed=0)  # fmt: skip
+    made = []
+
+    def recording(*args, **kwargs):
+        player = SearchPlayer(*args, **kwargs)
+        made.append(player.search.c_puct)
+        return player
+
+    monkeypatch.setattr(selfplay, "SearchPlayer", recording)
+    wide = script.judge_policy(policy, positions=12, simulations=8, games=0, deeper=(16,),
+                               reuse=True, c_puct=4.0)  # fmt: skip
+    assert made == [4.0, 4.0, 4.0, 4.0]  # search8, search16, search8reuse, search16reuse
+    made.clear()
+    script.judge_policy(policy, positions=12, simulations=8, games=0)
+    assert made == [1.5]
+    assert 0 <= wide["search8_perfect_move_rate"] <= wide["search8_good_move_rate"] <= 1
+    policy.save(tmp_path / "run" / "policy")  # a saved run, judged through `judge`
+    asked = []
+    monkeypatch.setattr(script, "judge_policy", lambda *a, **kw: asked.append(a[-1]) or {})
+    script.judge(tmp_path / "run", 4, c_puct=3.0)
+    assert asked == [3.0]
+    err = refused_by_targets_script(monkeypatch, capsys, tmp_path, "--c-puct", "0")
+    assert "--c-puct 0.0: the exploration constant must be > 0" in err
