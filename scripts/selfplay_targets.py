@@ -68,7 +68,7 @@ def judge(
     mirror: bool = False,
     fpu: float | None = None,
     policy_temperature: float | None = None,
-    c_puct: float = 1.5,
+    c_puct: float | None = None,
 ) -> dict[str, Any]:
     """The saved policy of ``run`` judged by the perfect solver (extra ``solver``): move
     rates on ``positions`` positions, and ``games`` games as first player against it (also
@@ -84,7 +84,7 @@ def judge(
     first-play urgency (``agents.policy.search_fpu``) instead of the policy's own;
     ``policy_temperature``: with that policy softmax temperature
     (``agents.policy.search_policy_temperature``); ``c_puct``: the searching player's
-    exploration constant (1.5: `SearchPlayer`'s, whatever the run trained with)."""
+    exploration constant (None: `SearchPlayer`'s own, whatever the run trained with)."""
     from paddlecraft.arenas.selfplay import load_policy
     from paddlecraft.arenas.selfplay.final import average_of_run
     from paddlecraft.arenas.selfplay.league import OpponentPool
@@ -117,7 +117,7 @@ def judge_policy(
     move: str | None = None,
     reuse: bool = False,
     mirror: bool = False,
-    c_puct: float = 1.5,
+    c_puct: float | None = None,
 ) -> dict[str, Any]:
     """`judge` for one policy object."""
     from paddlecraft.arenas.games.solver import (
@@ -128,8 +128,11 @@ def judge_policy(
     )
     from paddlecraft.arenas.selfplay import PolicyPlayer, SearchPlayer
 
+    # None: the searching player's own exploration constant
+    searcher_kw: dict[str, Any] = {"move": move} | ({} if c_puct is None else {"c_puct": c_puct})
+
     def searcher(n: int, **kw: Any) -> Any:  # the searching player, as judged
-        return SearchPlayer(policy, "connect_four", n, c_puct, move=move, **kw)
+        return SearchPlayer(policy, "connect_four", n, **searcher_kw, **kw)
 
     pos = solver_positions(positions, seed=0)
     out: dict[str, float] = {}
@@ -199,9 +202,9 @@ def main() -> None:
     ap.add_argument("--policy-temperature", type=float, default=None,
                     help="judge every search with this policy softmax temperature "
                     "(agents.policy.search_policy_temperature; default: each policy's own)")  # fmt: skip
-    ap.add_argument("--c-puct", type=float, default=1.5,
-                    help="judge every search with this exploration constant (default 1.5, "
-                    "the searching player's; training's arena.search.c_puct is not read)")  # fmt: skip
+    ap.add_argument("--c-puct", type=float, default=None,
+                    help="judge every search with this exploration constant (default: the "
+                    "searching player's, 1.5; training's arena.search.c_puct is not read)")  # fmt: skip
     ap.add_argument("--average-last", type=int, nargs="*", default=[],
                     help="also judge the mean weights of each run's last K epoch ends (avgK_*)")  # fmt: skip
     ap.add_argument("--search-move", choices=["visits", "lcb"], default=None,
@@ -214,7 +217,7 @@ def main() -> None:
     if args.policy_temperature is not None and not args.policy_temperature > 0:
         ap.error(f"--policy-temperature {args.policy_temperature}: must be > 0 (1: the priors "
                  "as the network gives them)")  # fmt: skip
-    if not args.c_puct > 0:
+    if args.c_puct is not None and not args.c_puct > 0:
         ap.error(f"--c-puct {args.c_puct}: the exploration constant must be > 0 (default 1.5)")
     env = {k: v for k, v in os.environ.items() if k != "OMP_NUM_THREADS"}
     if args.threads:  # e.g. two scripts side by side on 2 cores, one thread each

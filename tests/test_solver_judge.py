@@ -37,9 +37,10 @@ def test_the_solver_judge_searches_with_the_exploration_constant_asked(
     assert made == [1.5]
     assert 0 <= wide["search8_perfect_move_rate"] <= wide["search8_good_move_rate"] <= 1
     policy.save(tmp_path / "run" / "policy")  # a saved run, judged through `judge`
-    asked = []
+    asked = []  # judge_policy's last positional argument: c_puct
     monkeypatch.setattr(script, "judge_policy", lambda *a, **kw: asked.append(a[-1]) or {})
     script.judge(tmp_path / "run", 4, c_puct=3.0)
-    assert asked == [3.0]
+    script.judge(tmp_path / "run", 4)
+    assert asked == [3.0, None]  # None: the searching player's own
     err = refused_by_targets_script(monkeypatch, capsys, tmp_path, "--c-puct", "0")
     assert "--c-puct 0.0: the exploration constant must be > 0" in err
