@@ -22,8 +22,9 @@ result (won, drawn, lost), and 20 games as first player against the solver (its 
 random; the games not won by the ply of the move that gave the win away): targets >= 0.86 searching on the mean with every seed >= 0.84, >= 0.72 raw, every
 game won searching and half raw.
 
-Each run's solver figures are also recorded in its folder (``seedS/judged.json``), so the
-sweep summary groups and bootstraps them like the runs' own metrics:
+Each run's solver figures are also recorded in its folder (``seedS/judged.json``, the
+positions where its solver games were given away under ``details``), so the sweep summary
+groups and bootstraps them like the runs' own metrics:
 ``paddlecraft summary runs/a runs/b --metric search200_perfect_move_rate`` compares two
 settings over their seeds with 95 % intervals.
 """
@@ -249,10 +250,13 @@ def main() -> None:
                            policy_temperature=args.policy_temperature,
                            c_puct=args.c_puct)  # fmt: skip
             row.update(judged)
-            # its numbers (not the position lists), for the sweep summary
+            # its numbers for the sweep summary; the position lists (where the solver
+            # games were given away) beside them, as details
             numbers = {k: v for k, v in judged.items()
                        if isinstance(v, (int, float)) and not isinstance(v, bool)}  # fmt: skip
-            record_judgement(run, numbers, " ".join(["scripts/selfplay_targets.py", *sys.argv[1:]]))
+            lines = {k: v for k, v in judged.items() if k.endswith("_given_away_lines")}
+            by = " ".join(["scripts/selfplay_targets.py", *sys.argv[1:]])
+            record_judgement(run, numbers, by, details=lines)
         if args.tournament:
             cmd = [sys.executable, "-m", "paddlecraft.arenas.selfplay.tournament", "--game", "connect_four",
                    "--games", str(args.games), "--seed", str(seed), "--out",

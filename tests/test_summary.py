@@ -488,12 +488,18 @@ def test_judgements_made_after_the_runs_are_grouped_and_bootstrapped(tmp_path, c
         results = json.loads((job / "results.json").read_text())
         results["overrides"] = [f"seed={seed}", f"arena.n={arm + 2}"]
         (job / "results.json").write_text(json.dumps(results))
-        record_judgement(job, {"perfect": 0.0, "acc": 0.1, "lines": 3}, by="first judge")
-        record_judgement(job, {"perfect": value}, by="python scripts/judge.py")
+        record_judgement(job, {"perfect": 0.0, "acc": 0.1, "lines": 3}, by="first judge",
+                         details={"given_away": {"3333:2": 2}, "kept": ["x"]})  # fmt: skip
+        record_judgement(job, {"perfect": value}, by="python scripts/judge.py",
+                         details={"given_away": {}})  # fmt: skip
     judged = json.loads((tmp_path / "arm0" / "0_seed=0" / JUDGED).read_text())
     assert judged["metrics"] == {"perfect": 0.80, "acc": 0.1, "lines": 3}
     assert judged["by"]["perfect"] == "python scripts/judge.py"
     assert judged["by"]["acc"] == "first judge"
+    # details are kept beside the figures and merged by name, but never read as metrics
+    assert judged["details"] == {"given_away": {}, "kept": ["x"]}
+    assert judged["by"]["given_away"] == "python scripts/judge.py"
+    assert judged["by"]["kept"] == "first judge"
     runs = find_runs([tmp_path / "arm0", tmp_path / "arm1"])
     assert {r.metrics["acc"] for r in runs} == {0.9}  # the run's own figure, not the judge's
     summary = build_summary(runs, metric="perfect")
@@ -513,7 +519,7 @@ def test_the_targets_script_records_its_solver_figures_for_the_summary(
 ):
     """``scripts/selfplay_targets.py`` on finished runs judges without retraining and records
     each run's numeric figures (not its seed, time, position lists or flags) in
-    ``judged.json``; the summary then groups the seeds' judgements."""
+    ``judged.json``, the position lists beside them as details; the summary then groups the seeds' judgements."""
     from selfplay_kit import targets_script
 
     script = targets_script()
@@ -532,6 +538,8 @@ def test_the_targets_script_records_its_solver_figures_for_the_summary(
     script.main()
     judged = json.loads((tmp_path / "out" / "seed1" / "judged.json").read_text())
     assert judged["metrics"] == {"search200_perfect_move_rate": 0.88, "raw_good_move_rate": 0.9}
+    # the positions the solver games were given away in are kept as details, not figures
+    assert judged["details"] == {"search200_first_vs_solver_given_away_lines": {"3333:2": 1}}
     assert judged["by"]["raw_good_move_rate"].startswith("scripts/selfplay_targets.py --out")
     out = capsys.readouterr().out
     assert "search200_first_vs_solver_win_rate >= 1.0: not measured (--solver-games 0)" in out

@@ -156,13 +156,21 @@ def _job_number(folder: Path, hydra: dict[str, Any]) -> int | None:
     return int(m.group(1)) if m else None
 
 
-def record_judgement(folder: str | os.PathLike, metrics: dict[str, Any], by: str) -> Path:
+def record_judgement(
+    folder: str | os.PathLike,
+    metrics: dict[str, Any],
+    by: str,
+    details: dict[str, Any] | None = None,
+) -> Path:
     """Add ``metrics``, figures measured on the finished run in ``folder`` after it ended
     (a perfect solver's judgement of its saved policy, a benchmark), to the run's
     ``judged.json``, atomically; ``by`` names the command that measured them. Judgements
     accumulate (a later one replaces only the names it gives), so the summary can group
     and bootstrap them over seeds like the run's own final metrics (`read_run`; a run's
-    own metric of the same name wins). Only numbers are read back."""
+    own metric of the same name wins). Only numbers are read back as metrics; ``details``
+    (JSON values that are not figures: the positions where a game was given away, say)
+    are kept beside them under ``"details"``, merged the same way, for a reader to look up
+    without rerunning the judge."""
     path = Path(folder) / JUDGED
     if not (Path(folder) / "results.json").is_file():
         raise SummaryError(
@@ -170,9 +178,14 @@ def record_judgement(folder: str | os.PathLike, metrics: dict[str, Any], by: str
         )
     old = _read_json(path) or {}
     merged = {**(old.get("metrics") or {}), **metrics}
-    atomic_write_json(
-        path, {"metrics": merged, "by": {**(old.get("by") or {}), **dict.fromkeys(metrics, by)}}
-    )
+    record: dict[str, Any] = {
+        "metrics": merged,
+        "by": {**(old.get("by") or {}), **dict.fromkeys([*metrics, *(details or {})], by)},
+    }
+    kept = {**(old.get("details") or {}), **(details or {})}
+    if kept:
+        record["details"] = kept
+    atomic_write_json(path, record)
     return path
 
 
