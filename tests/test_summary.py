@@ -502,6 +502,7 @@ def test_judgements_made_after_the_runs_are_grouped_and_bootstrapped(tmp_path, c
     assert judged["by"]["kept"] == "first judge"
     runs = find_runs([tmp_path / "arm0", tmp_path / "arm1"])
     assert {r.metrics["acc"] for r in runs} == {0.9}  # the run's own figure, not the judge's
+    assert not any({"given_away", "kept"} & set(r.metrics) for r in runs)
     summary = build_summary(runs, metric="perfect")
     assert summary.by == ["arena.n"]
     means = {g.key: g.stats.mean for g in summary.groups}
@@ -519,7 +520,8 @@ def test_the_targets_script_records_its_solver_figures_for_the_summary(
 ):
     """``scripts/selfplay_targets.py`` on finished runs judges without retraining and records
     each run's numeric figures (not its seed, time, position lists or flags) in
-    ``judged.json``, the position lists beside them as details; the summary then groups the seeds' judgements."""
+    ``judged.json``, the position lists beside them as details; the summary then groups the
+    seeds' judgements."""
     from selfplay_kit import targets_script
 
     script = targets_script()
