@@ -25,7 +25,10 @@ the same seed; as a network's output for a row can differ in its last bits with 
 beside it, the games may part late, so both move counts are given. And the cached games
 again with the network's NumPy copy (`Policy.frozen_evaluator`, what a collection and an
 evaluation search with): moves per second and the ratio to the cached Paddle network
-(``frozen_speedup``).
+(``frozen_speedup``). Last, the cached games with the convolutional trunk (two 3x3 conv
+blocks of 32 channels at 6x7, 256 features) over its NumPy copy and over Paddle's
+forward (``cnn_frozen_speedup``), and its copy's cost against the line-feature network's
+copy (``cnn_cost``: lines rate / trunk rate).
 """
 
 from __future__ import annotations
@@ -42,17 +45,46 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 
-def _network(lines: bool = False):
+# the guide's convolutional trunk: two 3x3 conv blocks of 32 channels at the board's full
+# 6x7 resolution, 256 features (encoder@agents.policy.encoder=cnn with these settings)
+CONV_TRUNK = {"_target_": "paddlecraft.encoders.ImageCNNEncoder", "channels": [32, 32],
+              "embedding_dim": 256, "min_spatial": 7, "norm": "none"}  # fmt: skip
+
+
+def _network(lines: bool = False, conv: bool = False):
     """The Connect Four default's network; ``lines``: the same MLP over `BoardLineEncoder`'s
-    line features (``encoder=lines_256x3``)."""
+    line features (``encoder=lines_256x3``); ``conv``: the convolutional trunk instead."""
     from paddlecraft.agents import Policy
 
     enc = {"_target_": "paddlecraft.encoders.ImageMLPEncoder", "hidden_size": 256,
            "hidden_layers": 3}  # fmt: skip
     if lines:
         enc = {**enc, "_target_": "paddlecraft.encoders.BoardLineEncoder", "line_length": 4}
-    name = "search_bench_lines" if lines else "search_bench_policy"
+    if conv:
+        enc = CONV_TRUNK
+    name = "search_bench_conv" if conv else "search_bench_lines" if lines else "search_bench_policy"
     return Policy(name, encoder=enc, obs_shape=[6, 7, 2], num_actions=7, seed=0)
+
+
+def _training_games(evaluate, games: int) -> tuple[int, float]:
+    """Training games of the Connect Four recipe with fresh searches (50 simulations,
+    tactics, proofs, the 0.95 discount, root noise, 8 sampled plies), all ``games`` at
+    once: (moves played, seconds)."""
+    from paddlecraft.arenas.games import ConnectFour
+    from paddlecraft.arenas.games.search import PUCTSearch, choose_moves, decided_visits
+
+    rng = np.random.default_rng(0)
+    search = PUCTSearch(ConnectFour, evaluate, simulations=50, discount=0.95, tactics=True,
+                        proofs=True)  # fmt: skip
+    g = ConnectFour(games)
+    moves, t = 0, time.perf_counter()
+    while not g.done.all():
+        live = np.flatnonzero(~g.done)
+        res = search.search(g.cur[live], g.mask[live], rng, noise=True)
+        temperature = np.where(g.moves[live] < 8, 1.0, 0.0)
+        g.step(choose_moves(decided_visits(res), temperature, rng), live)
+        moves += len(live)
+    return moves, time.perf_counter() - t
 
 
 def bench_search(size: str = "full") -> dict:
@@ -121,32 +153,14 @@ def bench_search(size: str = "full") -> dict:
 def bench_cache(size: str = "full") -> dict:
     """Training games of the Connect Four recipe (fresh 50-simulation searches) with and
     without the evaluation cache."""
-    from paddlecraft.arenas.games import ConnectFour
-    from paddlecraft.arenas.games.search import (
-        CachedEvaluator,
-        NetworkEvaluator,
-        PUCTSearch,
-        choose_moves,
-        decided_visits,
-    )
+    from paddlecraft.arenas.games.search import CachedEvaluator, NetworkEvaluator
 
     games = {"full": 256, "quick": 64, "tiny": 4}[size]
     policy = _network(lines=True)
     net = policy.priors_and_values
-    settings = dict(simulations=50, discount=0.95, tactics=True, proofs=True)
 
     def play(evaluate) -> tuple[int, float]:
-        rng = np.random.default_rng(0)
-        search = PUCTSearch(ConnectFour, evaluate, **settings)
-        g = ConnectFour(games)
-        moves, t = 0, time.perf_counter()
-        while not g.done.all():
-            live = np.flatnonzero(~g.done)
-            res = search.search(g.cur[live], g.mask[live], rng, noise=True)
-            temperature = np.where(g.moves[live] < 8, 1.0, 0.0)
-            g.step(choose_moves(decided_visits(res), temperature, rng), live)
-            moves += len(live)
-        return moves, time.perf_counter() - t
+        return _training_games(evaluate, games)
 
     play(net)  # warm-up
     moves, t_plain = play(net)
@@ -177,6 +191,42 @@ def bench_cache(size: str = "full") -> dict:
     }
 
 
+def bench_conv(size: str = "full") -> dict:
+    """The same cached training games with the convolutional trunk: over its NumPy copy
+    (`ImageCNNEncoder.numpy_forward`) against over Paddle's forward, and against the
+    line-feature network's copy (the default's, what the trunk would replace)."""
+    from paddlecraft.arenas.games.search import CachedEvaluator, NetworkEvaluator
+
+    games = {"full": 256, "quick": 64, "tiny": 4}[size]
+    conv, lines = _network(conv=True), _network(lines=True)
+
+    def play(evaluate) -> tuple[int, float]:
+        return _training_games(CachedEvaluator(NetworkEvaluator(evaluate)), games)
+
+    play(conv.frozen_evaluator())  # warm-up
+    paddle_moves, t_paddle = play(conv.priors_and_values)
+    copy_moves, t_copy = play(conv.frozen_evaluator())
+    lines_moves, t_lines = play(lines.frozen_evaluator())
+    paddle_rate, copy_rate = paddle_moves / t_paddle, copy_moves / t_copy
+    lines_rate = lines_moves / t_lines
+    return {
+        "conv_games": games,
+        "conv_paddle_moves": paddle_moves,
+        "conv_paddle_moves_per_s": round(paddle_rate, 1),
+        "conv_frozen_moves": copy_moves,
+        "conv_frozen_moves_per_s": round(copy_rate, 1),
+        "cnn_frozen_speedup": round(copy_rate / paddle_rate, 2),
+        "conv_lines_moves": lines_moves,
+        "conv_lines_moves_per_s": round(lines_rate, 1),
+        "cnn_cost": round(lines_rate / copy_rate, 2),
+        "conv_summary": f"{games} Connect Four training games with the convolutional trunk "
+        f"(2x conv3x3 32 at 6x7, 256 features; cached): {copy_rate:,.0f} moves/s over its "
+        f"NumPy copy vs {paddle_rate:,.0f} over Paddle's forward = "
+        f"{copy_rate / paddle_rate:.2f}x; the line-feature network's copy {lines_rate:,.0f} "
+        f"moves/s (the trunk costs {lines_rate / copy_rate:.2f}x)",
+    }
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--quick", action="store_true")
@@ -184,9 +234,10 @@ def main() -> None:
     import paddlecraft.encoders  # noqa: F401  (CPU tuning before paddle, as run.py does)
 
     size = "quick" if args.quick else "full"
-    r = {**bench_search(size), **bench_cache(size)}
+    r = {**bench_search(size), **bench_cache(size), **bench_conv(size)}
     print(r["summary"])
     print(r["cache_summary"])
+    print(r["conv_summary"])
     (ROOT / "bench" / "results_search.json").write_text(json.dumps(r, indent=2) + "\n")
 
 

@@ -5,6 +5,12 @@ Decisions:
 - ``arch="dcgan"`` is the GAN discriminator's body (conv k4 s2 + LeakyReLU, Radford et
   al. 2016). With ``norm="none"`` (``conf/encoder/dcgan.yaml``) it is twice
   differentiable, as WGAN-GP's gradient penalty needs, and has no running statistics.
+- ``numpy_forward()`` (what a search's leaf evaluations use, `Policy.frozen_evaluator`)
+  computes the same features in NumPy: channels last inside (one copy of the windows and
+  one matmul per convolution, the ``embedding`` weight's rows permuted once to match
+  Paddle's channels-first flatten), batch norm folded into its convolution from the
+  running statistics (the eval-mode forward, as a search's `Policy.priors_and_values`
+  runs). Instance norm or any replaced or adapted layer: ``None`` (Paddle's forward then).
 - The features are flattened with ``reshape``, not ``paddle.flatten``: Paddle 3.3.1 has
   no double gradient for ``flatten`` (nor for ``layer_norm``, ``group_norm`` or
   ``gelu``). Measured on Paddle 3.3.1 CPU: the double gradient of conv2d + batch/instance
@@ -13,9 +19,11 @@ Decisions:
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
+import numpy as np
 import paddle.nn.functional as F
+from numpy.lib.stride_tricks import sliding_window_view
 from paddle import nn
 
 from .base import Encoder, InputSpec, LayerSpec, Tensor
@@ -188,3 +196,107 @@ class ImageCNNEncoder(Encoder):
         if self.num_classes is not None:
             out["prediction"] = self.layers["prediction"](emb)  # [B, num_classes]
         return out
+
+    def numpy_forward(self) -> Callable[[np.ndarray], np.ndarray] | None:
+        """A NumPy copy of ``forward_all(x)["pooled"]`` with the weights as they are now,
+        for inference that calls the network many times on small batches while the weights
+        stay fixed (a search's leaf evaluations): [B, C, H, W] float32 -> [B, embedding_dim]
+        float32, the eval-mode forward's values (batch norm from its running statistics,
+        whatever the mode now) to float32 rounding without Paddle's per-operation cost
+        (``python bench/search_bench.py``, ``cnn_frozen_speedup``). ``None`` when a block
+        has instance norm (statistics from each input) or a layer is not the one this class
+        made (replaced or adapted): callers then use the Paddle forward. Later changes to
+        the weights (and running statistics) do not reach the copy."""
+        blocks = [_numpy_block(self.layers[f"conv_{i}"]) for i in range(1, self._n_blocks + 1)]
+        emb = self.layers["embedding"]
+        if any(b is None for b in blocks) or type(emb) is not nn.Linear or emb.bias is None:
+            return None
+        c, h, w = self.feature_shape
+        # rows in Paddle's flatten order (c, h, w) -> the channels-last order (h, w, c)
+        ew = np.array(emb.weight.numpy()).reshape(c, h, w, -1).transpose(1, 2, 0, 3)
+        ew, eb = np.ascontiguousarray(ew.reshape(c * h * w, -1)), np.array(emb.bias.numpy())
+        slope = np.float32(self.slope if self.arch == "dcgan" else 0.0)
+        steps = [b for b in blocks if b is not None]
+
+        def pooled(x: np.ndarray) -> np.ndarray:
+            a = np.asarray(x, np.float32).transpose(0, 2, 3, 1)  # [B, H, W, C]
+            for step in steps:
+                a = step(a)  # [B, H_i, W_i, c_i]
+            e = a.reshape(len(a), -1) @ ew + eb  # [B, embedding_dim]
+            return np.where(e > 0, e, e * slope)  # ReLU (slope 0) or LeakyReLU
+
+        return pooled
+
+
+NumpyStep = Callable[[np.ndarray], np.ndarray]  # [B, H, W, C] -> [B, H', W', C'] float32
+
+
+def _numpy_conv(conv: nn.Layer, norm: nn.Layer | None) -> NumpyStep | None:
+    """A channels-last NumPy copy of ``conv`` followed by ``norm`` (batch norm in eval mode,
+    folded into the weights), or ``None`` where this copy would not be the same function."""
+    if (
+        type(conv) is not nn.Conv2D
+        or conv._groups != 1
+        or list(conv._dilation) != [1, 1]
+        or conv._padding_mode != "zeros"
+        or conv._data_format != "NCHW"
+        or conv._padding_algorithm != "EXPLICIT"
+        or not isinstance(conv._padding, int)
+        or len(set(conv._stride)) != 1
+        or len(set(conv._kernel_size)) != 1
+    ):
+        return None
+    weight = np.array(conv.weight.numpy(), np.float32)  # [O, C, k, k]
+    out = weight.shape[0]
+    bias = np.zeros(out, np.float32) if conv.bias is None else np.array(conv.bias.numpy())
+    if norm is not None:
+        if type(norm) is not nn.BatchNorm2D or norm._data_format != "NCHW":
+            return None  # instance norm: statistics from each input
+        mean, var = (np.array(t.numpy(), np.float64) for t in (norm._mean, norm._variance))
+        scale = np.array(norm.weight.numpy(), np.float64) / np.sqrt(var + norm._epsilon)
+        weight = (weight * scale[:, None, None, None]).astype(np.float32)
+        shift = np.array(norm.bias.numpy(), np.float64) - mean * scale
+        bias = (bias * scale + shift).astype(np.float32)
+    k, stride, pad = conv._kernel_size[0], conv._stride[0], conv._padding
+    # [k * k * C, O]: rows in the windows' (kh, kw, C) order, channels innermost, so the
+    # windows are copied in runs of C contiguous values (twice as fast as (C, kh, kw))
+    w_mat = np.ascontiguousarray(weight.transpose(0, 2, 3, 1).reshape(out, -1).T)
+
+    def step(a: np.ndarray) -> np.ndarray:
+        a = np.pad(a, ((0, 0), (pad, pad), (pad, pad), (0, 0)))  # [B, H + 2p, W + 2p, C]
+        win = sliding_window_view(a, (k, k), axis=(1, 2))[:, ::stride, ::stride]
+        b, h, w = win.shape[:3]  # win: [B, H', W', C, k, k] -> [B, H', W', k, k, C]
+        cols = win.transpose(0, 1, 2, 4, 5, 3).reshape(b * h * w, -1)  # [B H' W', k k C]
+        return (cols @ w_mat + bias).reshape(b, h, w, out)
+
+    return step
+
+
+def _numpy_block(block: nn.Layer) -> NumpyStep | None:
+    """A NumPy copy of one of this module's blocks (channels last), or ``None``."""
+    relu = np.float32(0.0)
+    if type(block) is ConvBlock:
+        conv = _numpy_conv(block.conv, block.bn)
+        return None if conv is None else (lambda a: np.maximum(conv(a), relu))
+    if type(block) is DCGANBlock:
+        conv, slope = _numpy_conv(block.conv, block.norm), np.float32(block.slope)
+        if conv is None:
+            return None
+
+        def leaky(a: np.ndarray) -> np.ndarray:
+            h = conv(a)
+            return np.where(h > 0, h, h * slope)
+
+        return leaky
+    if type(block) is ResBlock:
+        first, second = _numpy_conv(block.conv1, block.bn1), _numpy_conv(block.conv2, block.bn2)
+        proj = None if block.proj is None else _numpy_conv(block.proj, None)
+        if first is None or second is None or (block.proj is not None and proj is None):
+            return None
+
+        def residual(a: np.ndarray) -> np.ndarray:
+            h = second(np.maximum(first(a), relu))
+            return np.maximum(h + (proj(a) if proj is not None else a), relu)
+
+        return residual
+    return None

@@ -99,3 +99,20 @@ def test_section_runs_at_tiny_size(bench_run: ModuleType, name: str, tmp_path, m
         q1, q3 = r["ratio_quartiles"]  # rounded to 4 decimals
         assert q1 - 1e-4 <= r["ratio"] <= q3 + 1e-4 and r["ratio_range"][0] <= q1
         assert r["ratio_of_medians"] == pytest.approx(r["live_s_per_step"] / r["plain_s_per_step"])
+
+
+def test_the_conv_trunks_copy_bench_measures_both_forwards(bench_run: ModuleType) -> None:
+    """``python bench/search_bench.py``'s last figures (not a ``bench/run.py`` section):
+    the trunk's training games over its NumPy copy and over Paddle's forward, each timed."""
+    import search_bench  # bench/ is on sys.path while bench_run is imported
+
+    r = search_bench.bench_conv("tiny")
+    assert r["conv_games"] == 4 and r["conv_paddle_moves"] >= 4 * 7  # whole games: 7+ plies
+    rates = ("conv_paddle_moves_per_s", "conv_frozen_moves_per_s", "conv_lines_moves_per_s")
+    assert all(_positive(r[k]) for k in rates)
+    assert r["cnn_frozen_speedup"] == pytest.approx(
+        r["conv_frozen_moves_per_s"] / r["conv_paddle_moves_per_s"], rel=0.02
+    )
+    assert r["cnn_cost"] == pytest.approx(
+        r["conv_lines_moves_per_s"] / r["conv_frozen_moves_per_s"], rel=0.02
+    )

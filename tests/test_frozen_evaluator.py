@@ -20,6 +20,11 @@ LINES = {"_target_": "paddlecraft.encoders.BoardLineEncoder", "line_length": 4,
 MLP = {"_target_": "paddlecraft.encoders.ImageMLPEncoder", "hidden_size": 32, "hidden_layers": 3}
 CNN = {"_target_": "paddlecraft.encoders.ImageCNNEncoder", "channels": [4, 8],
        "embedding_dim": 16, "arch": "lenet"}  # fmt: skip
+# the guide's convolutional trunk: full 6x7 resolution, no normalisation
+TRUNK = {**CNN, "channels": [8, 8], "embedding_dim": 32, "min_spatial": 7, "norm": "none"}
+RESNET = {**CNN, "channels": [4, 4, 8], "arch": "resnet", "min_spatial": 7}  # identity + 1x1
+DCGAN = {**CNN, "arch": "dcgan", "min_spatial": 3}  # k4 s2, then k3 s1; LeakyReLU
+CONVS = {"trunk": TRUNK, "lenet-bn": CNN, "resnet": RESNET, "dcgan": DCGAN}
 
 
 def _policy(make_scope, encoder, moves_left=False) -> Policy:
@@ -33,6 +38,20 @@ def _positions(n: int = 48) -> tuple[np.ndarray, np.ndarray]:
     masks = np.random.default_rng(2).random((n, 7)) < 0.7
     masks[:, 3] = True  # at least one legal move per row
     return planes, masks
+
+
+def _running_statistics(layer: paddle.nn.Layer) -> None:
+    """Give every batch norm running statistics and an affine part far from (0, 1), so
+    folding them into the convolutions is tested (a fresh one is nearly the identity)."""
+    rng = np.random.default_rng(3)
+    with paddle.no_grad():
+        for bn in layer.sublayers():
+            if isinstance(bn, paddle.nn.BatchNorm2D):
+                n = bn._mean.shape[0]
+                for t, value in ((bn._mean, rng.normal(0, 0.5, n)), (bn._variance,
+                                 rng.uniform(0.3, 3, n)), (bn.weight, rng.uniform(0.5, 2, n)),
+                                 (bn.bias, rng.normal(0, 0.5, n))):  # fmt: skip
+                    t.set_value(paddle.to_tensor(value.astype(np.float32)))
 
 
 def _perturb(policy: Policy) -> None:
@@ -54,9 +73,10 @@ def test_numpy_forward_is_the_encoders_forward(encoder, make_scope):
 
 
 @pytest.mark.parametrize("moves_left", [False, True], ids=["value", "moves-left"])
-@pytest.mark.parametrize("encoder", [MLP, LINES], ids=["mlp", "lines"])
+@pytest.mark.parametrize("encoder", [MLP, LINES, CNN], ids=["mlp", "lines", "cnn"])
 def test_the_frozen_evaluator_gives_the_live_priors_and_values(encoder, moves_left, make_scope):
     policy = _policy(make_scope, encoder, moves_left)
+    _running_statistics(policy)
     planes, masks = _positions()
     live = policy.search_settings()["evaluate"](planes, masks)
     frozen = policy.search_settings(frozen=True)["evaluate"]
@@ -73,10 +93,34 @@ def test_the_frozen_evaluator_gives_the_live_priors_and_values(encoder, moves_le
         assert 0 < got[2].min() and got[2].max() < 42
 
 
-def test_the_copy_keeps_the_weights_it_was_made_with():
+@pytest.mark.parametrize("name", list(CONVS))
+def test_a_conv_trunks_copy_is_its_eval_forward(name, make_scope):
+    """`ImageCNNEncoder.numpy_forward` on board planes [B, 2, 6, 7]: the eval-mode forward
+    (batch norm from its running statistics, folded into the convolutions) to float32
+    rounding, for every block kind: conv + ReLU at full resolution and strided, residual
+    blocks with identity and 1x1 projection shortcuts, DCGAN's k4 s2 and LeakyReLU."""
+    policy = _policy(make_scope, CONVS[name])
+    enc = policy.encoder
+    _running_statistics(enc)
+    planes = _positions()[0].transpose(0, 3, 1, 2)  # [48, 2, 6, 7]
+    enc.eval()
+    want = enc.forward_all(paddle.to_tensor(planes))["pooled"].numpy()
+    enc.train()  # the copy is the eval forward whatever the mode
+    got = enc.numpy_forward()(planes)
+    assert got.dtype == np.float32 and got.shape == want.shape == (48, enc.feature_dim)
+    np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5)
+    assert (want > 0).mean() > 0.2  # the ReLUs pass values: not a trivial comparison
+    distinct = len(np.unique(planes.reshape(48, -1), axis=0))  # random positions can repeat
+    assert len(np.unique(want.round(4), axis=0)) == distinct > 40
+    if name == "dcgan":  # LeakyReLU: negative features pass, scaled
+        assert (want < 0).mean() > 0.2
+
+
+@pytest.mark.parametrize("encoder", [LINES, CNN], ids=["lines", "cnn"])
+def test_the_copy_keeps_the_weights_it_was_made_with(encoder):
     # a fixed name: a policy's initial weights follow its seed and name, and a scope from
     # make_scope is numbered by the tests that ran before in the same worker
-    policy = _policy(lambda _: "frozen_copy_weights", LINES)
+    policy = _policy(lambda _: "frozen_copy_weights", encoder)
     planes, masks = _positions()
     frozen = policy.frozen_evaluator()
     before = frozen(planes, masks)
@@ -92,8 +136,14 @@ def test_the_copy_keeps_the_weights_it_was_made_with():
 
 
 def test_what_has_no_numpy_copy_gets_the_live_evaluator(make_scope):
-    conv = _policy(make_scope, CNN)  # a conv trunk: no numpy_forward
-    assert conv.frozen_evaluator() == conv.priors_and_values
+    # instance norm: statistics from each input, no copy
+    instance = _policy(make_scope, {**CNN, "norm": "instance"})
+    assert instance.encoder.numpy_forward() is None
+    assert instance.frozen_evaluator() == instance.priors_and_values
+    dilated = _policy(make_scope, CNN)  # a convolution this class does not make
+    dilated.encoder.layers["conv_2"].conv = paddle.nn.Conv2D(4, 8, 3, padding=2, dilation=2)
+    assert dilated.encoder.numpy_forward() is None
+    assert dilated.frozen_evaluator() == dilated.priors_and_values
     with_head = _policy(make_scope, MLP, moves_left=True)
     with_head.device = "gpu:0"  # a GPU policy keeps its network on the device
     assert with_head.frozen_evaluator() == with_head.priors_values_and_moves_left
