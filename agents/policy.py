@@ -380,11 +380,10 @@ class Policy(Agent):
         """A search's evaluator with the weights as they are now, for a search that runs
         while they stay so (a collection, an evaluation): `priors_and_values` (with the
         moves-left head, `priors_values_and_moves_left`) over a NumPy copy of the network
-        where the encoder has one (``numpy_forward``: the MLP families and the conv
-        trunks of `ImageCNNEncoder`) and the policy runs
-        on the CPU without mixed precision: the same priors and values to float32
-        rounding, in less time (``python bench/search_bench.py``, ``frozen_speedup``).
-        Otherwise the live Paddle evaluator itself."""
+        where the encoder has one (``numpy_forward``: the MLP families, `ImageCNNEncoder`)
+        and the policy runs on the CPU without mixed precision: the same priors and values
+        to float32 rounding, in less time (``python bench/search_bench.py``,
+        ``frozen_speedup``). Otherwise the live Paddle evaluator itself."""
         live = self.priors_values_and_moves_left if self.moves_left else self.priors_and_values
         copy = getattr(self.encoder, "numpy_forward", None)
         on_cpu = self.device == "cpu" and not self.amp.enabled
@@ -397,15 +396,12 @@ class Policy(Agent):
         (pw, pb), (vw, vb), *ml = [
             (np.array(h.weight.numpy()), np.array(h.bias.numpy())) for h in heads
         ]
-        max_plies = float(self.max_plies) if self.moves_left else 0.0
-        channels_first = self._channels_first
+        max_plies, first = float(self.max_plies) if self.moves_left else 0.0, self._channels_first
 
         def evaluate(observations: Any, action_masks: Any) -> tuple[np.ndarray, ...]:
             masks = np.asarray(action_masks, bool)  # [B, A]
-            x = np.asarray(observations, np.float32)  # [B, rows, cols, planes]
-            # as `_prepare`: [B, planes, rows, cols] for an image encoder, else flat
-            x = x.transpose(0, 3, 1, 2) if channels_first else x.reshape(len(masks), -1)
-            h = trunk(x)  # [B, F]
+            x = np.asarray(observations, np.float32)  # [B, rows, cols, planes]; as `_prepare`:
+            h = trunk(x.transpose(0, 3, 1, 2) if first else x.reshape(len(x), -1))  # [B, F]
             logits = h @ pw + pb + (masks.astype(np.float32) - 1.0) * np.float32(MASK_PENALTY)
             z = logits - logits.max(axis=1, keepdims=True)  # log_softmax, as in Paddle's
             logp = z - np.log(np.exp(z).sum(axis=1, keepdims=True))  # [B, A] float32

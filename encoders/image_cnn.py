@@ -26,6 +26,8 @@ import paddle.nn.functional as F
 from numpy.lib.stride_tricks import sliding_window_view
 from paddle import nn
 
+from paddlecraft.paddle_private import batch_norm_running, conv2d_geometry
+
 from .base import Encoder, InputSpec, LayerSpec, Tensor
 from .image_mlp import dense
 
@@ -234,30 +236,22 @@ NumpyStep = Callable[[np.ndarray], np.ndarray]  # [B, H, W, C] -> [B, H', W', C'
 def _numpy_conv(conv: nn.Layer, norm: nn.Layer | None) -> NumpyStep | None:
     """A channels-last NumPy copy of ``conv`` followed by ``norm`` (batch norm in eval mode,
     folded into the weights), or ``None`` where this copy would not be the same function."""
-    if (
-        type(conv) is not nn.Conv2D
-        or conv._groups != 1
-        or list(conv._dilation) != [1, 1]
-        or conv._padding_mode != "zeros"
-        or conv._data_format != "NCHW"
-        or conv._padding_algorithm != "EXPLICIT"
-        or not isinstance(conv._padding, int)
-        or len(set(conv._stride)) != 1
-        or len(set(conv._kernel_size)) != 1
-    ):
+    geometry = conv2d_geometry(conv) if type(conv) is nn.Conv2D else None
+    if geometry is None:
         return None
+    k, stride, pad = geometry
     weight = np.array(conv.weight.numpy(), np.float32)  # [O, C, k, k]
     out = weight.shape[0]
     bias = np.zeros(out, np.float32) if conv.bias is None else np.array(conv.bias.numpy())
     if norm is not None:
-        if type(norm) is not nn.BatchNorm2D or norm._data_format != "NCHW":
+        running = batch_norm_running(norm) if type(norm) is nn.BatchNorm2D else None
+        if running is None:
             return None  # instance norm: statistics from each input
-        mean, var = (np.array(t.numpy(), np.float64) for t in (norm._mean, norm._variance))
-        scale = np.array(norm.weight.numpy(), np.float64) / np.sqrt(var + norm._epsilon)
+        mean, var = (np.array(t.numpy(), np.float64) for t in running[:2])
+        scale = np.array(norm.weight.numpy(), np.float64) / np.sqrt(var + running[2])
         weight = (weight * scale[:, None, None, None]).astype(np.float32)
         shift = np.array(norm.bias.numpy(), np.float64) - mean * scale
         bias = (bias * scale + shift).astype(np.float32)
-    k, stride, pad = conv._kernel_size[0], conv._stride[0], conv._padding
     # [k * k * C, O]: rows in the windows' (kh, kw, C) order, channels innermost, so the
     # windows are copied in runs of C contiguous values (twice as fast as (C, kh, kw))
     w_mat = np.ascontiguousarray(weight.transpose(0, 2, 3, 1).reshape(out, -1).T)

@@ -39,7 +39,9 @@ __all__ = [
     "UniqueNameGenerator",
     "accumulators",
     "adam_step",
+    "batch_norm_running",
     "batch_norm_stats",
+    "conv2d_geometry",
     "is_batch_norm",
     "checked",
     "create_accumulators",
@@ -224,6 +226,33 @@ def batch_norm_stats(layer: nn.Layer) -> list[paddle.Tensor]:
         if is_batch_norm(sub):
             out += [sub._mean, sub._variance]
     return out
+
+
+def batch_norm_running(layer: nn.BatchNorm2D) -> tuple[paddle.Tensor, paddle.Tensor, float] | None:
+    """A channels-first batch norm's running mean and variance and its epsilon (what its
+    eval-mode forward normalises with; private attributes), or ``None`` when its data
+    format is not NCHW."""
+    if layer._data_format != "NCHW":
+        return None
+    return layer._mean, layer._variance, float(layer._epsilon)
+
+
+def conv2d_geometry(conv: nn.Conv2D) -> tuple[int, int, int] | None:
+    """``(kernel, stride, padding)`` of a plain ``nn.Conv2D`` (square kernel and stride,
+    one explicit zero padding on every side, no groups or dilation, NCHW; its settings are
+    private attributes), or ``None`` when it has any other setting."""
+    kernel, stride = list(conv._kernel_size), list(conv._stride)
+    plain = (
+        conv._groups == 1
+        and list(conv._dilation) == [1, 1]
+        and conv._padding_mode == "zeros"
+        and conv._data_format == "NCHW"
+        and conv._padding_algorithm == "EXPLICIT"
+        and isinstance(conv._padding, int)
+        and len(set(kernel)) == 1
+        and len(set(stride)) == 1
+    )
+    return (int(kernel[0]), int(stride[0]), int(conv._padding)) if plain else None
 
 
 def set_layer_norm_epsilon(layer: nn.LayerNorm, eps: float) -> None:

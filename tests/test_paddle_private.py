@@ -104,3 +104,25 @@ def test_generator_state_round_trips_exactly():
     want = paddle.rand([5]).numpy()
     pp.set_cpu_generator_state(state)
     np.testing.assert_array_equal(paddle.rand([5]).numpy(), want)
+
+
+def test_conv_geometry_and_batch_norm_statistics_read_the_layers_settings():
+    """What the conv trunk's NumPy copy reads (`ImageCNNEncoder.numpy_forward`): a plain
+    convolution's kernel, stride and padding, ``None`` for any setting the copy lacks; a
+    batch norm's running statistics (the tensors themselves) and epsilon."""
+    assert pp.conv2d_geometry(nn.Conv2D(2, 4, 3, stride=2, padding=1)) == (3, 2, 1)
+    assert pp.conv2d_geometry(nn.Conv2D(2, 4, 4, padding=0)) == (4, 1, 0)
+    for other in (
+        nn.Conv2D(2, 4, 3, padding=2, dilation=2),
+        nn.Conv2D(2, 4, 3, padding=1, groups=2),
+        nn.Conv2D(2, 4, 3, padding=1, padding_mode="reflect"),
+        nn.Conv2D(2, 4, 3, padding="SAME"),
+        nn.Conv2D(2, 4, (3, 5), padding=1),
+        nn.Conv2D(2, 4, 3, stride=(1, 2), padding=1),
+        nn.Conv2D(2, 4, 3, padding=1, data_format="NHWC"),
+    ):
+        assert pp.conv2d_geometry(other) is None
+    bn = nn.BatchNorm2D(3, epsilon=1e-3)
+    mean, var, eps = pp.batch_norm_running(bn)
+    assert mean is bn._mean and var is bn._variance and eps == pytest.approx(1e-3)
+    assert pp.batch_norm_running(nn.BatchNorm2D(3, data_format="NHWC")) is None
