@@ -400,7 +400,7 @@ class Policy(Agent):
 
         def evaluate(observations: Any, action_masks: Any) -> tuple[np.ndarray, ...]:
             masks = np.asarray(action_masks, bool)  # [B, A]
-            x = np.asarray(observations, np.float32)  # [B, rows, cols, planes]; as `_prepare`:
+            x = np.asarray(observations, np.float32)  # [B, rows, cols, planes]; `_prepare`'s
             h = trunk(x.transpose(0, 3, 1, 2) if first else x.reshape(len(x), -1))  # [B, F]
             logits = h @ pw + pb + (masks.astype(np.float32) - 1.0) * np.float32(MASK_PENALTY)
             z = logits - logits.max(axis=1, keepdims=True)  # log_softmax, as in Paddle's

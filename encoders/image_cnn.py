@@ -217,20 +217,27 @@ class ImageCNNEncoder(Encoder):
         # rows in Paddle's flatten order (c, h, w) -> the channels-last order (h, w, c)
         ew = np.array(emb.weight.numpy()).reshape(c, h, w, -1).transpose(1, 2, 0, 3)
         ew, eb = np.ascontiguousarray(ew.reshape(c * h * w, -1)), np.array(emb.bias.numpy())
-        slope = np.float32(self.slope if self.arch == "dcgan" else 0.0)
-        steps = [b for b in blocks if b is not None]
+        act = _numpy_activation(self.slope if self.arch == "dcgan" else 0.0)
+        steps = [b for b in blocks if b is not None]  # all of them (checked above)
 
         def pooled(x: np.ndarray) -> np.ndarray:
             a = np.asarray(x, np.float32).transpose(0, 2, 3, 1)  # [B, H, W, C]
             for step in steps:
                 a = step(a)  # [B, H_i, W_i, c_i]
-            e = a.reshape(len(a), -1) @ ew + eb  # [B, embedding_dim]
-            return np.where(e > 0, e, e * slope)  # ReLU (slope 0) or LeakyReLU
+            return act(a.reshape(len(a), -1) @ ew + eb)  # [B, embedding_dim]
 
         return pooled
 
 
 NumpyStep = Callable[[np.ndarray], np.ndarray]  # [B, H, W, C] -> [B, H', W', C'] float32
+
+
+def _numpy_activation(slope: float) -> Callable[[np.ndarray], np.ndarray]:
+    """ReLU (``slope`` 0) or LeakyReLU(``slope``), elementwise in float32."""
+    if slope == 0.0:
+        return lambda x: np.maximum(x, np.float32(0.0))
+    s = np.float32(slope)
+    return lambda x: np.where(x > 0, x, x * s)
 
 
 def _numpy_conv(conv: nn.Layer, norm: nn.Layer | None) -> NumpyStep | None:
@@ -268,20 +275,11 @@ def _numpy_conv(conv: nn.Layer, norm: nn.Layer | None) -> NumpyStep | None:
 
 def _numpy_block(block: nn.Layer) -> NumpyStep | None:
     """A NumPy copy of one of this module's blocks (channels last), or ``None``."""
-    relu = np.float32(0.0)
-    if type(block) is ConvBlock:
-        conv = _numpy_conv(block.conv, block.bn)
-        return None if conv is None else (lambda a: np.maximum(conv(a), relu))
-    if type(block) is DCGANBlock:
-        conv, slope = _numpy_conv(block.conv, block.norm), np.float32(block.slope)
-        if conv is None:
-            return None
-
-        def leaky(a: np.ndarray) -> np.ndarray:
-            h = conv(a)
-            return np.where(h > 0, h, h * slope)
-
-        return leaky
+    relu = _numpy_activation(0.0)
+    if type(block) in (ConvBlock, DCGANBlock):
+        conv = _numpy_conv(block.conv, block.bn if type(block) is ConvBlock else block.norm)
+        act = relu if type(block) is ConvBlock else _numpy_activation(block.slope)
+        return None if conv is None else (lambda a: act(conv(a)))
     if type(block) is ResBlock:
         first, second = _numpy_conv(block.conv1, block.bn1), _numpy_conv(block.conv2, block.bn2)
         proj = None if block.proj is None else _numpy_conv(block.proj, None)
@@ -289,8 +287,8 @@ def _numpy_block(block: nn.Layer) -> NumpyStep | None:
             return None
 
         def residual(a: np.ndarray) -> np.ndarray:
-            h = second(np.maximum(first(a), relu))
-            return np.maximum(h + (proj(a) if proj is not None else a), relu)
+            h = second(relu(first(a)))
+            return relu(h + (proj(a) if proj is not None else a))
 
         return residual
     return None
