@@ -17,13 +17,12 @@ from paddlecraft.paddle_private import is_batch_norm
 
 from .base import Agent, AgentConfig
 from .plug import image_inputs
+from .policy_settings import SEARCH_MOVES, check_policy_settings  # noqa: F401 (re-exported)
 from .settings import ConfigError
+from .value_head import expected_value, expected_value_numpy
 
 #: added to the logits of illegal actions (finite, so masked terms never produce NaN)
 MASK_PENALTY = 1e9
-#: the search's move rules (``paddlecraft.arenas.games.search.MOVE_RULES``; agents do not
-#: import the arenas): what ``search_move`` accepts
-SEARCH_MOVES = ("visits", "lcb")
 #: the ownership head's classes per cell, in order: empty, the mover's, the opponent's
 OWNERSHIP_CLASSES = 3
 
@@ -41,6 +40,12 @@ class PolicyConfig(AgentConfig):
     #: with this policy backs values up with the same discount, so a sooner win and a later
     #: loss are worth more. Saved with the policy: a loaded one searches as it was trained.
     value_discount: float = 1.0
+    #: the value head as a classifier (HL-Gauss, `paddlecraft.agents.value_head`): 0 a tanh
+    #: output trained by MSE; N >= 2 logits over N bins on [-1, 1] whose softmax's mean is
+    #: the value, trained (search updates) by cross-entropy to a Gaussian of ``value_sigma``
+    #: bin widths around the target. Searches read the mean either way. Saved with the policy.
+    value_bins: int = 0
+    value_sigma: float = 0.75
     #: Leela Chess Zero's moves-left head: a third output (``moves_left_head``, sigmoid x
     #: rows x cols) predicting the plies until the game ends; search updates train it on
     #: the self-play records. Off: the policy has no such layer (its parameters unchanged).
@@ -139,42 +144,11 @@ class Policy(Agent):
                 f"agents.{name}.obs_shape must be [rows, cols, planes], got {obs_shape}"
             )
         self.obs_shape, self.num_actions = obs_shape, int(num_actions)
+        check_policy_settings(name, self.cfg)
         self.value_discount = float(self.cfg.value_discount)
-        if not 0 < self.value_discount <= 1:
-            raise ConfigError(
-                f"agents.{name}.value_discount={self.cfg.value_discount!r}: must be in (0, 1] "
-                f"(1: the game's outcome undiscounted); e.g. agents.{name}.value_discount=0.95"
-            )
+        self.value_bins, self.value_sigma = int(self.cfg.value_bins), float(self.cfg.value_sigma)
         self.moves_left = bool(self.cfg.moves_left)
         self.moves_left_weight = float(self.cfg.moves_left_weight)
-        if not self.moves_left_weight >= 0:
-            raise ConfigError(
-                f"agents.{name}.moves_left_weight={self.cfg.moves_left_weight!r}: must be >= 0 "
-                f"(0: off); e.g. agents.{name}.moves_left_weight=0.02"
-            )
-        if self.moves_left_weight > 0 and not self.moves_left:
-            raise ConfigError(
-                f"agents.{name}.moves_left_weight={self.moves_left_weight}: the search's "
-                f"moves-left utility reads the moves-left head, which is off; set "
-                f"agents.{name}.moves_left=true (or moves_left_weight=0)"
-            )
-        if self.cfg.search_move not in SEARCH_MOVES:
-            raise ConfigError(
-                f"agents.{name}.search_move={self.cfg.search_move!r}: expected one of "
-                f"{', '.join(SEARCH_MOVES)}; e.g. agents.{name}.search_move=lcb"
-            )
-        if self.cfg.search_fpu is not None and not float(self.cfg.search_fpu) >= 0:
-            raise ConfigError(
-                f"agents.{name}.search_fpu={self.cfg.search_fpu!r}: must be null (an unvisited "
-                f"move is worth 0) or >= 0 (the node's mean minus that reduction); e.g. "
-                f"agents.{name}.search_fpu=0"
-            )
-        if not float(self.cfg.search_policy_temperature) > 0:
-            raise ConfigError(
-                f"agents.{name}.search_policy_temperature={self.cfg.search_policy_temperature!r}"
-                f": must be > 0 (1: the priors as the network gives them); e.g. "
-                f"agents.{name}.search_policy_temperature=1.5"
-            )
         #: the most plies a game can last (a full board): the moves-left head's range
         self.max_plies = obs_shape[0] * obs_shape[1]
         with self.seeded():
@@ -189,7 +163,8 @@ class Policy(Agent):
             # image encoders read [B, planes, rows, cols]; flat ones [B, rows * cols * planes]
             self._channels_first = len(first.shape) == 3
             self.policy_head = self.make_head("policy_head", lambda: nn.Linear(feat, num_actions))
-            self.value_head = self.make_head("value_head", lambda: nn.Linear(feat, 1))
+            bins = max(self.value_bins, 1)  # [feat] -> [1] (tanh) or [bins] (logits)
+            self.value_head = self.make_head("value_head", lambda: nn.Linear(feat, bins))
             if self.moves_left:  # made last: the other layers' initial weights stay the same
                 self.moves_left_head = self.make_head("moves_left_head", lambda: nn.Linear(feat, 1))
             self.opponent_policy = bool(self.cfg.opponent_policy)
@@ -249,10 +224,12 @@ class Policy(Agent):
         mover's, the opponent's)."""
         x = self._prepare(obs)
         h = self.encoder.forward_all(x)["pooled"]  # [B, feature_dim]
-        out = {
-            "logits": self.policy_head(h),  # [B, A]
-            "value": paddle.tanh(self.value_head(h)).squeeze(-1),  # [B]
-        }
+        out = {"logits": self.policy_head(h)}  # [B, A]
+        if self.value_bins:  # [B, bins] -> the softmax's mean [B]
+            out["value_logits"] = self.value_head(h)
+            out["value"] = expected_value(out["value_logits"])
+        else:
+            out["value"] = paddle.tanh(self.value_head(h)).squeeze(-1)  # [B]
         if moves_left and self.moves_left:
             out["moves_left"] = F.sigmoid(self.moves_left_head(h)).squeeze(-1) * float(
                 self.max_plies
@@ -397,6 +374,7 @@ class Policy(Agent):
             (np.array(h.weight.numpy()), np.array(h.bias.numpy())) for h in heads
         ]
         max_plies, first = float(self.max_plies) if self.moves_left else 0.0, self._channels_first
+        bins = self.value_bins
 
         def evaluate(observations: Any, action_masks: Any) -> tuple[np.ndarray, ...]:
             masks = np.asarray(action_masks, bool)  # [B, A]
@@ -406,7 +384,8 @@ class Policy(Agent):
             z = logits - logits.max(axis=1, keepdims=True)  # log_softmax, as in Paddle's
             logp = z - np.log(np.exp(z).sum(axis=1, keepdims=True))  # [B, A] float32
             out = [np.where(masks, np.exp(logp.astype(np.float64)), 0.0)]
-            out.append(np.tanh(h @ vw + vb)[:, 0].astype(np.float64))  # [B]
+            v = expected_value_numpy(h @ vw + vb) if bins else np.tanh(h @ vw + vb)[:, 0]
+            out.append(v.astype(np.float64))  # [B]
             if ml:
                 plies = 1.0 / (1.0 + np.exp(-(h @ ml[0][0] + ml[0][1])[:, 0]))  # sigmoid, [B]
                 out.append(plies.astype(np.float64) * max_plies)

@@ -28,6 +28,8 @@ from typing import Any
 import numpy as np
 import paddle.nn.functional as F
 
+from paddlecraft.agents.value_head import hl_gauss_targets
+
 from ..games.core import BoardGame
 from ..games.evaluators import prior_tempered
 from ..games.search import (
@@ -391,7 +393,9 @@ def ownership_targets(records: list[dict[str, np.ndarray]], rules: type[BoardGam
 
 def alphazero_step(policy: Any, b: dict[str, np.ndarray], u: Any) -> dict[str, float]:
     """One gradient step: ``policy_coef`` x cross-entropy to the visit distribution +
-    ``value_coef`` x MSE to the outcome (``u`` is ``arena.update``); returns its metrics.
+    ``value_coef`` x MSE to the outcome (``u`` is ``arena.update``; a policy with
+    ``value_bins``: x the cross-entropy to the outcome's HL-Gauss histogram, the MSE still
+    logged as ``value_loss``); returns its metrics.
     With the samples' ``moves_left`` targets (a policy with the moves-left head) the loss
     adds ``value_coef`` x MSE of the predicted plies left, both divided by the board's
     squares (so in [0, 1], like the value's); with their ``opponent_pi`` (a policy with
@@ -407,9 +411,16 @@ def alphazero_step(policy: Any, b: dict[str, np.ndarray], u: Any) -> dict[str, f
     logp = policy.masked_log_probs(logits, b["mask"])  # [B, A], ~-1e9 on illegal moves
     pi = policy.to_tensor(b["pi"])
     policy_loss = -(pi * logp).sum(-1).mean()  # pi is 0 where a move is illegal
-    value_loss = ((value - policy.to_tensor(b["z"])) ** 2).mean()
-    loss = u.policy_coef * policy_loss + u.value_coef * value_loss
+    z = policy.to_tensor(b["z"])  # [B]
+    value_loss = ((value - z) ** 2).mean()  # logged for every head: comparable across runs
     extra: dict[str, float] = {}
+    if "value_logits" in out:  # a classifier head: HL-Gauss cross-entropy in place of MSE
+        target = hl_gauss_targets(z, policy.value_bins, policy.value_sigma)  # [B, bins]
+        value_ce = -(target * F.log_softmax(out["value_logits"], axis=-1)).sum(-1).mean()
+        loss = u.policy_coef * policy_loss + u.value_coef * value_ce
+        extra["value_ce"] = float(value_ce)
+    else:
+        loss = u.policy_coef * policy_loss + u.value_coef * value_loss
     if plies is not None:
         scale = 1.0 / float(policy.max_plies)
         target = policy.to_tensor(b["moves_left"])
