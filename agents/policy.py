@@ -105,7 +105,8 @@ class Policy(Agent):
     opponent's stones): channels-first ``[B, 2, rows, cols]`` when its input is an image,
     flattened otherwise; its ``pooled`` output is the feature vector. Two linear heads follow: ``policy_head``
     (action logits) and ``value_head`` (tanh, the expected outcome in [-1, 1] for the
-    mover). Illegal actions get ``logit - 1e9``; log-probabilities come from
+    mover; with ``value_bins`` logits over bins on [-1, 1], the value their softmax's
+    mean). Illegal actions get ``logit - 1e9``; log-probabilities come from
     ``log_softmax`` of the masked logits, never from ``paddle.distribution.Categorical``
     (which normalises by the sum, see PADDLE_NOTES). BatchNorm layers, if the encoder
     has any, always use their running statistics so that the policy that collected a

@@ -7,6 +7,7 @@ Functions of data; `Policy` calls them.
 
 from __future__ import annotations
 
+from numbers import Integral
 from typing import Any
 
 from .settings import ConfigError
@@ -28,7 +29,7 @@ def check_policy_settings(name: str, cfg: Any) -> None:
             f"(1: the game's outcome undiscounted); e.g. agents.{name}.value_discount=0.95"
         )
     bins = cfg.value_bins
-    if isinstance(bins, bool) or not isinstance(bins, int) or not (bins == 0 or bins >= 2):
+    if isinstance(bins, bool) or not isinstance(bins, Integral) or not (bins == 0 or bins >= 2):
         raise ConfigError(
             f"agents.{name}.value_bins={bins!r}: expected 0 (a tanh value trained by MSE) or "
             f"an integer >= 2 (logits over that many bins on [-1, 1], trained by HL-Gauss "
