@@ -48,6 +48,7 @@ ADDED = {
     "search.opening_dirichlet_alpha": None, "search.policy_temperature": 1.0,
     "search.opening_policy_temperature": None, "search.late_player": None,
     "search.ply_simulations": None, "update.surprise_weight": 0.0, "search.archive_starts": 0.0,
+    "search.gumbel_considered": 0,
 }  # fmt: skip
 
 
@@ -123,6 +124,7 @@ def test_an_old_key_in_python_names_its_new_place():
         ({"search": {"games_per_step": 0}}, "arena.search.games_per_step must be >= 1"),
         ({"search": {"lr": -1.0}}, "arena.search.lr must be > 0"),
         ({"search": {"every": 0}}, "arena.search.every must be >= 1"),
+        ({"search": {"gumbel_considered": -1}}, "arena.search.gumbel_considered=-1: must be >= 0"),
         ({"search": {"policy_target": "counts"}},
          "arena.search.policy_target must be one of ('visits', 'completed_q')"),
         ({"league": {"latest_ratio": 1.5}}, "arena.league.latest_ratio must be in [0, 1]"),

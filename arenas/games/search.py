@@ -24,8 +24,9 @@ the statistics live on the edges: ``N(s, a)`` and ``W(s, a)`` (for the player to
 ``s``, values in [-1, 1]). Training games add Dirichlet noise to the root priors
 (``noise=True``) and sample moves from the visit counts (`choose_moves` with a
 temperature); `completed_q_policy` turns a result into Gumbel AlphaZero's policy
-target. `search_one` is the PUCT search written plainly for one position (reference
-for tests and the benchmark).
+target, and ``gumbel_considered`` gives the root its search (`GumbelRoot`).
+`search_one` is the PUCT search written plainly for one position (reference for tests
+and the benchmark).
 
 This module knows only the rules (`paddlecraft.arenas.games`), no agents, so any
 network or heuristic can guide it.
@@ -47,6 +48,7 @@ from .evaluators import (
     RandomRolloutEvaluator,
     uniform_evaluator,
 )
+from .gumbel import GumbelRoot
 from .search_reference import search_one
 from .search_results import (
     MOVE_RULES,
@@ -58,10 +60,20 @@ from .search_results import (
     pruned_visits,
 )
 from .search_tree import Tree, TreeReuse
-from .selection import Children, SelectionRule, puct, selection_rule, uct
+from .selection import (
+    MOVES_LEFT_MAX_EFFECT,
+    Children,
+    SelectionRule,
+    forced_moves,
+    moves_left_utility,
+    puct,
+    selection_rule,
+    uct,
+)
 
 __all__ = [
     "MCTS",
+    "MOVES_LEFT_MAX_EFFECT",
     "MOVE_RULES",
     "CachedEvaluator",
     "Children",
@@ -83,10 +95,6 @@ __all__ = [
     "uct",
     "uniform_evaluator",
 ]
-
-#: the largest moves-left utility a move can get (value units, as Lc0's MovesLeftMaxEffect)
-MOVES_LEFT_MAX_EFFECT = 0.1
-
 
 # ---------------------------------------------------------------------- the tree
 
@@ -136,6 +144,11 @@ class MCTS:
             least about ``sqrt(k P(s, a) N(s))`` visits (``k`` this, KataGo's 2; 0: off),
             so a move the noise lifts is looked at more than once; `pruned_visits` takes
             those visits back out of the policy target.
+        gumbel_considered: ``m >= 1``: Gumbel AlphaZero's root (`GumbelRoot`): the root
+            samples ``m`` moves by Gumbel-top-k (``search(noise=True)``; without noise
+            its top ``m`` by prior), shares the simulations among them by sequential
+            halving and returns its choice in `SearchResult.gumbel_move`; no Dirichlet
+            noise, no forced playouts. 0: the selection rule at the root too.
     """
 
     def __init__(
@@ -152,6 +165,7 @@ class MCTS:
         tactics: bool = False,
         proofs: bool = False,
         forced_playouts: float = 0.0,
+        gumbel_considered: int = 0,
     ) -> None:
         if int(simulations) < 1:
             raise ValueError(f"search simulations must be >= 1, got {simulations}")
@@ -166,6 +180,8 @@ class MCTS:
             raise ValueError(f"search: need moves_left_weight >= 0, got {moves_left_weight}")
         if not forced_playouts >= 0:
             raise ValueError(f"search: need forced_playouts >= 0, got {forced_playouts}")
+        if int(gumbel_considered) < 0:
+            raise ValueError(f"search: need gumbel_considered >= 0, got {gumbel_considered}")
         if not isinstance(evaluator, Evaluator):
             evaluator = NetworkEvaluator(evaluator)
         self.game, self.evaluator = game, evaluator
@@ -176,6 +192,7 @@ class MCTS:
         self.moves_left_weight = float(moves_left_weight)
         self.tactics, self.proofs = bool(tactics), bool(proofs)
         self.forced_playouts = float(forced_playouts)
+        self.gumbel_considered = int(gumbel_considered)
 
     def search(
         self,
@@ -185,6 +202,7 @@ class MCTS:
         noise: bool = False,
         legal: np.ndarray | None = None,
         reuse: TreeReuse | None = None,
+        gumbel_scale: float | np.ndarray = 1.0,
     ) -> SearchResult:
         """Search the positions ``(cur, mask)`` (bitboards ``[B]``, mover's side; none
         finished). ``rng``: a ``np.random.Generator`` or ``np.random`` (root noise, and the
@@ -192,7 +210,8 @@ class MCTS:
         ``[B, A]`` if known (by default from the rules). ``reuse``: the subtrees earlier
         searches left (`TreeReuse`): a position found there starts from its subtree's
         visits and adds ``simulations`` to them; this search's trees are left in
-        ``reuse.last`` (then call ``reuse.played(actions)``)."""
+        ``reuse.last`` (then call ``reuse.played(actions)``). ``gumbel_scale`` (a Gumbel
+        root with ``noise``, float or ``[B]``): the Gumbel variables' scale (`GumbelRoot`)."""
         g = self.game
         cur, mask = np.asarray(cur, np.uint64), np.asarray(mask, np.uint64)
         B, S, A = len(cur), self.simulations, g.num_actions
@@ -200,7 +219,8 @@ class MCTS:
         if not legal0.any(axis=1).all():
             raise ValueError("search: a root position has no legal move (is the game over?)")
         ml = self.moves_left_weight > 0
-        forcing = noise and self.forced_playouts > 0  # KataGo's forced playouts at the roots
+        gumbel = self.gumbel_considered > 0  # Gumbel AlphaZero's root instead of root noise
+        forcing = noise and self.forced_playouts > 0 and not gumbel  # KataGo's, at the roots
         # node i of game b is row b * N + i of the tree's arrays (`Tree`)
         tree = Tree.empty(B, S + 1, A, ml) if reuse is None else reuse.start(cur, mask, S, A, ml)
         ncur, nmask, prior, legal_at = tree.ncur, tree.nmask, tree.prior, tree.legal_at
@@ -214,7 +234,7 @@ class MCTS:
             node_m[roots] = np.asarray(m0[0], np.float64).reshape(-1) if m0 else 0.0
             flat_mtotal = mtotal.reshape(-1)
         p0 = net_p0
-        if noise and self.noise_fraction > 0:
+        if noise and self.noise_fraction > 0 and not gumbel:
             if rng is None:
                 raise ValueError("search(noise=True) needs an rng (np.random.Generator)")
             gam = np.where(legal0, rng.standard_gamma(self.dirichlet_alpha, (B, A)), 0.0)
@@ -228,13 +248,17 @@ class MCTS:
             # (a kept subtree never starts at such a root: a node whose mover can win was
             # scored exactly when it was made and never expanded, so it comes back bare)
         prior[roots], legal_at[roots] = p0, legal0
+        root = None
+        if gumbel:
+            scale = gumbel_scale if noise else 0.0
+            root = GumbelRoot(p0, v0, visits[roots], self.gumbel_considered, S, rng, scale)
         gamma = self.discount
         # signs[k]: what a leaf value is worth k plies up, (-1)^k gamma^(k - 1) (k >= 1)
         signs = _signs(g.max_moves + 2, gamma)
         # the value, for the player to move there, that a leaf of each kind backs up
         leaf_value = np.array([np.nan, -1.0, 0.0, gamma, -gamma * gamma])
         # exact: each node's exact leaf value (NaN: not known); an edge into it is worth -exact
-        for _ in range(S):
+        for s in range(S):
             node = roots.copy()  # [B] row of each game's current node
             path: list[tuple[np.ndarray, np.ndarray]] = []  # per depth: (games, edge rows)
             depth = np.zeros(B, np.int64)
@@ -244,15 +268,18 @@ class MCTS:
                 b = np.flatnonzero(active)
                 n = node[b]
                 kids = child[n]  # [b, A]
-                w = (
-                    total[n]
-                    if not ml
-                    else total[n] + visits[n] * self._utility(n, visits, total, mtotal, node_m)
-                )
+                w = total[n]
+                if ml:
+                    util = moves_left_utility(
+                        self.moves_left_weight, visits[n], total[n], mtotal[n], node_m[n]
+                    )
+                    w = w + visits[n] * util
                 here = Children(visits[n], w, prior[n], legal_at[n], kids >= 0, not path)
                 a = self.select(here, self.c, rng)
                 if forcing and not path:
-                    a = _forced_moves(here, self.forced_playouts, a)
+                    a = forced_moves(here, self.forced_playouts, a)
+                elif root is not None and not path:  # every game at its root: rows 0..B-1
+                    a = root.select(s, here.visits, total[n])
                 path.append((b, n * A + a))
                 depth[b] += 1
                 c = kids[np.arange(len(b)), a]
@@ -308,6 +335,8 @@ class MCTS:
         root_q = total[roots] / np.maximum(root_n, 1.0)
         root_m = mtotal[roots] / np.maximum(root_n, 1.0) if ml else None
         res = SearchResult(root_n, root_value, p0, root_q, net_p0, v0, legal0, root_m)
+        if root is not None:
+            res.gumbel_move = root.chosen(root_n, total[roots])
         if reuse is not None:
             reuse.last = tree
         if self.proofs:
@@ -359,36 +388,6 @@ class MCTS:
             exact[n[proven]] = gamma * best[proven]
             sure[b] = proven
 
-    def _utility(
-        self,
-        n: np.ndarray,
-        visits: np.ndarray,
-        total: np.ndarray,
-        mtotal: np.ndarray,
-        node_m: np.ndarray,
-    ) -> np.ndarray:
-        """The moves-left utility ``[b, A]`` of the moves at nodes ``n`` (0 where unvisited)."""
-        nsa = visits[n]  # [b, A]
-        seen = nsa > 0
-        q = total[n] / np.maximum(nsa, 1.0)
-        m = mtotal[n] / np.maximum(nsa, 1.0)
-        # the node's mean plies left: its own estimate counts as one visit
-        parent = (node_m[n] + mtotal[n].sum(axis=1)) / (1.0 + nsa.sum(axis=1))  # [b]
-        cap = MOVES_LEFT_MAX_EFFECT
-        effect = np.clip(self.moves_left_weight * (m - parent[:, None]), -cap, cap)
-        return np.where(seen, -q * effect, 0.0)
-
-
-def _forced_moves(root: Children, k: float, moves: np.ndarray) -> np.ndarray:
-    """KataGo's forced playouts (Wu 2019, section 3.2): a root move already visited but
-    fewer than ``sqrt(k P N)`` times (``P`` its noised prior, ``N`` the root's visits) is
-    searched next, the one furthest below first; the other rows keep ``moves [b]``."""
-    nsa = root.visits  # [b, A]
-    need = np.sqrt(k * root.prior * nsa.sum(axis=1, keepdims=True))  # [b, A]
-    short = root.legal & (nsa > 0) & (nsa < need)
-    gap = np.where(short, need - nsa, -np.inf)
-    return np.where(short.any(axis=1), gap.argmax(axis=1), moves)
-
 
 def _signs(n: int, gamma: float) -> np.ndarray:
     """``[n]``: what a leaf's value is worth ``k`` plies up, ``(-1)^k gamma^(k - 1)`` (k >= 1)."""
@@ -417,6 +416,8 @@ class PUCTSearch(MCTS):
         forced_playouts: KataGo's ``k`` for searches with root noise (0: off; see `MCTS`).
         fpu_reduction: an unvisited move's ``Q`` (first-play urgency): None 0, a number
             ``r`` the node's mean ``Q`` minus ``r * sqrt(visited prior)`` (see `puct`).
+        gumbel_considered: Gumbel AlphaZero's root with ``m`` sampled moves (0: PUCT; see
+            `MCTS`).
     """
 
     def __init__(
@@ -433,6 +434,7 @@ class PUCTSearch(MCTS):
         proofs: bool = False,
         forced_playouts: float = 0.0,
         fpu_reduction: float | None = None,
+        gumbel_considered: int = 0,
     ) -> None:
         if c_puct <= 0:
             raise ValueError(f"search: need c_puct > 0, got {c_puct}")
@@ -442,5 +444,6 @@ class PUCTSearch(MCTS):
         super().__init__(
             game, evaluate, simulations, rule, c_puct, dirichlet_alpha,  # MCTS wraps a function
             noise_fraction, discount, moves_left_weight, tactics, proofs, forced_playouts,
+            gumbel_considered,
         )  # fmt: skip
         self.evaluate, self.c_puct = evaluate, float(c_puct)

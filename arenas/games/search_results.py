@@ -16,6 +16,7 @@ __all__ = [
     "SearchResult",
     "choose_moves",
     "completed_q_policy",
+    "completed_q_sigma",
     "decided_visits",
     "played_moves",
     "pruned_visits",
@@ -47,35 +48,60 @@ class SearchResult:
     #: [B] whether the search proved the root's value (then the moves with the best
     #: ``proven`` value are the best moves); only with ``proofs``
     decided: np.ndarray | None = None
+    #: [B] the move a Gumbel root's sequential halving chose (`.gumbel`); only with one
+    gumbel_move: np.ndarray | None = None
 
 
-def completed_q_policy(
-    res: SearchResult, visit_offset: float = 50.0, value_scale: float = 0.1
+def completed_q_sigma(
+    visits: np.ndarray,
+    q: np.ndarray,
+    prior: np.ndarray,
+    value: np.ndarray,
+    legal: np.ndarray,
+    visit_offset: float = 50.0,
+    value_scale: float = 0.1,
 ) -> np.ndarray:
-    """The improved policy ``softmax(log prior + sigma(completed Q))`` of Gumbel AlphaZero
-    (Danihelka et al., ICLR 2022, eq. 10-11 and appendix D), from a PUCT search: ``[B, A]``.
+    """``sigma(completed Q)`` of Gumbel AlphaZero (Danihelka et al., ICLR 2022, eq. 8 and
+    appendix D) for root moves: ``[B, A]`` from their ``visits``, mean values ``q`` (for
+    the mover), ``prior`` and legality ``[B, A]`` and the evaluator's root ``value [B]``.
 
-    Visited moves keep their search Q; unvisited ones get the mixed value of the root
-    (the network's value blended with the prior-weighted Q of the visited moves). The
+    Visited moves keep their Q; unvisited ones get the mixed value of the root (the
+    evaluator's value blended with the prior-weighted Q of the visited moves). The
     completed Q values are min-max scaled to [0, 1] over the legal moves and multiplied by
-    ``(visit_offset + max_a N(a)) * value_scale``. The prior is the network's, before root
-    noise, so the target does not learn the noise; where the search finds nothing to
-    separate the moves, the target is the network's own policy. Unlike visit counts, it
-    stays sharp with few simulations.
-    """
-    legal = res.legal
-    n = res.visits
-    seen = n > 0
-    prior = np.maximum(res.net_priors, 1e-12)
+    ``(visit_offset + max_a N(a)) * value_scale``."""
+    seen = visits > 0
+    prior = np.maximum(prior, 1e-12)
     psum = np.where(seen, prior, 0.0).sum(axis=1)
-    weighted_q = np.where(seen, prior * res.q, 0.0).sum(axis=1) / np.maximum(psum, 1e-12)
-    total = n.sum(axis=1)
-    mixed = (res.net_value + total * weighted_q) / (total + 1.0)  # [B]
-    q = np.where(seen, res.q, mixed[:, None])
+    weighted_q = np.where(seen, prior * q, 0.0).sum(axis=1) / np.maximum(psum, 1e-12)
+    total = visits.sum(axis=1)
+    mixed = (value + total * weighted_q) / (total + 1.0)  # [B]
+    q = np.where(seen, q, mixed[:, None])
     lo = np.where(legal, q, np.inf).min(axis=1, keepdims=True)
     hi = np.where(legal, q, -np.inf).max(axis=1, keepdims=True)
     q = (q - lo) / np.maximum(hi - lo, 1e-8)
-    sigma = (visit_offset + n.max(axis=1, keepdims=True)) * value_scale * q
+    return (visit_offset + visits.max(axis=1, keepdims=True)) * value_scale * q
+
+
+def completed_q_policy(
+    res: SearchResult,
+    visit_offset: float = 50.0,
+    value_scale: float = 0.1,
+    prior: np.ndarray | None = None,
+) -> np.ndarray:
+    """The improved policy ``softmax(log prior + sigma(completed Q))`` of Gumbel AlphaZero
+    (Danihelka et al., ICLR 2022, eq. 10-11 and appendix D), from a search: ``[B, A]``.
+
+    ``sigma`` is `completed_q_sigma`. The prior is the network's, before root noise
+    (``prior``: another, e.g. a Gumbel root's, whose winning moves alone may have mass), so
+    the target does not learn the noise; where the search finds nothing to separate the
+    moves, the target is the network's own policy. Unlike visit counts, it stays sharp with
+    few simulations.
+    """
+    legal = res.legal
+    prior = np.maximum(res.net_priors if prior is None else prior, 1e-12)
+    sigma = completed_q_sigma(
+        res.visits, res.q, prior, res.net_value, legal, visit_offset, value_scale
+    )
     logits = np.where(legal, np.log(prior) + sigma, -np.inf)
     logits -= logits.max(axis=1, keepdims=True)
     p = np.exp(logits)

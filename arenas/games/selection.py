@@ -28,6 +28,9 @@ class Children(NamedTuple):
     at_root: bool  #: every s is a root (N(s) = sum_a N(s, a)) or none is (N(s) = 1 + that)
 
 
+#: the largest moves-left utility a move can get (value units, as Lc0's MovesLeftMaxEffect)
+MOVES_LEFT_MAX_EFFECT = 0.1
+
 #: ``(children, c, rng) -> moves int64 [b]``: one legal move per row
 SelectionRule = Callable[[Children, float, Any], np.ndarray]
 
@@ -79,6 +82,38 @@ def uct(children: Children, c: float, rng: Any) -> np.ndarray:
         )
         moves[sel] = np.where(legal[sel], u, -np.inf).argmax(axis=1)
     return moves
+
+
+def forced_moves(root: Children, k: float, moves: np.ndarray) -> np.ndarray:
+    """KataGo's forced playouts (Wu 2019, section 3.2): a root move already visited but
+    fewer than ``sqrt(k P N)`` times (``P`` its noised prior, ``N`` the root's visits) is
+    searched next, the one furthest below first; the other rows keep ``moves [b]``."""
+    nsa = root.visits  # [b, A]
+    need = np.sqrt(k * root.prior * nsa.sum(axis=1, keepdims=True))  # [b, A]
+    short = root.legal & (nsa > 0) & (nsa < need)
+    gap = np.where(short, need - nsa, -np.inf)
+    return np.where(short.any(axis=1), gap.argmax(axis=1), moves)
+
+
+def moves_left_utility(
+    weight: float,
+    nsa: np.ndarray,
+    total: np.ndarray,
+    mtotal: np.ndarray,
+    node_m: np.ndarray,
+) -> np.ndarray:
+    """Leela Chess Zero's moves-left utility ``[b, A]`` of the moves at ``b`` nodes (0 where
+    unvisited; `MCTS` ``moves_left_weight``): ``-Q * clip(weight * (M(s, a) - M(s)),
+    +-MOVES_LEFT_MAX_EFFECT)`` from the edges' visits, value totals and plies-left totals
+    ``[b, A]`` and the nodes' own plies-left estimates ``node_m [b]``."""
+    seen = nsa > 0
+    q = total / np.maximum(nsa, 1.0)
+    m = mtotal / np.maximum(nsa, 1.0)
+    # the node's mean plies left: its own estimate counts as one visit
+    parent = (node_m + mtotal.sum(axis=1)) / (1.0 + nsa.sum(axis=1))  # [b]
+    cap = MOVES_LEFT_MAX_EFFECT
+    effect = np.clip(weight * (m - parent[:, None]), -cap, cap)
+    return np.where(seen, -q * effect, 0.0)
 
 
 def selection_rule(selection: str | SelectionRule) -> SelectionRule:

@@ -3,7 +3,9 @@
 network; the search's visit counts become the policy targets and the game outcomes the
 value targets (Silver et al., AlphaZero). With ``arena.search.policy_target=completed_q``
 the policy target is Gumbel AlphaZero's improved policy instead
-(`completed_q_policy`).
+(`completed_q_policy`); with ``arena.search.gumbel_considered`` its root search too
+(`GumbelRoot`: sampled moves and sequential halving instead of root noise, the move
+played its choice, `gumbel_moves`).
 
 Training games add Dirichlet noise at the root and sample moves in proportion to the
 visit counts for the first ``search.temperature_moves`` plies of a game, then play the
@@ -43,6 +45,7 @@ from ..games.search import (
     decided_visits,
     pruned_visits,
 )
+from .search_config import _in_opening, sampling_temperature, simulations_at
 
 #: the value targets of the positions before a game's last explored move (`outcome_samples`)
 EXPLORED_VALUES = ("outcome", "search")
@@ -57,7 +60,7 @@ def search_controller(
     ``second_player_simulations``, ``c_puct``, ``dirichlet_alpha``,
     ``opening_dirichlet_alpha``, ``noise_fraction``, ``temperature_moves``, ``late_moves``,
     ``late_temperature``, ``policy_target``, ``forced_playouts``, ``policy_temperature``,
-    ``opening_policy_temperature``, ``ply_simulations``, ``cache``,
+    ``opening_policy_temperature``, ``ply_simulations``, ``gumbel_considered``, ``cache``,
     ``network_copy`` and ``reuse`` are read. Make one per
     collection: with ``cache`` its searches reuse the network's results for positions met before
     (`CachedEvaluator`), which is right only while the weights stay as they are;
@@ -82,6 +85,7 @@ def search_controller(
         dirichlet_alpha=cfg.dirichlet_alpha,
         noise_fraction=cfg.noise_fraction,
         forced_playouts=cfg.forced_playouts,  # only where a search adds root noise
+        gumbel_considered=cfg.gumbel_considered,  # Gumbel AlphaZero's root (0: PUCT's)
         # its evaluator (with network_copy over a NumPy copy of the weights: they stay
         # as they are during a collection), value discount and moves-left utility
         **{**network, "evaluate": evaluator(cfg.policy_temperature)},
@@ -127,29 +131,32 @@ def search_controller(
             if (n, early) not in sized:
                 sized[n, early] = PUCTSearch(rules, simulations=n, **(noisy if early else settings))
             main = sized[n, early]
+        temperature = sampling_temperature(ply, cfg)  # [n]; a Gumbel root's scale too
         if fast is None:
-            res = _side_search(main, side, ply, cur, mask, rng, reuse)
+            res = _side_search(main, side, ply, cur, mask, rng, reuse, temperature)
             full = None
         else:
             full = rng.random(len(cur)) < cfg.full_fraction  # [n] searched in full
-            res = _split_search(main, fast, cur, mask, full, rng)
+            res = _split_search(main, fast, cur, mask, full, rng, temperature)
         if training:
             policy.train()
-        temperature = sampling_temperature(ply, cfg)  # [n]
         visits = decided_visits(res)  # where the search proved the root: its best moves
-        if cfg.forced_playouts > 0:  # the forced visits out of the target and the move
-            pruned = pruned_visits(visits, res, cfg.c_puct, cfg.forced_playouts)
-            visits = pruned if full is None else np.where(full[:, None], pruned, visits)
-        actions = choose_moves(visits, temperature, rng)
-        # [n] a sampled move its search visited less than its most visited one
-        played = visits[np.arange(len(actions)), actions]
-        explored = (temperature > 0) & (played < visits.max(axis=1))
+        if res.gumbel_move is not None:  # Gumbel AlphaZero's root: its move and target
+            actions, pi, explored = gumbel_moves(res, temperature)
+        else:
+            if cfg.forced_playouts > 0:  # the forced visits out of the target and the move
+                pruned = pruned_visits(visits, res, cfg.c_puct, cfg.forced_playouts)
+                visits = pruned if full is None else np.where(full[:, None], pruned, visits)
+            actions = choose_moves(visits, temperature, rng)
+            # [n] a sampled move its search visited less than its most visited one
+            played = visits[np.arange(len(actions)), actions]
+            explored = (temperature > 0) & (played < visits.max(axis=1))
+            if cfg.policy_target == "completed_q":
+                pi = completed_q_policy(res)  # [n, A]
+            else:
+                pi = visits / visits.sum(axis=1, keepdims=True)  # [n, A]
         if reuse is not None:
             reuse.played(actions)
-        if cfg.policy_target == "completed_q":
-            pi = completed_q_policy(res)  # [n, A]
-        else:
-            pi = visits / visits.sum(axis=1, keepdims=True)  # [n, A]
         out = {
             "pi": pi.astype(np.float32),
             "root_value": res.value.astype(np.float32),
@@ -178,50 +185,38 @@ def _side_search(
     mask: np.ndarray,
     rng: np.random.Generator,
     reuse: TreeReuse | None,
+    scale: np.ndarray,
 ) -> SearchResult:
     """The training search of positions at ``ply [n]``: by ``second`` where the second
-    player moves (odd plies) if it is given, else by ``search``. Games are played in
-    lockstep, so one call's positions share a ply and one search runs."""
+    player moves (odd plies) if it is given, else by ``search``; ``scale [n]``: a Gumbel
+    root's scale. Games are played in lockstep, so one call's positions share a ply and
+    one search runs."""
     odd = ply % 2 == 1
-    if second is None or not odd.any():
-        return search.search(cur, mask, rng, noise=True, reuse=reuse)
-    if not odd.all():
+    if second is not None and odd.any() and not odd.all():
         raise ValueError("second_player_simulations: one call mixes both players' moves")
-    return second.search(cur, mask, rng, noise=True, reuse=reuse)
+    by = second if second is not None and odd.any() else search
+    return by.search(cur, mask, rng, noise=True, reuse=reuse, gumbel_scale=scale)
 
 
-def simulations_at(ply: np.ndarray, schedule: list[tuple[int, int]], default: int) -> int:
-    """The new simulations of a training search at ``ply [n]`` (stones on the board): those
-    of the last ``(from ply, simulations)`` of ``schedule`` (``arena.search.ply_simulations``,
-    plies ascending) that the ply has reached, else ``default``. Games are played in
-    lockstep, so one call's positions share a ply."""
-    for start, _ in schedule:
-        if (ply >= start).any() and not (ply >= start).all():
-            raise ValueError("simulations_at: one call mixes plies of two search sizes")
-    reached = [n for start, n in schedule if (ply >= start).all()]
-    return reached[-1] if reached else default
-
-
-def _in_opening(ply: np.ndarray, plies: int) -> bool:
-    """Whether the positions at ``ply [n]`` are all within a game's first ``plies`` (the
-    sampled opening); games are played in lockstep, so one call never mixes the two."""
-    opening = ply < plies
-    if opening.any() and not opening.all():
-        raise ValueError("the opening's searches: one call mixes opening and later plies")
-    return bool(opening.all())
-
-
-def sampling_temperature(ply: np.ndarray, cfg: Any) -> np.ndarray:
-    """The temperature a training move at ``ply`` (stones on the board, ``[n]``) is sampled
-    with: 1 for the first ``temperature_moves`` plies, ``late_temperature`` for the
-    ``late_moves`` after them (only ``late_player``'s plies when it is set: 0 the even, 1
-    the odd), then 0 (the most visited move)."""
-    late_end = cfg.temperature_moves + cfg.late_moves
-    late = ply < late_end
-    if cfg.late_player is not None:  # the other player's late plies: the most visited move
-        late = late & (ply % 2 == cfg.late_player)
-    late = np.where(late, float(cfg.late_temperature), 0.0)
-    return np.where(ply < cfg.temperature_moves, 1.0, late)
+def gumbel_moves(
+    res: SearchResult, temperature: np.ndarray
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """A Gumbel root's training moves ``[n]``, policy targets ``[n, A]`` and ``explored
+    [n]``: the moves sequential halving chose, and the completed-Q policy over the priors
+    the search used (`completed_q_policy`). Where the search proved the root, both keep
+    to the moves proven best (the target renormalised over them; a chosen move outside
+    them gives way to the target's mode). ``explored``: a move other than the target's
+    mode, played while the Gumbel variables were on (``temperature [n]`` > 0)."""
+    pi = completed_q_policy(res, prior=res.priors)
+    actions = res.gumbel_move
+    if res.decided is not None and res.decided.any():
+        best = decided_visits(res) > 0  # [n, A] on decided rows: the moves proven best
+        pi = np.where(~res.decided[:, None] | best, pi, 0.0)
+        pi = pi / pi.sum(axis=1, keepdims=True)
+        off = res.decided & ~best[np.arange(len(actions)), actions]
+        actions = np.where(off, pi.argmax(axis=1), actions)
+    explored = (temperature > 0) & (actions != pi.argmax(axis=1))
+    return actions, pi, explored
 
 
 def _split_search(
@@ -231,11 +226,13 @@ def _split_search(
     mask: np.ndarray,
     full: np.ndarray,
     rng: np.random.Generator,
+    scale: np.ndarray,
 ) -> SearchResult:
     """One result for all positions: those marked ``full`` searched by ``search`` with root
-    noise, the rest by ``fast`` without (KataGo's fast searches)."""
+    noise (a Gumbel root: ``scale [n]``), the rest by ``fast`` without (KataGo's fast
+    searches)."""
     parts = [
-        (rows, s.search(cur[rows], mask[rows], rng, noise=noisy))
+        (rows, s.search(cur[rows], mask[rows], rng, noise=noisy, gumbel_scale=scale[rows]))
         for rows, s, noisy in (
             (np.flatnonzero(full), search, True),
             (np.flatnonzero(~full), fast, False),

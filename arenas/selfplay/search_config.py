@@ -1,11 +1,15 @@
 """``arena.search.*`` (`SearchConfig`): PUCT search in the self-play arena's training
 (``arena.algo=alphazero``) and its search phase, and the checks of its values; the other
-groups of the arena's settings are in `.config`, which re-exports this one."""
+groups of the arena's settings are in `.config`, which re-exports this one. And what the
+settings make of a training move's ply: its sampling temperature (`sampling_temperature`),
+its search's simulations (`simulations_at`) and whether it is in the opening."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 from typing import Any, List, Optional  # noqa: UP035 (OmegaConf needs typing forms)
+
+import numpy as np
 
 from paddlecraft.agents.settings import ConfigError
 
@@ -103,6 +107,15 @@ class SearchConfig:
     update's training games that start at a position drawn uniformly from the replay
     window (`.archive`) instead of the empty board (0: every game from the empty board;
     needs ``arena.update.replay``)."""
+    gumbel_considered: int = 0
+    """Gumbel AlphaZero's root in training searches (Danihelka et al. 2022, `GumbelRoot`):
+    the root samples this many moves by Gumbel-top-k and shares the simulations among them
+    by sequential halving; the move played is its choice (Gumbel variables scaled by the
+    ply's sampling temperature: a sample of the improved policy in the opening, its mode
+    after) and the policy target the completed-Q policy. It replaces the root noise
+    (``dirichlet_alpha``, ``noise_fraction``), forced playouts and the visit sampling,
+    which are not read then; ``policy_target`` is ``completed_q`` whatever it says
+    (0: PUCT at the root; 16 is the paper's, every move of Connect Four)."""
     reuse: bool = False
     """Start each training search from the subtree the previous one left below the move
     played (AlphaZero's and KataGo's tree reuse, `TreeReuse`): its visits count with the
@@ -204,6 +217,9 @@ class SearchConfig:
                     f"(or the same player to move): set {at}.{lockstep[0]}=null or "
                     f"{at}.archive_starts=0"
                 )
+        need(self.gumbel_considered >= 0, f"{at}.gumbel_considered", self.gumbel_considered,
+              ">= 0 (the root moves Gumbel AlphaZero samples; 0: PUCT's root)",
+              f"e.g. {at}.gumbel_considered=16")  # fmt: skip
         need(self.forced_playouts >= 0, f"{at}.forced_playouts", self.forced_playouts,
               ">= 0 (KataGo's k, 2; 0: off)", f"e.g. {at}.forced_playouts=2")  # fmt: skip
         if self.games_per_step is not None and self.games_per_step < 1:
@@ -234,3 +250,37 @@ def _ply_schedule(cfg: SearchConfig, at: str) -> None:
             f"{at}.second_player_simulations and {at}.full_fraction < 1 size otherwise: "
             f"set one of them ({at}.ply_simulations=null)"
         )
+
+
+def simulations_at(ply: np.ndarray, schedule: list[tuple[int, int]], default: int) -> int:
+    """The new simulations of a training search at ``ply [n]`` (stones on the board): those
+    of the last ``(from ply, simulations)`` of ``schedule`` (``arena.search.ply_simulations``,
+    plies ascending) that the ply has reached, else ``default``. Games are played in
+    lockstep, so one call's positions share a ply."""
+    for start, _ in schedule:
+        if (ply >= start).any() and not (ply >= start).all():
+            raise ValueError("simulations_at: one call mixes plies of two search sizes")
+    reached = [n for start, n in schedule if (ply >= start).all()]
+    return reached[-1] if reached else default
+
+
+def _in_opening(ply: np.ndarray, plies: int) -> bool:
+    """Whether the positions at ``ply [n]`` are all within a game's first ``plies`` (the
+    sampled opening); games are played in lockstep, so one call never mixes the two."""
+    opening = ply < plies
+    if opening.any() and not opening.all():
+        raise ValueError("the opening's searches: one call mixes opening and later plies")
+    return bool(opening.all())
+
+
+def sampling_temperature(ply: np.ndarray, cfg: Any) -> np.ndarray:
+    """The temperature a training move at ``ply`` (stones on the board, ``[n]``) is sampled
+    with: 1 for the first ``temperature_moves`` plies, ``late_temperature`` for the
+    ``late_moves`` after them (only ``late_player``'s plies when it is set: 0 the even, 1
+    the odd), then 0 (the most visited move)."""
+    late_end = cfg.temperature_moves + cfg.late_moves
+    late = ply < late_end
+    if cfg.late_player is not None:  # the other player's late plies: the most visited move
+        late = late & (ply % 2 == cfg.late_player)
+    late = np.where(late, float(cfg.late_temperature), 0.0)
+    return np.where(ply < cfg.temperature_moves, 1.0, late)
