@@ -148,18 +148,22 @@ def test_the_controller_plays_the_chosen_move_and_learns_the_completed_q_policy(
     assert np.array_equal(actions, res.gumbel_move)
     assert np.allclose(info["pi"], completed_q_policy(res, prior=res.priors), atol=1e-5)
     assert (info["pi"][~masks] == 0).all() and np.allclose(info["pi"].sum(axis=1), 1)
-    # sampled opening plies (temperature 1): the Gumbel variables make games differ
+    # the Gumbel variables make games differ
     other = search_controller(policy, TicTacToe, arena.cfg.search, np.random.default_rng(6))
     assert not np.array_equal(other(planes, masks)[0], actions)
 
 
-def test_after_the_opening_the_root_plays_the_improved_policys_mode():
+def test_every_training_ply_samples_and_a_fast_search_plays_the_mode():
+    """The Gumbel variables are drawn at every training ply (the paper's self-play), not
+    only in the sampled opening; KataGo's fast searches (no root noise) draw none."""
     seed_everything(0)
     policy = ttt_policy("gumbel_late")
     search = {"gumbel_considered": 16, "simulations": 8, "temperature_moves": 1}
     arena = replay_arena(policy, search=search)
-    g = TicTacToe(6)
-    g.step(random_legal(g.legal_mask(), np.random.default_rng(1)))  # ply 1: temperature 0
+    g = TicTacToe(24)
+    rng = np.random.default_rng(1)
+    for _ in range(2):  # ply 2: past the sampled opening
+        g.step(random_legal(g.legal_mask(), rng))
     planes, masks = g.observe()
     moves = [
         search_controller(policy, TicTacToe, arena.cfg.search, np.random.default_rng(k))(
@@ -167,8 +171,14 @@ def test_after_the_opening_the_root_plays_the_improved_policys_mode():
         )
         for k in (5, 6)
     ]
-    assert np.array_equal(moves[0][0], moves[1][0])  # no Gumbel variables: no draw
-    assert not moves[0][1]["explored"].any()
+    assert not np.array_equal(moves[0][0], moves[1][0])
+    assert moves[0][1]["explored"].any()  # some moves sampled away from the target's mode
+    fast = replay_arena(policy, search={**search, "full_fraction": 0.5, "fast_simulations": 4})
+    act = search_controller(policy, TicTacToe, fast.cfg.search, np.random.default_rng(5))
+    act2 = search_controller(policy, TicTacToe, fast.cfg.search, np.random.default_rng(6))
+    (a, info), (b, info2) = act(planes, masks), act2(planes, masks)
+    both_fast = ~info["full_search"] & ~info2["full_search"]
+    assert both_fast.any() and np.array_equal(a[both_fast], b[both_fast])
 
 
 def test_a_proven_root_keeps_to_its_best_moves():
@@ -185,7 +195,7 @@ def test_a_proven_root_keeps_to_its_best_moves():
         decided=np.array([True, False]),
         gumbel_move=np.array([0, 0]),
     )
-    actions, pi, explored = gumbel_moves(res, np.ones(2))
+    actions, pi, explored = gumbel_moves(res)
     assert actions.tolist() == [1, 0]  # row 0 proved move 1 best; row 1 keeps its choice
     assert pi[0].tolist() == [0.0, 1.0, 0.0]
     assert np.allclose(pi[1], completed_q_policy(res, prior=res.priors)[1])

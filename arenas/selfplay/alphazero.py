@@ -131,18 +131,18 @@ def search_controller(
             if (n, early) not in sized:
                 sized[n, early] = PUCTSearch(rules, simulations=n, **(noisy if early else settings))
             main = sized[n, early]
-        temperature = sampling_temperature(ply, cfg)  # [n]; a Gumbel root's scale too
         if fast is None:
-            res = _side_search(main, side, ply, cur, mask, rng, reuse, temperature)
+            res = _side_search(main, side, ply, cur, mask, rng, reuse)
             full = None
         else:
             full = rng.random(len(cur)) < cfg.full_fraction  # [n] searched in full
-            res = _split_search(main, fast, cur, mask, full, rng, temperature)
+            res = _split_search(main, fast, cur, mask, full, rng)
         if training:
             policy.train()
+        temperature = sampling_temperature(ply, cfg)  # [n]
         visits = decided_visits(res)  # where the search proved the root: its best moves
         if res.gumbel_move is not None:  # Gumbel AlphaZero's root: its move and target
-            actions, pi, explored = gumbel_moves(res, temperature)
+            actions, pi, explored = gumbel_moves(res)
         else:
             if cfg.forced_playouts > 0:  # the forced visits out of the target and the move
                 pruned = pruned_visits(visits, res, cfg.c_puct, cfg.forced_playouts)
@@ -185,28 +185,25 @@ def _side_search(
     mask: np.ndarray,
     rng: np.random.Generator,
     reuse: TreeReuse | None,
-    scale: np.ndarray,
 ) -> SearchResult:
     """The training search of positions at ``ply [n]``: by ``second`` where the second
-    player moves (odd plies) if it is given, else by ``search``; ``scale [n]``: a Gumbel
-    root's scale. Games are played in lockstep, so one call's positions share a ply and
-    one search runs."""
+    player moves (odd plies) if it is given, else by ``search``. Games are played in
+    lockstep, so one call's positions share a ply and one search runs."""
     odd = ply % 2 == 1
     if second is not None and odd.any() and not odd.all():
         raise ValueError("second_player_simulations: one call mixes both players' moves")
     by = second if second is not None and odd.any() else search
-    return by.search(cur, mask, rng, noise=True, reuse=reuse, gumbel_scale=scale)
+    return by.search(cur, mask, rng, noise=True, reuse=reuse)
 
 
-def gumbel_moves(
-    res: SearchResult, temperature: np.ndarray
-) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+def gumbel_moves(res: SearchResult) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """A Gumbel root's training moves ``[n]``, policy targets ``[n, A]`` and ``explored
-    [n]``: the moves sequential halving chose, and the completed-Q policy over the priors
+    [n]``: the moves sequential halving chose (at every ply: a sample of the improved
+    policy, as the paper's self-play plays), and the completed-Q policy over the priors
     the search used (`completed_q_policy`). Where the search proved the root, both keep
     to the moves proven best (the target renormalised over them; a chosen move outside
     them gives way to the target's mode). ``explored``: a move other than the target's
-    mode, played while the Gumbel variables were on (``temperature [n]`` > 0)."""
+    mode."""
     pi = completed_q_policy(res, prior=res.priors)
     actions = res.gumbel_move
     if res.decided is not None and res.decided.any():
@@ -215,8 +212,7 @@ def gumbel_moves(
         pi = pi / pi.sum(axis=1, keepdims=True)
         off = res.decided & ~best[np.arange(len(actions)), actions]
         actions = np.where(off, pi.argmax(axis=1), actions)
-    explored = (temperature > 0) & (actions != pi.argmax(axis=1))
-    return actions, pi, explored
+    return actions, pi, actions != pi.argmax(axis=1)
 
 
 def _split_search(
@@ -226,13 +222,12 @@ def _split_search(
     mask: np.ndarray,
     full: np.ndarray,
     rng: np.random.Generator,
-    scale: np.ndarray,
 ) -> SearchResult:
     """One result for all positions: those marked ``full`` searched by ``search`` with root
-    noise (a Gumbel root: ``scale [n]``), the rest by ``fast`` without (KataGo's fast
-    searches)."""
+    noise (a Gumbel root: its Gumbel variables), the rest by ``fast`` without (KataGo's
+    fast searches)."""
     parts = [
-        (rows, s.search(cur[rows], mask[rows], rng, noise=noisy, gumbel_scale=scale[rows]))
+        (rows, s.search(cur[rows], mask[rows], rng, noise=noisy))
         for rows, s, noisy in (
             (np.flatnonzero(full), search, True),
             (np.flatnonzero(~full), fast, False),

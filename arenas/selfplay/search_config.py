@@ -110,12 +110,12 @@ class SearchConfig:
     gumbel_considered: int = 0
     """Gumbel AlphaZero's root in training searches (Danihelka et al. 2022, `GumbelRoot`):
     the root samples this many moves by Gumbel-top-k and shares the simulations among them
-    by sequential halving; the move played is its choice (Gumbel variables scaled by the
-    ply's sampling temperature: a sample of the improved policy in the opening, its mode
-    after) and the policy target the completed-Q policy. It replaces the root noise
-    (``dirichlet_alpha``, ``noise_fraction``), forced playouts and the visit sampling,
-    which are not read then; ``policy_target`` is ``completed_q`` whatever it says
-    (0: PUCT at the root; 16 is the paper's, every move of Connect Four)."""
+    by sequential halving; the move played at every ply is its choice (a sample of the
+    improved policy, as the paper's self-play) and the policy target the completed-Q
+    policy. It replaces the root noise (``dirichlet_alpha``, ``noise_fraction``), forced
+    playouts and the visit sampling (``temperature_moves``, ``late_moves``), which are not
+    read then; ``policy_target`` is ``completed_q`` whatever it says (0: PUCT at the root;
+    16 is the paper's, every move of Connect Four)."""
     reuse: bool = False
     """Start each training search from the subtree the previous one left below the move
     played (AlphaZero's and KataGo's tree reuse, `TreeReuse`): its visits count with the
