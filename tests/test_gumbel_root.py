@@ -212,3 +212,42 @@ def test_a_run_with_the_gumbel_root_resumes_bit_identically():
         replay_arena(policy, search={"gumbel_considered": 4, "simulations": 8, "reuse": True}),
         steps=2,
     )
+
+
+def _schedule_visits(m: int, n: int) -> list[int]:
+    """The visits sequential halving gives its ``m`` moves over ``n`` simulations, most
+    first: the move ranked ``r`` in each round gets one visit per round of more than ``r``
+    moves."""
+    per_round = np.bincount(halving_visits(m, n))  # [rounds] moves in each round
+    return [int((per_round > r).sum()) for r in range(m)]
+
+
+def test_every_root_follows_the_schedule_with_tactics_proofs_and_kept_subtrees():
+    """Over many Connect Four positions (forced wins, proofs), each root's visits are the
+    schedule's; searches that start from kept subtrees, move after move, play legal
+    choices and add exactly their simulations."""
+    from test_search_tactics import _positions
+
+    rng = np.random.default_rng(4)
+    cur, mask = _positions(ConnectFour, 48, (4, 20), seed=2)
+    n = 30
+    search = PUCTSearch(ConnectFour, uniform_evaluator, simulations=n, discount=0.95,
+                        tactics=True, proofs=True, gumbel_considered=16)  # fmt: skip
+    res = search.search(cur, mask, rng, noise=True)
+    ok = res.priors > 0  # with tactics: only the winning moves where there are any
+    for row in range(len(cur)):
+        got = sorted(res.visits[row][ok[row]].astype(int).tolist(), reverse=True)
+        assert got == _schedule_visits(int(ok[row].sum()), n), row
+        assert ok[row, res.gumbel_move[row]]
+    reuse = TreeReuse()
+    for move in range(3):
+        res = search.search(cur, mask, rng, noise=True, reuse=reuse)
+        assert res.legal[np.arange(len(cur)), res.gumbel_move].all()
+        total = res.visits.sum(axis=1)
+        assert (total >= n).all()
+        if move:  # the positions after a move: the subtrees below it kept
+            assert (total > n).any()
+        reuse.played(res.gumbel_move)
+        c2, m2, won, full = ConnectFour.play(cur, mask, res.gumbel_move)
+        live = ~(won | full)
+        cur, mask = c2[live], m2[live]

@@ -74,8 +74,8 @@ class GumbelRoot:
         considered: ``m``, the moves sampled per root (Gumbel-top-k).
         simulations: ``n``, this search's simulations.
         rng: draws the Gumbel variables (``np.random.Generator``); unused with ``scale`` 0.
-        scale: ``float`` or ``[B]``: the Gumbel variables' scale per root (a sampling
-            temperature: 1 samples from the improved policy, 0 plays its mode).
+        scale: the Gumbel variables' scale (1 samples from the improved policy, 0 plays
+            its mode).
     """
 
     def __init__(
@@ -86,19 +86,18 @@ class GumbelRoot:
         considered: int,
         simulations: int,
         rng: Any,
-        scale: float | np.ndarray = 1.0,
+        scale: float = 1.0,
     ) -> None:
         B, A = prior.shape
         self.ok = prior > 0  # [B, A] the moves the root may play
         self.prior, self.value = prior, np.asarray(value, np.float64).reshape(-1)
         self.start = visits.copy()  # [B, A]
         self.logits = np.where(self.ok, np.log(np.where(self.ok, prior, 1.0)), -np.inf)
-        scale = np.broadcast_to(np.asarray(scale, np.float64), (B,))
         g = np.zeros((B, A))
-        if (scale > 0).any():
+        if scale > 0:
             if rng is None:
                 raise ValueError("a Gumbel root with scale > 0 draws its moves: pass an rng")
-            g = rng.gumbel(size=(B, A)) * scale[:, None]
+            g = rng.gumbel(size=(B, A)) * scale
         self.gumbel = g  # [B, A]
         m = np.minimum(int(considered), self.ok.sum(axis=1))  # [B]
         table = np.stack([halving_visits(k, simulations) for k in range(A + 1)])  # [A+1, n]
@@ -114,15 +113,11 @@ class GumbelRoot:
     def select(self, s: int, visits: np.ndarray, total: np.ndarray) -> np.ndarray:
         """``int64 [B]``: the move each root searches at its ``s``-th simulation (from 0):
         the best-scoring move among those with exactly this round's visits."""
-        new = visits - self.start
-        score = self.scores(visits, total)
-        want = self.rounds[:, min(s, self.rounds.shape[1] - 1)]
-        pick = self.ok & (new == want[:, None])
-        # (always some move by construction; a root whose rounds could not be kept, e.g.
-        # more simulations than the schedule, falls back to its least visited moves)
-        least = np.where(self.ok, new, np.inf).min(axis=1, keepdims=True)
-        pick = np.where(pick.any(axis=1, keepdims=True), pick, self.ok & (new == least))
-        return np.where(pick, score, -np.inf).argmax(axis=1)
+        # (some move always has them: the round's moves are visited one by one, and the
+        # next round's are those the last one visited, so a search that only visits its
+        # roots through here never leaves a round empty)
+        pick = self.ok & (visits - self.start == self.rounds[:, s][:, None])
+        return np.where(pick, self.scores(visits, total), -np.inf).argmax(axis=1)
 
     def chosen(self, visits: np.ndarray, total: np.ndarray) -> np.ndarray:
         """``int64 [B]``: the move sequential halving chose: the best-scoring move among

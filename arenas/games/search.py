@@ -202,7 +202,6 @@ class MCTS:
         noise: bool = False,
         legal: np.ndarray | None = None,
         reuse: TreeReuse | None = None,
-        gumbel_scale: float | np.ndarray = 1.0,
     ) -> SearchResult:
         """Search the positions ``(cur, mask)`` (bitboards ``[B]``, mover's side; none
         finished). ``rng``: a ``np.random.Generator`` or ``np.random`` (root noise, and the
@@ -210,8 +209,7 @@ class MCTS:
         ``[B, A]`` if known (by default from the rules). ``reuse``: the subtrees earlier
         searches left (`TreeReuse`): a position found there starts from its subtree's
         visits and adds ``simulations`` to them; this search's trees are left in
-        ``reuse.last`` (then call ``reuse.played(actions)``). ``gumbel_scale`` (a Gumbel
-        root with ``noise``, float or ``[B]``): the Gumbel variables' scale (`GumbelRoot`)."""
+        ``reuse.last`` (then call ``reuse.played(actions)``)."""
         g = self.game
         cur, mask = np.asarray(cur, np.uint64), np.asarray(mask, np.uint64)
         B, S, A = len(cur), self.simulations, g.num_actions
@@ -248,9 +246,9 @@ class MCTS:
             # (a kept subtree never starts at such a root: a node whose mover can win was
             # scored exactly when it was made and never expanded, so it comes back bare)
         prior[roots], legal_at[roots] = p0, legal0
-        root = None
+        root = None  # with noise its Gumbel variables are drawn, without none: the mode
         if gumbel:
-            scale = gumbel_scale if noise else 0.0
+            scale = 1.0 if noise else 0.0
             root = GumbelRoot(p0, v0, visits[roots], self.gumbel_considered, S, rng, scale)
         gamma = self.discount
         # signs[k]: what a leaf value is worth k plies up, (-1)^k gamma^(k - 1) (k >= 1)
