@@ -13,7 +13,14 @@ saved, exported like any other layer):
   ``j`` stones of ``c`` and none of any other channel, ``j = 1 .. line_length - 1``
   (``C * (line_length - 1) * L`` values for ``L`` lines);
 - for each channel, a threat map: the empty cells that would complete a line of ``c``
-  (``C * rows * cols`` values).
+  (``C * rows * cols`` values);
+- with ``gravity`` (stones fall to the lowest empty cell of their column, as in Connect
+  Four): the playable cells (``rows * cols``), whether the board holds an even number of
+  stones (1 value: the first player is to move), and each channel's threats with no threat
+  of either channel below them in their column (``C * rows * cols``). Connect Four's endgames
+  are zugzwangs decided by those (Allis 1988: the first player wants the lowest threat of a
+  column on an odd row, the second on an even one), and the parity of the stone count is
+  the one input a ReLU layer cannot read off the planes' sums.
 
 Then ``hidden_layers`` ReLU layers of ``hidden_size`` (logical ``hidden_layer_1`` ..) and,
 with ``num_classes``, a ``prediction`` head: the `ImageMLPEncoder` contract on a wider input.
@@ -51,7 +58,9 @@ class BoardLineEncoder(ImageMLPEncoder):
     `paddlecraft.agents.Policy` flattens ``[B, rows, cols, C]``; for ``C = 1`` the same as
     channels first), 0/1 per cell and channel. ``image_size`` (``rows``, or ``[rows,
     cols]``) and ``in_channels`` come from the agent; ``line_length`` is the game's
-    (4 for Connect Four, 3 for tic-tac-toe). Outputs as `ImageMLPEncoder`: ``pooled``
+    (4 for Connect Four, 3 for tic-tac-toe); ``gravity``: the board's stones fall to the
+    lowest empty cell of their column (Connect Four), which adds the playable cells, the
+    side to move and each column's lowest threats. Outputs as `ImageMLPEncoder`: ``pooled``
     [B, hidden_size] and, with ``num_classes``, ``prediction`` [B, num_classes].
     """
 
@@ -65,6 +74,7 @@ class BoardLineEncoder(ImageMLPEncoder):
         hidden_size: int = 256,
         hidden_layers: int = 3,
         num_classes: int | None = None,
+        gravity: bool = False,
     ) -> None:
         size = [image_size, image_size] if isinstance(image_size, int) else list(image_size)
         rows, cols = (int(s) for s in size)
@@ -102,16 +112,22 @@ class BoardLineEncoder(ImageMLPEncoder):
             short[first : first + len(lines), c * cells : (c + 1) * cells] = incidence.T
             stones[:, c * cells : (c + 1) * cells] = np.repeat(np.eye(cells), channels, axis=0)
         features = cells * channels + channels * ((k - 1) * len(lines) + cells)
+        if gravity:
+            features += cells + 1 + channels * cells
         # the seed's MLP over the features (hidden_layer_1 .. and the head, checked there)
         super().__init__(scope, features, hidden_size, num_classes, hidden_layers)
         self.rows, self.cols, self.channels, self.line_length = rows, cols, channels, k
-        self.num_lines, self.num_features = len(lines), features
-        for name, value in (
+        self.num_lines, self.num_features, self.gravity = len(lines), features, bool(gravity)
+        buffers = [
             ("held_code", held),
             ("held_offset", offset.astype(np.float32)),
             ("short_cells", short),
             ("cell_stones", stones),
-        ):
+        ]
+        if gravity:
+            buffers += list(_gravity_matrices(rows, cols, channels).items())
+        self._fixed_names = [name for name, _ in buffers]
+        for name, value in buffers:
             self.register_buffer(name, paddle.to_tensor(value), persistable=False)
         self.input_size = cells * channels  # what comes in: the planes, not the features
         self.declare_input("input", InputSpec((self.input_size,), flatten=True))
@@ -128,7 +144,7 @@ class BoardLineEncoder(ImageMLPEncoder):
         Only 2-D matmuls and elementwise ops: Paddle's CPU broadcasting compares and
         batched matmuls cost far more on these sizes.
         """
-        fixed = (self.held_code, self.held_offset, self.short_cells, self.cell_stones)
+        fixed = [getattr(self, name) for name in self._fixed_names]
         return _line_features(x, *fixed, concat=paddle.concat)
 
     def _forward(self, x: Tensor) -> dict[str, Tensor]:
@@ -140,8 +156,7 @@ class BoardLineEncoder(ImageMLPEncoder):
         mlp = super().numpy_forward()
         if mlp is None:
             return None
-        fixed = [np.array(b.numpy()) for b in (self.held_code, self.held_offset,
-                                               self.short_cells, self.cell_stones)]  # fmt: skip
+        fixed = [np.array(getattr(self, name).numpy()) for name in self._fixed_names]
 
         def pooled(x: np.ndarray) -> np.ndarray:
             x = np.asarray(x, np.float32).reshape(len(x), -1)  # [B, rows * cols * C]
@@ -150,11 +165,46 @@ class BoardLineEncoder(ImageMLPEncoder):
         return pooled
 
 
-def _line_features(x: Any, code: Any, offset: Any, short: Any, stones: Any, concat: Any) -> Any:
+def _gravity_matrices(rows: int, cols: int, channels: int) -> dict[str, np.ndarray]:
+    """The fixed 0/1 matrices of the gravity features (row 0 on top, so a cell's support
+    is the cell one row down): cell index ``r * cols + c``, channel-major blocks."""
+    cells = rows * cols
+    row, col = np.divmod(np.arange(cells), cols)
+    # the planes come channels last (cell-major): [N * C, N], a cell's stones of any channel
+    filled = np.repeat(np.eye(cells, dtype=np.float32), channels, axis=0)
+    support = np.zeros((cells, cells), np.float32)  # [N, N]: cell j holds cell i up
+    support[np.flatnonzero(row < rows - 1) + cols, np.flatnonzero(row < rows - 1)] = 1.0
+    floor = (row == rows - 1).astype(np.float32)[None, :]  # [1, N]: the bottom row
+    below = (col[:, None] == col[None, :]) & (row[:, None] > row[None, :])  # [N, N] j under i
+    # a threat of any channel at cell j shadows every channel's threat above it: [CN, CN]
+    shadow = np.tile(below.astype(np.float32), (channels, channels))
+    count = np.ones((cells, 1), np.float32)  # [N, 1]: sums the stones
+    return {
+        "gravity_filled": filled,
+        "gravity_support": support,
+        "gravity_floor": floor,
+        "gravity_shadow": shadow,
+        "gravity_count": count,
+    }
+
+
+def _line_features(
+    x: Any, code: Any, offset: Any, short: Any, stones: Any, *gravity: Any, concat: Any
+) -> Any:
     """The line features of planes ``x`` [B, N * C] (Paddle tensors or NumPy arrays, with
-    the `BoardLineEncoder` buffers of the same kind and its ``concat``): [B, features]."""
+    the `BoardLineEncoder` buffers of the same kind, the gravity ones when it has them,
+    and its ``concat``): [B, features]."""
     held = ((x @ code) == offset).astype("float32")  # [B, C(k-1)L]
     near = (held @ short) > 0  # [B, C * N]: on a line one stone short
     empty = (x @ stones) == 0  # [B, C * N]
     threats = (near & empty).astype("float32")  # [B, C * N]
-    return concat([x, held, threats], axis=1)  # [B, num_features]
+    if not gravity:
+        return concat([x, held, threats], axis=1)  # [B, num_features]
+    filled_of, support, floor, shadow, count = gravity
+    filled = x @ filled_of  # [B, N]: 1 where a stone lies
+    held_up = (filled @ support + floor) > 0  # [B, N]: the bottom row or a stone under it
+    playable = ((filled == 0) & held_up).astype("float32")  # [B, N]
+    stones_on = filled @ count  # [B, 1]
+    even = (stones_on % 2 == 0).astype("float32")  # [B, 1]: the first player to move
+    lowest = threats * ((threats @ shadow) == 0).astype("float32")  # [B, C * N]
+    return concat([x, held, threats, playable, even, lowest], axis=1)  # [B, num_features]

@@ -116,3 +116,16 @@ def test_the_conv_trunks_copy_bench_measures_both_forwards(bench_run: ModuleType
     assert r["cnn_cost"] == pytest.approx(
         r["conv_lines_moves_per_s"] / r["conv_frozen_moves_per_s"], rel=0.02
     )
+
+
+def test_the_zugzwang_features_bench_times_both_networks(bench_run: ModuleType) -> None:
+    """``python bench/search_bench.py``'s gravity figures: the line-feature network's copy
+    with and without its zugzwang features, on the same training games, each timed."""
+    import search_bench
+
+    r = search_bench.bench_gravity("tiny")
+    assert r["gravity_games"] == 4
+    assert _positive(r["gravity_moves_per_s"]) and _positive(r["gravity_plain_moves_per_s"])
+    assert r["gravity_cost"] == pytest.approx(
+        r["gravity_plain_moves_per_s"] / r["gravity_moves_per_s"], rel=0.02
+    )

@@ -88,6 +88,67 @@ def test_threat_map_of_a_hand_made_position(make_scope):
     np.testing.assert_array_equal(opponent, expect)
 
 
+def _gravity_reference(planes: np.ndarray) -> np.ndarray:
+    """The gravity features from their definition, one Connect Four position at a time:
+    planes [6, 7, 2] -> the playable cells, the even stone count, the lowest threats."""
+    stones = planes.sum(axis=-1)  # [6, 7]
+    playable = np.zeros((6, 7), bool)
+    for c in range(7):
+        empty = np.flatnonzero(stones[:, c] == 0)
+        if len(empty):
+            playable[empty.max(), c] = True  # row 0 on top: the deepest empty cell
+    threats = _reference(planes, 6, 7, 4)[-84:].reshape(2, 6, 7)
+    lowest = np.zeros_like(threats)
+    for c in range(7):
+        rows = np.flatnonzero(threats[:, :, c].any(axis=0))
+        if len(rows):
+            lowest[:, rows.max(), c] = threats[:, rows.max(), c]
+    even = [stones.sum() % 2 == 0]
+    return np.concatenate([playable.ravel(), even, lowest.ravel()]).astype(np.float32)
+
+
+def test_gravity_features_match_their_definition_on_connect_four_positions(make_scope):
+    enc = BoardLineEncoder(make_scope("lines"), image_size=[6, 7], in_channels=2, gravity=True)
+    enc.build()
+    assert enc.num_features == 84 + 2 * 3 * 69 + 2 * 42 + 42 + 1 + 2 * 42
+    planes = _random_positions(np.random.default_rng(4), 200)
+    got = enc.line_features(paddle.to_tensor(planes.reshape(200, -1))).numpy()
+    lines = np.stack([_reference(p, 6, 7, 4) for p in planes])
+    gravity = np.stack([_gravity_reference(p) for p in planes])
+    np.testing.assert_array_equal(got, np.concatenate([lines, gravity], axis=1))
+    # the sample holds what each feature tells apart: both parities, and threats shadowed
+    # by a lower one in their column (so "lowest" is not the threat map again)
+    assert 0 < gravity[:, 42].mean() < 1
+    threats, lowest = lines[:, -84:].sum(), gravity[:, 43:].sum()
+    assert 0 < lowest < threats
+
+
+def test_gravity_features_of_a_hand_made_position(make_scope):
+    game = ConnectFour(1)
+    # X: c1, c2, c3 on the bottom two rows; O: c4 twice, c6 three times
+    for column in (1, 4, 2, 4, 3, 6, 1, 6, 2, 6, 3):
+        game.step([column])
+    planes = game.observe()[0].astype(np.float32)  # O to move: [0] O's stones, [1] X's
+    enc = BoardLineEncoder(make_scope("lines"), image_size=[6, 7], in_channels=2, gravity=True)
+    enc.build()
+    feats = enc.line_features(paddle.to_tensor(planes.reshape(1, -1))).numpy()[0]
+    threats = feats[-211:-127].reshape(2, 6, 7)  # the threat maps: [0] O's, [1] X's
+    playable, even = feats[-127:-85].reshape(6, 7), feats[-85]
+    lowest = feats[-84:].reshape(2, 6, 7)
+    want = np.zeros((6, 7))
+    for c, height in enumerate([0, 2, 2, 2, 2, 0, 3]):  # stones per column
+        want[5 - height, c] = 1
+    np.testing.assert_array_equal(playable, want)
+    assert even == 0  # 11 stones: the second player (O) to move
+    # X threatens c0 on both bottom rows (c1..c3 each); O c6's fourth cell (row 2)
+    want = np.zeros((2, 6, 7))
+    want[1, 5, 0] = want[1, 4, 0] = want[0, 2, 6] = 1
+    np.testing.assert_array_equal(threats, want)
+    # the lowest: X's threat on the second row stands over X's own on the bottom row
+    want[1, 4, 0] = 0
+    np.testing.assert_array_equal(lowest, want)
+
+
 def test_a_policy_with_board_lines_plays_trains_and_saves_only_its_layers(compose_config, tmp_path):
     paddle.seed(0)
     agents = build_agents(

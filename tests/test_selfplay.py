@@ -343,10 +343,12 @@ def test_the_longer_connect_four_config_stretches_the_default():
     # nor the default's root noise and first-play urgency of 2026-11-29
     assert (base.arena.search.dirichlet_alpha, long.arena.search.dirichlet_alpha) == (0.3, 1.0)
     assert (base.agents.policy.search_fpu, long.agents.policy.search_fpu) == (0.0, None)
+    # nor the zugzwang features of 2026-12-02: the line features it was measured with
+    assert (base.agents.policy.encoder.gravity, long.agents.policy.encoder.gravity) == (True, False)
     for cfg in (base, long):  # everything else is the default's
         cfg.arena.epochs, cfg.arena["update"].replay, cfg.arena["update"].epochs = 0, 0, 0
         cfg.arena.search.forced_playouts, cfg.arena.search.dirichlet_alpha = 0, 0
-        cfg.agents.policy.search_fpu = None
+        cfg.agents.policy.search_fpu, cfg.agents.policy.encoder.gravity = None, False
     assert long.arena == base.arena
     assert long.agents.policy == base.agents.policy  # (its decay follows arena.epochs)
 
@@ -401,8 +403,8 @@ def test_tictactoe_acceptance(tmp_path):
 
 @pytest.fixture(scope="module")
 def connect_four_run(tmp_path_factory):
-    """The default Connect Four run (seed 0): AlphaZero with line features, replay, discounted
-    values, exact values where the rules decide and tree reuse in its training searches, its
+    """The default Connect Four run (seed 0): AlphaZero with line and zugzwang features,
+    replay, discounted values, exact values where the rules decide and tree reuse in its training searches, its
     search playing the LCB move, judged by the solver on 400 positions (the test extra has
     it). One thread, as the seed table's runs (`scripts/selfplay_targets.py --threads 1`):
     the same trajectory."""
@@ -424,23 +426,23 @@ def test_connect_four_raw_policy_beats_mcts100(connect_four_run):
 
 
 #: seed 0's figures, rounded down, on each machine kind (CPU vendor) it was measured on:
-#: raw perfect / good, search200 perfect / good (the LCB move). Intel Xeon: 0.7825 / 0.925,
-#: 0.8825 / 0.975 (before first-play urgency and alpha 0.3, until 2026-11-29: 0.7775 /
-#: 0.9325 and 0.870 / 0.9725); AMD EPYC (2026-11-29): 0.7675 / 0.930, 0.835 / 0.9725
-SEED0_FLOORS = {"GenuineIntel": (0.78, 0.92, 0.88, 0.97), "AuthenticAMD": (0.76, 0.93, 0.83, 0.97)}
+#: raw perfect / good, search200 perfect / good (the LCB move). AMD EPYC, with the zugzwang
+#: features (the default since 2026-12-02): 0.790 / 0.9425, 0.8925 / 0.9825. Intel Xeon has
+#: no row: the default with those features has not run there (the line features alone
+#: judged 0.7825 / 0.925, 0.8825 / 0.975 on Intel; 0.7675 / 0.930, 0.835 / 0.9725 on AMD)
+SEED0_FLOORS = {"AuthenticAMD": (0.79, 0.94, 0.89, 0.98)}
 
 
 @pytest.mark.slow
 def test_connect_four_plays_the_solvers_best_move_most_of_the_time(connect_four_run):
     """The floors are this run's figures, rounded down: the seed table's seed 0 (one thread,
-    the default: 200 updates with line features, position averaging, tactics and proofs, the
-    network's NumPy copy in the searches, tree reuse with 30 new simulations, 2 gradient
-    passes per update, forced playouts, first-play urgency and the root noise's alpha 0.3),
-    judged on the
-    machine kind it was measured on; a floor under them would let the documented figures
-    slip. The issue's targets and how the 3-seed means stand:
-    docs/guide/selfplay-scale-and-solver.md. With two threads, or on another machine kind,
-    the run is another trajectory: Intel Xeon and AMD EPYC each have their row
+    the default: 200 updates with line and zugzwang features, position averaging, tactics
+    and proofs, the network's NumPy copy in the searches, tree reuse with 30 new
+    simulations, 2 gradient passes per update, forced playouts, first-play urgency and the
+    root noise's alpha 0.3), judged on the machine kind it was measured on; a floor under
+    them would let the documented figures slip. The issue's targets and how the 3-seed
+    means stand: docs/guide/selfplay-scale-and-solver.md. With two threads, or on another
+    machine kind, the run is another trajectory: each machine kind has its row
     (`SEED0_FLOORS`, the seed table's seed 0 on each)."""
     m = connect_four_run
     if cpu_vendor() not in SEED0_FLOORS:  # no floor guessed for a trajectory never measured
