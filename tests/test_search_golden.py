@@ -1,7 +1,13 @@
 """The one search tree reproduces, exactly, what the two searches it replaced returned: the
 rollout-MCTS anchors' moves (and how many random numbers they drew) and every array of the
 PUCT search's results, as recorded in ``tests/data/search_golden.npz`` at commit 6416be1
-(see ``tests/search_golden.py`` for how)."""
+(see ``tests/search_golden.py`` for how).
+
+The visit counts and legal moves must match bit for bit. The floats that pass through the
+test evaluator's softmax (a BLAS product and numpy's SIMD ``exp``) may differ in their
+last bits from one CPU's kernels to another's (seen in CI: the recorded priors, 1 ulp off
+on another machine), so those match to 1e-12 relative; a search change moves them far
+more than that."""
 
 from __future__ import annotations
 
@@ -37,4 +43,8 @@ def test_puct_search_returns_the_recorded_arrays(recorded, name):
     assert len(got) == 2 * len(golden.SEARCH_FIELDS)
     for key, value in got.items():
         want = recorded[f"{name}/puct/{key}"]
-        assert value.dtype == want.dtype and np.array_equal(value, want), key
+        assert value.dtype == want.dtype, key
+        if key.endswith(("/visits", "/legal")):
+            assert np.array_equal(value, want), key
+        else:
+            np.testing.assert_allclose(value, want, rtol=1e-12, atol=0, err_msg=key)
