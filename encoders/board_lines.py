@@ -175,7 +175,7 @@ def _gravity_matrices(rows: int, cols: int, channels: int) -> dict[str, np.ndarr
     support = np.zeros((cells, cells), np.float32)  # [N, N]: cell j holds cell i up
     support[np.flatnonzero(row < rows - 1) + cols, np.flatnonzero(row < rows - 1)] = 1.0
     floor = (row == rows - 1).astype(np.float32)[None, :]  # [1, N]: the bottom row
-    below = (col[:, None] == col[None, :]) & (row[:, None] > row[None, :])  # [N, N] j under i
+    below = (col[:, None] == col[None, :]) & (row[:, None] > row[None, :])  # [N, N]: i under j
     # a threat of any channel at cell j shadows every channel's threat above it: [CN, CN]
     shadow = np.tile(below.astype(np.float32), (channels, channels))
     count = np.ones((cells, 1), np.float32)  # [N, 1]: sums the stones
