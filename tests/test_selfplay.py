@@ -343,12 +343,12 @@ def test_the_longer_connect_four_config_stretches_the_default():
     # nor the default's root noise and first-play urgency of 2026-11-29
     assert (base.arena.search.dirichlet_alpha, long.arena.search.dirichlet_alpha) == (0.3, 1.0)
     assert (base.agents.policy.search_fpu, long.agents.policy.search_fpu) == (0.0, None)
-    # nor the zugzwang features of 2026-12-02: the line features it was measured with
-    assert (base.agents.policy.encoder.gravity, long.agents.policy.encoder.gravity) == (True, False)
+    # but the zugzwang features, as the default (measured in it since 2026-12-02)
+    assert base.agents.policy.encoder.gravity and long.agents.policy.encoder.gravity
     for cfg in (base, long):  # everything else is the default's
         cfg.arena.epochs, cfg.arena["update"].replay, cfg.arena["update"].epochs = 0, 0, 0
         cfg.arena.search.forced_playouts, cfg.arena.search.dirichlet_alpha = 0, 0
-        cfg.agents.policy.search_fpu, cfg.agents.policy.encoder.gravity = None, False
+        cfg.agents.policy.search_fpu = None
     assert long.arena == base.arena
     assert long.agents.policy == base.agents.policy  # (its decay follows arena.epochs)
 
