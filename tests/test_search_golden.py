@@ -5,9 +5,9 @@ PUCT search's results, as recorded in ``tests/data/search_golden.npz`` at commit
 
 The visit counts and legal moves must match bit for bit. The floats that pass through the
 test evaluator's softmax (a BLAS product and numpy's SIMD ``exp``) may differ in their
-last bits from one CPU's kernels to another's (seen in CI: the recorded priors, 1 ulp off
-on another machine), so those match to 1e-12 relative; a search change moves them far
-more than that."""
+last bits from one CPU's kernels to another's (seen in CI: the recorded priors, off in the
+last digits on another machine), so those match to 1e-12 relative; a search change moves
+them far more than that."""
 
 from __future__ import annotations
 
