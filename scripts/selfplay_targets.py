@@ -7,6 +7,7 @@
     python scripts/selfplay_targets.py --game connect_four_ppo --out runs/c4_ppo   # PPO recipe
     python scripts/selfplay_targets.py --train +experiment=connect_four_long --out runs/c4_long
     python scripts/selfplay_targets.py --out runs/c4 --average-last 2 4 6   # post-hoc averaging
+    python scripts/selfplay_targets.py --seeds 0 --out runs/a --ensemble runs/b/seed1   # ensemble
 
 Training is a plain seed sweep (``python run.py -m arena=selfplay game=connect_four
 seed=0,1,2``, jobs one after another into ``runs/selfplay_targets/seedS``; seeds whose run
@@ -70,6 +71,7 @@ def judge(
     fpu: float | None = None,
     policy_temperature: float | None = None,
     c_puct: float | None = None,
+    ensemble: tuple[Path, ...] = (),
 ) -> dict[str, Any]:
     """The saved policy of ``run`` judged by the perfect solver (extra ``solver``): move
     rates on ``positions`` positions, and ``games`` games as first player against it (also
@@ -85,7 +87,11 @@ def judge(
     first-play urgency (``agents.policy.search_fpu``) instead of the policy's own;
     ``policy_temperature``: with that policy softmax temperature
     (``agents.policy.search_policy_temperature``); ``c_puct``: the searching player's
-    exploration constant (None: `SearchPlayer`'s own, whatever the run trained with)."""
+    exploration constant (None: `SearchPlayer`'s own, whatever the run trained with).
+    ``ensemble``: other runs whose saved policies join this one's as a deep ensemble (the
+    raw move and every simulation's network results the members' mean, `ensemble_averaged`;
+    the search's settings this run's): judged the same way (tree reuse too, with
+    ``reuse``), keys ``ens<K>_*`` with K the members (this run included)."""
     from paddlecraft.arenas.selfplay import load_policy
     from paddlecraft.arenas.selfplay.final import average_of_run
     from paddlecraft.arenas.selfplay.league import OpponentPool
@@ -96,6 +102,14 @@ def judge(
     if policy_temperature is not None:
         policy.cfg.search_policy_temperature = policy_temperature
     out = judge_policy(policy, positions, simulations, games, deeper, move, reuse, mirror, c_puct)
+    if ensemble:
+        partners = tuple(
+            load_policy(other / "policy", name=f"partner{i}_{other.name}")
+            for i, other in enumerate(ensemble)
+        )
+        both = judge_policy(policy, positions, simulations, games, (), move, reuse,
+                            c_puct=c_puct, partners=partners)  # fmt: skip
+        out.update({f"ens{len(partners) + 1}_{k}": v for k, v in both.items()})
     for k in average:
         OpponentPool.load_into(policy, average_of_run(run, k))
         out.update(
@@ -119,8 +133,9 @@ def judge_policy(
     reuse: bool = False,
     mirror: bool = False,
     c_puct: float | None = None,
+    partners: tuple[Any, ...] = (),
 ) -> dict[str, Any]:
-    """`judge` for one policy object."""
+    """`judge` for one policy object (``partners``: an ensemble's other members)."""
     from paddlecraft.arenas.games.solver import (
         judged_moves,
         move_rates,
@@ -130,7 +145,8 @@ def judge_policy(
     from paddlecraft.arenas.selfplay import PolicyPlayer, SearchPlayer
 
     # None: the searching player's own exploration constant
-    searcher_kw: dict[str, Any] = {"move": move} | ({} if c_puct is None else {"c_puct": c_puct})
+    searcher_kw: dict[str, Any] = {"move": move, "partners": partners}
+    searcher_kw |= {} if c_puct is None else {"c_puct": c_puct}
 
     def searcher(n: int, **kw: Any) -> Any:  # the searching player, as judged
         return SearchPlayer(policy, "connect_four", n, **searcher_kw, **kw)
@@ -138,7 +154,7 @@ def judge_policy(
     pos = solver_positions(positions, seed=0)
     out: dict[str, float] = {}
     players = [
-        ("raw", PolicyPlayer(policy)),
+        ("raw", PolicyPlayer(policy, partners=partners)),
         (f"search{simulations}", searcher(simulations)),
     ]
     if mirror:
@@ -210,6 +226,9 @@ def main() -> None:
                     help="also judge the mean weights of each run's last K epoch ends (avgK_*)")  # fmt: skip
     ap.add_argument("--search-move", choices=["visits", "lcb"], default=None,
                     help="the searching player's move rule (default: each policy's search_move)")  # fmt: skip
+    ap.add_argument("--ensemble", type=Path, nargs="*", default=[],
+                    help="finished runs (folders with policy/) whose policies join each seed's "
+                    "as a deep ensemble, judged too (ens<K>_*)")  # fmt: skip
     ap.add_argument("--threads", type=int, default=None,
                     help="OMP_NUM_THREADS of each run (default: the machine's cores)")  # fmt: skip
     args = ap.parse_args()
@@ -220,6 +239,10 @@ def main() -> None:
                  "as the network gives them)")  # fmt: skip
     if args.c_puct is not None and not args.c_puct > 0:
         ap.error(f"--c-puct {args.c_puct}: the exploration constant must be > 0 (default 1.5)")
+    for other in args.ensemble:  # before any training: a typo costs nothing
+        if not (other / "policy").is_dir():
+            ap.error(f"--ensemble {other}: no saved policy there; give finished run folders "
+                     "with a policy/ inside, e.g. runs/b/seed1")  # fmt: skip
     env = {k: v for k, v in os.environ.items() if k != "OMP_NUM_THREADS"}
     if args.threads:  # e.g. two scripts side by side on 2 cores, one thread each
         env["OMP_NUM_THREADS"] = str(args.threads)
@@ -248,7 +271,7 @@ def main() -> None:
                            average=tuple(args.average_last), move=args.search_move,
                            reuse=args.reuse, mirror=args.mirror, fpu=args.fpu,
                            policy_temperature=args.policy_temperature,
-                           c_puct=args.c_puct)  # fmt: skip
+                           c_puct=args.c_puct, ensemble=tuple(args.ensemble))  # fmt: skip
             row.update(judged)
             # its numbers for the sweep summary; the position lists (where the solver
             # games were given away) beside them, as details

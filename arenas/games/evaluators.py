@@ -16,8 +16,9 @@ simulation on the new leaves of all its games, and `Evaluator.root` once per sea
   met again (in the next move's search, or in another game) costs no network call.
 
 `mirror_averaged` wraps a network so that each position's results are the mean of its own
-and its left-right mirror image's (both games are symmetric that way); `prior_tempered`
-flattens (or sharpens) a network's priors.
+and its left-right mirror image's (both games are symmetric that way); `ensemble_averaged`
+takes the mean of several networks' results (independently trained policies searching as
+one); `prior_tempered` flattens (or sharpens) a network's priors.
 """
 
 from __future__ import annotations
@@ -77,6 +78,35 @@ def mirror_averaged(network: NetworkFn) -> NetworkFn:
             a = np.asarray(a, np.float64).reshape(-1)
             out.append((a[:n] + a[n:]) / 2)
         return tuple(out)
+
+    return evaluate
+
+
+def ensemble_averaged(networks: list[NetworkFn] | tuple[NetworkFn, ...]) -> NetworkFn:
+    """The mean of ``networks``' results on the same positions: priors, values and any plies
+    left, each averaged over the members (a deep ensemble: independently trained networks,
+    one call each per batch). Every member must give the same outputs (all with plies left,
+    or none); one member: that network itself."""
+    members = tuple(networks)
+    if not members:
+        raise ValueError("ensemble_averaged: no networks given, expected one or more")
+    if len(members) == 1:
+        return members[0]
+
+    def evaluate(planes: np.ndarray, masks: np.ndarray) -> tuple[np.ndarray, ...]:
+        outs = [m(planes, masks) for m in members]  # each (priors [n, A], values [n], ...)
+        if len({len(o) for o in outs}) != 1:
+            raise ValueError(
+                "ensemble_averaged: the members give different outputs "
+                f"({sorted({len(o) for o in outs})} arrays); every member needs the same "
+                "heads (all with the moves-left head, or none)"
+            )
+        p = np.mean([np.asarray(o[0], np.float64) for o in outs], axis=0)  # [n, A]
+        rest = [
+            np.mean([np.asarray(o[k], np.float64).reshape(-1) for o in outs], axis=0)  # [n]
+            for k in range(1, len(outs[0]))
+        ]
+        return (p, *rest)
 
     return evaluate
 

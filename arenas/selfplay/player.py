@@ -22,7 +22,7 @@ from paddlecraft.errors import ConfigError
 
 from ..games import GAMES, Player
 from ..games.core import BoardGame
-from ..games.evaluators import mirror_averaged, prior_tempered
+from ..games.evaluators import ensemble_averaged, mirror_averaged, prior_tempered
 from ..games.search import (
     MOVE_RULES,
     CachedEvaluator,
@@ -63,14 +63,44 @@ def _rules(game: str | type[BoardGame]) -> type[BoardGame]:
     return GAMES[name]
 
 
-class PolicyPlayer(Player):
-    """The network alone: its most probable legal move."""
+def _check_partners(policy: Policy, partners: tuple[Policy, ...]) -> None:
+    """Raise unless every partner can average its network's results with ``policy``'s: the
+    same boards and moves, the same value discount (the values mean the same thing) and the
+    same heads (a moves-left head on all or none)."""
 
-    def __init__(self, policy: Policy, name: str = "policy") -> None:
-        self.policy, self.name = policy, name
+    def key(p: Policy) -> tuple[Any, ...]:
+        return tuple(p.obs_shape), p.num_actions, p.value_discount, p.moves_left
+
+    mine = key(policy)
+    for other in partners:
+        theirs = key(other)
+        if mine != theirs:
+            raise ValueError(
+                f"partners: Policy({other.name!r}) cannot join Policy({policy.name!r})'s "
+                "ensemble: (board, moves, value_discount, moves_left) differ, "
+                f"{theirs} against {mine}; pass policies trained with the same game and "
+                "value settings"
+            )
+
+
+class PolicyPlayer(Player):
+    """The network alone: its most probable legal move. With ``partners`` (other policies
+    of the same game), the most probable legal move of the members' mean priors (an
+    ensemble, `ensemble_averaged`)."""
+
+    def __init__(
+        self, policy: Policy, name: str = "policy", partners: tuple[Policy, ...] = ()
+    ) -> None:
+        self.policy, self.name, self.partners = policy, name, tuple(partners)
+        _check_partners(policy, self.partners)
 
     def act(self, observations: Any, action_masks: Any, rng: Any = None) -> np.ndarray:
-        return np.asarray(self.policy.act(observations, self._masks(action_masks), greedy=True))
+        masks = self._masks(action_masks)
+        if not self.partners:
+            return np.asarray(self.policy.act(observations, masks, greedy=True))
+        nets = [p.priors_and_values for p in (self.policy, *self.partners)]
+        priors = ensemble_averaged(nets)(np.asarray(observations), masks)[0]  # [B, A]
+        return np.where(masks, priors, -1.0).argmax(axis=1)
 
 
 class SearchPlayer(Player):
@@ -93,7 +123,11 @@ class SearchPlayer(Player):
     fresh simulations per move. With ``mirror`` (by default the policy's ``search_mirror``)
     the network's results for each position are averaged with its mirror image's
     (`mirror_averaged`), and with the policy's ``search_policy_temperature`` above or
-    below 1 its priors are flattened or sharpened (`prior_tempered`).
+    below 1 its priors are flattened or sharpened (`prior_tempered`). With ``partners``
+    (other policies of the same game, value discount and heads) every simulation's
+    network results are the mean of the policy's and the partners' (`ensemble_averaged`:
+    a deep ensemble; one network call per member); the search's other settings are the
+    policy's.
     """
 
     def __init__(
@@ -108,6 +142,7 @@ class SearchPlayer(Player):
         network_copy: bool = True,
         reuse: bool = False,
         mirror: bool | None = None,
+        partners: tuple[Policy, ...] = (),
     ) -> None:
         self.policy, self.rules = policy, _rules(game)
         if tuple(policy.obs_shape) != self.rules.obs_shape():
@@ -120,6 +155,12 @@ class SearchPlayer(Player):
             raise ValueError(f"SearchPlayer: move={self.move!r}, expected one of {MOVE_RULES}")
         # cached: the weights stay as now, so a copy of them serves as well
         settings = policy.search_settings(frozen=cache and network_copy)
+        self.partners = tuple(partners)
+        _check_partners(policy, self.partners)
+        if self.partners:
+            frozen = cache and network_copy
+            others = [p.search_settings(frozen=frozen)["evaluate"] for p in self.partners]
+            settings["evaluate"] = ensemble_averaged([settings["evaluate"], *others])
         self.mirror = bool(policy.cfg.search_mirror if mirror is None else mirror)
         if self.mirror:
             settings["evaluate"] = mirror_averaged(settings["evaluate"])
