@@ -427,10 +427,13 @@ def test_connect_four_raw_policy_beats_mcts100(connect_four_run):
 
 #: seed 0's figures, rounded down, on each machine kind (CPU vendor) it was measured on:
 #: raw perfect / good, search200 perfect / good (the LCB move). AMD EPYC, with the zugzwang
-#: features (the default since 2026-12-02): 0.790 / 0.9425, 0.8925 / 0.9825. Intel Xeon has
-#: no row: the default with those features has not run there (the line features alone
-#: judged 0.7825 / 0.925, 0.8825 / 0.975 on Intel; 0.7675 / 0.930, 0.835 / 0.9725 on AMD)
-SEED0_FLOORS = {"AuthenticAMD": (0.79, 0.94, 0.89, 0.98)}
+#: features (the default since 2026-12-02), the committed code's run (runs/def_s0,
+#: 2026-12-03): 0.795 / 0.9325, 0.875 / 0.9775. The row before, 0.790 / 0.9425, 0.8925 /
+#: 0.9825, came from a run made while the features were written (runs/grav_s0), a trajectory
+#: the committed code does not retrace. Intel Xeon has no row: the default with those
+#: features has not run there (the line features alone judged 0.7825 / 0.925, 0.8825 /
+#: 0.975 on Intel; 0.7675 / 0.930, 0.835 / 0.9725 on AMD)
+SEED0_FLOORS = {"AuthenticAMD": (0.79, 0.93, 0.87, 0.97)}
 
 
 @pytest.mark.slow
