@@ -104,7 +104,7 @@ def judge(
     out = judge_policy(policy, positions, simulations, games, deeper, move, reuse, mirror, c_puct)
     if ensemble:
         partners = tuple(
-            load_policy(other / "policy", name=f"partner{i}_{other.name}")
+            load_policy(other / "policy", name=f"partner{i}_{other.name}_of_{run.name}")
             for i, other in enumerate(ensemble)
         )
         both = judge_policy(policy, positions, simulations, games, (), move, reuse,

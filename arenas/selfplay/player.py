@@ -154,11 +154,11 @@ class SearchPlayer(Player):
         if self.move not in MOVE_RULES:
             raise ValueError(f"SearchPlayer: move={self.move!r}, expected one of {MOVE_RULES}")
         # cached: the weights stay as now, so a copy of them serves as well
-        settings = policy.search_settings(frozen=cache and network_copy)
+        frozen = cache and network_copy
+        settings = policy.search_settings(frozen=frozen)
         self.partners = tuple(partners)
         _check_partners(policy, self.partners)
         if self.partners:
-            frozen = cache and network_copy
             others = [p.search_settings(frozen=frozen)["evaluate"] for p in self.partners]
             settings["evaluate"] = ensemble_averaged([settings["evaluate"], *others])
         self.mirror = bool(policy.cfg.search_mirror if mirror is None else mirror)
