@@ -66,6 +66,12 @@ class PolicyConfig(AgentConfig):
     #: search updates train it (``arena.update.ownership_coef``). Only the training reads
     #: it, never a search. Off: the policy has no such layer (its parameters unchanged).
     ownership: bool = False
+    #: KataGo's auxiliary soft policy target: a sixth output (``soft_policy_head``, logits
+    #: over the actions) predicting the visit distribution raised to the power
+    #: ``arena.update.soft_policy_power`` and renormalised, which tells the low-prior moves
+    #: apart; search updates train it (``arena.update.soft_policy_coef``). Only the training
+    #: reads it, never a search. Off: the policy has no such layer (its parameters unchanged).
+    soft_policy: bool = False
     #: every search with this policy scores the positions the rules decide within two
     #: plies exactly (the mover has a winning move; the opponent has two it cannot both
     #: block) and searches no further below them (`MCTS` ``tactics``). Saved with the policy.
@@ -177,6 +183,11 @@ class Policy(Agent):
             if self.ownership:  # made last, for the same reason; [feat] -> [cells * 3]
                 out = obs_shape[0] * obs_shape[1] * OWNERSHIP_CLASSES
                 self.ownership_head = self.make_head("ownership_head", lambda: nn.Linear(feat, out))
+            self.soft_policy = bool(self.cfg.soft_policy)
+            if self.soft_policy:  # made last, for the same reason
+                self.soft_policy_head = self.make_head(
+                    "soft_policy_head", lambda: nn.Linear(feat, num_actions)
+                )
             with paddle.no_grad():  # near-uniform first policy: small policy-head weights
                 self.policy_head.weight.set_value(self.policy_head.weight * 0.01)
                 self.policy_head.bias.set_value(paddle.zeros_like(self.policy_head.bias))
@@ -212,17 +223,22 @@ class Policy(Agent):
     ) -> tuple[paddle.Tensor, paddle.Tensor, paddle.Tensor | None]:
         """``(logits [B, A], value [B], plies left [B])`` (the last ``None`` without the
         moves-left head, or with ``moves_left=False``)."""
-        out = self.heads(obs, moves_left=moves_left, opponent=False, ownership=False)
+        out = self.heads(obs, moves_left=moves_left, opponent=False, ownership=False, soft=False)
         return out["logits"], out["value"], out.get("moves_left")
 
     def heads(
-        self, obs: Any, moves_left: bool = True, opponent: bool = True, ownership: bool = True
+        self,
+        obs: Any,
+        moves_left: bool = True,
+        opponent: bool = True,
+        ownership: bool = True,
+        soft: bool = True,
     ) -> dict[str, Any]:
         """Every head's output on one pass of the trunk: ``logits [B, A]``, ``value [B]``,
         and where the policy has those heads (and they are asked for) ``moves_left [B]``
-        (plies left), ``opponent_logits [B, A]`` (the opponent's reply, unmasked) and
+        (plies left), ``opponent_logits [B, A]`` (the opponent's reply, unmasked),
         ``ownership_logits [B, rows, cols, 3]`` (each cell at the game's end: empty, the
-        mover's, the opponent's)."""
+        mover's, the opponent's) and ``soft_logits [B, A]`` (the flattened visits)."""
         x = self._prepare(obs)
         h = self.encoder.forward_all(x)["pooled"]  # [B, feature_dim]
         out = {"logits": self.policy_head(h)}  # [B, A]
@@ -240,6 +256,8 @@ class Policy(Agent):
         if ownership and self.ownership:  # [B, rows, cols, 3]
             shape = [-1, self.obs_shape[0], self.obs_shape[1], OWNERSHIP_CLASSES]
             out["ownership_logits"] = self.ownership_head(h).reshape(shape)
+        if soft and self.soft_policy:
+            out["soft_logits"] = self.soft_policy_head(h)  # [B, A]
         return out
 
     def masked_log_probs(self, logits: paddle.Tensor, mask: Any) -> paddle.Tensor:

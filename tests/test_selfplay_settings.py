@@ -48,7 +48,7 @@ ADDED = {
     "search.opening_dirichlet_alpha": None, "search.policy_temperature": 1.0,
     "search.opening_policy_temperature": None, "search.late_player": None,
     "search.ply_simulations": None, "update.surprise_weight": 0.0, "search.archive_starts": 0.0,
-    "search.gumbel_considered": 0,
+    "search.gumbel_considered": 0, "update.soft_policy_coef": 1.0, "update.soft_policy_power": 0.25,
 }  # fmt: skip
 
 
@@ -104,6 +104,8 @@ def test_an_old_key_in_python_names_its_new_place():
         ({"update": {"epochs": 0}}, "arena.update.epochs=0: must be >= 1"),
         ({"update": {"minibatch_size": 0}}, "arena.update.minibatch_size=0: must be >= 1"),
         ({"update": {"opponent_policy_coef": -0.1}}, "arena.update.opponent_policy_coef=-0.1: must be >= 0"),
+        ({"update": {"soft_policy_coef": -1.0}}, "arena.update.soft_policy_coef=-1.0: must be >= 0"),
+        ({"update": {"soft_policy_power": 0.0}}, "arena.update.soft_policy_power=0.0: must be in (0, 1]"),
         ({"update": {"ownership_coef": -1.0}}, "arena.update.ownership_coef=-1.0: must be >= 0"),
         ({"search": {"simulations": 0}}, "arena.search.simulations=0: must be >= 1"),
         ({"search": {"temperature_moves": -1}}, "arena.search.temperature_moves=-1: must be >= 0"),

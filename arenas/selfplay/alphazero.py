@@ -394,7 +394,8 @@ def alphazero_step(policy: Any, b: dict[str, np.ndarray], u: Any) -> dict[str, f
     the opponent-policy head) ``opponent_policy_coef`` x the cross-entropy of the
     opponent's reply (KataGo's auxiliary target); with their ``ownership`` (a policy with the
     ownership head) ``ownership_coef`` x the cross-entropy of each cell's holder at the
-    game's end, averaged over the cells (KataGo's ownership target)."""
+    game's end, averaged over the cells (KataGo's ownership target); with the soft policy
+    head ``soft_policy_coef`` x the cross-entropy of ``pi ** soft_policy_power``, renormalised."""
     out = policy.heads(
         b["obs"], moves_left="moves_left" in b, opponent="opponent_pi" in b,
         ownership="ownership" in b,
@@ -429,6 +430,13 @@ def alphazero_step(policy: Any, b: dict[str, np.ndarray], u: Any) -> dict[str, f
         own_loss = -(policy.to_tensor(b["ownership"]) * own_logp).sum(-1).mean()
         loss = loss + u.ownership_coef * own_loss
         extra["ownership_loss"] = float(own_loss)
+    if "soft_logits" in out:  # [B, A]: KataGo's soft policy target, the visits flattened
+        soft = b["pi"] ** u.soft_policy_power  # 0 where pi is 0 (illegal or unvisited)
+        soft = soft / np.maximum(soft.sum(-1, keepdims=True), 1e-12)  # a zero row adds nothing
+        soft_logp = policy.masked_log_probs(out["soft_logits"], b["mask"])
+        soft_loss = -(policy.to_tensor(soft.astype(np.float32)) * soft_logp).sum(-1).mean()
+        loss = loss + u.soft_policy_coef * soft_loss
+        extra["soft_policy_loss"] = float(soft_loss)
     policy.update(loss)
     p = logp.exp()
     entropy = -(p * logp).sum(-1).mean()

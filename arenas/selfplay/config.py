@@ -60,6 +60,14 @@ class UpdateConfig:
     """Search updates with a policy that has the ownership head (``agents.policy.ownership``):
     weight of its per-cell cross-entropy, averaged over the cells (KataGo's 1.5 / cells x
     the sum); unused without the head."""
+    soft_policy_coef: float = 1.0
+    """Search updates with a policy that has the soft policy head
+    (``agents.policy.soft_policy``): weight of its cross-entropy, against the main
+    policy's 1 (KataGo's is 8, which lowered every figure of this project's small trunk:
+    docs/guide/selfplay-scale-and-solver.md); unused without the head."""
+    soft_policy_power: float = 0.25
+    """The soft policy head's target: the visit distribution to this power, renormalised
+    (KataGo's 1/4; 1: the main target again)."""
     entropy_coef: float = 0.01
     """PPO/A2C: entropy bonus."""
     root_value_weight: float = 0.0
@@ -108,6 +116,10 @@ class UpdateConfig:
               self.opponent_policy_coef, ">= 0", f"e.g. {at}.opponent_policy_coef=0.15")  # fmt: skip
         _need(self.ownership_coef >= 0, f"{at}.ownership_coef", self.ownership_coef, ">= 0",
               f"e.g. {at}.ownership_coef=1.5")  # fmt: skip
+        _need(self.soft_policy_coef >= 0, f"{at}.soft_policy_coef", self.soft_policy_coef,
+              ">= 0", f"e.g. {at}.soft_policy_coef=1")  # fmt: skip
+        _need(0.0 < self.soft_policy_power <= 1.0, f"{at}.soft_policy_power",
+              self.soft_policy_power, "in (0, 1]", f"e.g. {at}.soft_policy_power=0.25")  # fmt: skip
         _need(0.0 <= self.root_value_weight <= 1.0, f"{at}.root_value_weight",
               self.root_value_weight, "in [0, 1]", f"e.g. {at}.root_value_weight=0.5")  # fmt: skip
         _need(self.explored_values in EXPLORED_VALUES, f"{at}.explored_values",
