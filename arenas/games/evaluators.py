@@ -111,6 +111,14 @@ def ensemble_averaged(networks: list[NetworkFn] | tuple[NetworkFn, ...]) -> Netw
     return evaluate
 
 
+def powered(p: np.ndarray, power: float, dtype: type = np.float64) -> np.ndarray:
+    """Distributions ``p [n, A]`` to ``power``, renormalised per row, computed in ``dtype``:
+    0 stays 0, and a row of zeros stays zeros."""
+    q = np.asarray(p, dtype) ** power  # [n, A]
+    s = q.sum(axis=-1, keepdims=True)  # [n, 1]
+    return q / np.where(s > 0, s, 1.0)
+
+
 def prior_tempered(network: NetworkFn, temperature: float) -> NetworkFn:
     """``network`` with its priors taken to the power ``1 / temperature`` and renormalised
     (a softmax of the logits divided by ``temperature``; Leela Chess Zero's policy softmax
@@ -125,9 +133,7 @@ def prior_tempered(network: NetworkFn, temperature: float) -> NetworkFn:
 
     def evaluate(planes: np.ndarray, masks: np.ndarray) -> tuple[np.ndarray, ...]:
         out = network(planes, masks)
-        p = np.asarray(out[0], np.float64) ** power  # [n, A]; 0 stays 0
-        s = p.sum(axis=1, keepdims=True)  # [n, 1]
-        return (p / np.where(s > 0, s, 1.0), *out[1:])
+        return (powered(out[0], power), *out[1:])
 
     return evaluate
 

@@ -33,7 +33,7 @@ import paddle.nn.functional as F
 from paddlecraft.agents.value_head import hl_gauss_targets
 
 from ..games.core import BoardGame
-from ..games.evaluators import prior_tempered
+from ..games.evaluators import powered, prior_tempered
 from ..games.search import (
     CachedEvaluator,
     NetworkEvaluator,
@@ -431,10 +431,9 @@ def alphazero_step(policy: Any, b: dict[str, np.ndarray], u: Any) -> dict[str, f
         loss = loss + u.ownership_coef * own_loss
         extra["ownership_loss"] = float(own_loss)
     if "soft_logits" in out:  # [B, A]: KataGo's soft policy target, the visits flattened
-        soft = b["pi"] ** u.soft_policy_power  # 0 where pi is 0 (illegal or unvisited)
-        soft = soft / np.maximum(soft.sum(-1, keepdims=True), 1e-12)  # a zero row adds nothing
+        soft = powered(b["pi"], u.soft_policy_power, np.float32)  # [B, A]; 0 stays 0
         soft_logp = policy.masked_log_probs(out["soft_logits"], b["mask"])
-        soft_loss = -(policy.to_tensor(soft.astype(np.float32)) * soft_logp).sum(-1).mean()
+        soft_loss = -(policy.to_tensor(soft) * soft_logp).sum(-1).mean()
         loss = loss + u.soft_policy_coef * soft_loss
         extra["soft_policy_loss"] = float(soft_loss)
     policy.update(loss)
