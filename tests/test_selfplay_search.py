@@ -235,6 +235,51 @@ def test_completed_q_targets_are_the_search_improved_policy(make_scope):
     assert np.isfinite(m["loss"]) and m["policy_loss"] > 0
 
 
+def test_near_best_visits_keep_the_moves_within_the_cutoff_of_the_most_visited():
+    """Leela's temperature value cutoff: a sampled move's Q within ``cutoff`` of the most
+    visited move's or above it; the most visited always stays; None leaves the visits as they are."""
+    from paddlecraft.arenas.games.search_results import near_best_visits
+
+    visits = np.array([[10, 6, 3, 0], [2, 9, 4, 1]])
+    q = np.array([[0.2, 0.15, -0.3, 0.0], [0.9, -0.1, -0.25, -0.05]])
+    np.testing.assert_array_equal(near_best_visits(visits, q, 0.1), [[10, 6, 0, 0], [2, 9, 0, 1]])
+    # a move rated above the most visited one stays too (row 2: moves 0 and 3)
+    np.testing.assert_array_equal(near_best_visits(visits, q, 0.0), [[10, 0, 0, 0], [2, 9, 0, 1]])
+    np.testing.assert_array_equal(near_best_visits(visits, q, 2.0), visits)
+    assert near_best_visits(visits, q, None) is visits
+
+
+def test_temperature_value_cutoff_samples_training_moves_near_the_best(make_scope):
+    """search.temperature_value_cutoff: the sampled training moves are those whose Q is
+    within the cutoff of the most visited move's (the search re-run from the same
+    generator state gives their Q); without it the same searches sample worse moves too."""
+    from paddlecraft.arenas.games.search import PUCTSearch
+    from paddlecraft.arenas.selfplay.alphazero import search_controller
+
+    seed_everything(0)
+    policy = Policy(make_scope("cut"), encoder=TTT_MLP, obs_shape=[3, 3, 2], num_actions=9)
+    g = TicTacToe(64)
+    g.step(random_legal(g.legal_mask(), np.random.default_rng(1)))
+    planes, masks = g.observe()
+    search = PUCTSearch(TicTacToe, policy.priors_and_values, simulations=8)
+    res = search.search(g.cur, g.mask, np.random.default_rng(5), noise=True)
+    rows = np.arange(64)
+    best_q = res.q[rows, res.visits.argmax(axis=1)]
+    gaps = {}
+    for cutoff in (0.05, None):
+        arena = _az_arena(policy, search={"temperature_value_cutoff": cutoff})
+        act = search_controller(policy, TicTacToe, arena.cfg.search, np.random.default_rng(5))
+        actions, info = act(planes, masks)
+        assert np.allclose(info["pi"], res.visits / 8, atol=1e-6)  # the same searches
+        gaps[cutoff] = best_q - res.q[rows, actions]
+    assert (gaps[0.05] <= 0.05 + 1e-6).all()
+    assert (gaps[None] > 0.05 + 1e-6).sum() >= 5  # the moves the cutoff keeps out
+    with pytest.raises(
+        ConfigError, match=r"arena.search.temperature_value_cutoff=-0.1: must be in \[0, 2\]"
+    ):
+        _az_arena(policy, search={"temperature_value_cutoff": -0.1})
+
+
 def test_playout_cap_randomisation_trains_on_the_full_searches_only(make_scope):
     """search.full_fraction < 1 (KataGo): a share of the moves gets the full search with
     noise and becomes a sample; the rest a fast search, played and not trained on."""

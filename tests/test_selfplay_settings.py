@@ -49,6 +49,7 @@ ADDED = {
     "search.opening_policy_temperature": None, "search.late_player": None,
     "search.ply_simulations": None, "update.surprise_weight": 0.0, "search.archive_starts": 0.0,
     "search.gumbel_considered": 0, "update.soft_policy_coef": 1.0, "update.soft_policy_power": 0.25,
+    "search.temperature_value_cutoff": None,
 }  # fmt: skip
 
 

@@ -129,6 +129,18 @@ def choose_moves(visits: np.ndarray, temperature: np.ndarray | float, rng: Any) 
     return out.astype(np.int64)
 
 
+def near_best_visits(visits: np.ndarray, q: np.ndarray, cutoff: float | None) -> np.ndarray:
+    """The root ``visits [B, A]`` kept only on the moves whose mean value ``q [B, A]`` is
+    within ``cutoff`` of the most visited move's (Leela Chess Zero's temperature value
+    cutoff: what a training move is sampled from; the most visited always stays).
+    ``cutoff`` None: the visits as they are."""
+    if cutoff is None:
+        return visits
+    v = np.asarray(visits)
+    best = q[np.arange(len(v)), v.argmax(axis=1)]  # [B] the most visited move's Q
+    return np.where(q >= best[:, None] - cutoff, v, 0)
+
+
 def decided_visits(res: SearchResult) -> np.ndarray:
     """The root visits ``[B, A]``, where the search proved the root's value only on the
     moves proven best (the others' visits were exploration): what a player picks from and

@@ -45,6 +45,7 @@ from ..games.search import (
     decided_visits,
     pruned_visits,
 )
+from ..games.search_results import near_best_visits
 from .search_config import _in_opening, sampling_temperature, simulations_at
 
 #: the value targets of the positions before a game's last explored move (`outcome_samples`)
@@ -58,16 +59,16 @@ def search_controller(
 
     ``cfg`` is ``arena.search`` (`SearchConfig`): ``simulations``,
     ``second_player_simulations``, ``c_puct``, ``dirichlet_alpha``,
-    ``opening_dirichlet_alpha``, ``noise_fraction``, ``temperature_moves``, ``late_moves``,
-    ``late_temperature``, ``policy_target``, ``forced_playouts``, ``policy_temperature``,
-    ``opening_policy_temperature``, ``ply_simulations``, ``gumbel_considered``, ``cache``,
-    ``network_copy`` and ``reuse`` are read. Make one per
-    collection: with ``cache`` its searches reuse the network's results for positions met before
-    (`CachedEvaluator`), which is right only while the weights stay as they are;
-    with ``network_copy`` they search a NumPy copy of the weights as they were when it was
-    made (`Policy.frozen_evaluator`); with
-    ``reuse`` each search starts from the subtree its predecessor left below the move
-    played (`TreeReuse`). ``pi`` is the policy target: the visit distribution, or the
+    ``opening_dirichlet_alpha``, ``noise_fraction``, ``temperature_moves``,
+    ``temperature_value_cutoff``, ``late_moves``, ``late_temperature``, ``policy_target``,
+    ``forced_playouts``, ``policy_temperature``, ``opening_policy_temperature``,
+    ``ply_simulations``, ``gumbel_considered``, ``cache``, ``network_copy`` and ``reuse``
+    are read. Make one per collection: with ``cache`` its searches reuse the network's
+    results for positions met before (`CachedEvaluator`), which is right only while the
+    weights stay as they are; with ``network_copy`` they search a NumPy copy of the
+    weights as they were when it was made (`Policy.frozen_evaluator`); with ``reuse``
+    each search starts from the subtree its predecessor left below the move played
+    (`TreeReuse`). ``pi`` is the policy target: the visit distribution, or the
     completed-Q policy (`completed_q_policy`); ``prior`` the network's root prior before
     any noise (policy surprise weighting, `.surprise`).
     """
@@ -147,7 +148,8 @@ def search_controller(
             if cfg.forced_playouts > 0:  # the forced visits out of the target and the move
                 pruned = pruned_visits(visits, res, cfg.c_puct, cfg.forced_playouts)
                 visits = pruned if full is None else np.where(full[:, None], pruned, visits)
-            actions = choose_moves(visits, temperature, rng)
+            near = near_best_visits(visits, res.q, cfg.temperature_value_cutoff)
+            actions = choose_moves(near, temperature, rng)  # sampled near the best
             # [n] a sampled move its search visited less than its most visited one
             played = visits[np.arange(len(actions)), actions]
             explored = (temperature > 0) & (played < visits.max(axis=1))

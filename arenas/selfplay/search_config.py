@@ -49,6 +49,12 @@ class SearchConfig:
     ``reuse`` a subtree kept from the opening keeps the priors it was searched with."""
     temperature_moves: int = 8
     """Plies of a training game played in proportion to the visits; then the most visited."""
+    temperature_value_cutoff: Optional[float] = None  # noqa: UP045
+    """Leela Chess Zero's ``--temp-value-cutoff``: a move sampled from the visits (any
+    ply sampled at a temperature) is drawn only among the moves whose mean value ``Q``
+    is within this of the most visited move's, so that the sampled opening varies among
+    near-equal moves and plays fewer blunders (null: every visited move; ``Q`` is in
+    [-1, 1], a 10 % lower win chance is 0.2)."""
     late_moves: int = 0
     """Plies after ``temperature_moves`` sampled from ``visits ** (1 / late_temperature)``:
     a cooler sampling that keeps to the moves the search rates near the best (0: none)."""
@@ -149,6 +155,11 @@ class SearchConfig:
             need(temp > 0, f"{at}.opening_policy_temperature", temp,
                   f"> 0 (null: {at}.policy_temperature in the opening too)",
                   f"e.g. {at}.opening_policy_temperature=1")  # fmt: skip
+        cut = self.temperature_value_cutoff
+        if cut is not None:
+            need(0 <= cut <= 2, f"{at}.temperature_value_cutoff", cut,
+                  "in [0, 2] (a Q difference; null: every visited move may be sampled)",
+                  f"e.g. {at}.temperature_value_cutoff=0.1")  # fmt: skip
         need(self.late_moves >= 0, f"{at}.late_moves", self.late_moves,
               f">= 0 (plies after {at}.temperature_moves sampled cooler; 0: none)",
               f"e.g. {at}.late_moves=4")  # fmt: skip
