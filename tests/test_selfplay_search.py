@@ -544,3 +544,37 @@ def test_policy_coef_zero_trains_the_value_only(make_scope):
     moved = {p.name for p in policy.parameters() if not np.array_equal(before[p.name], p.numpy())}
     assert moved and not any(".policy_head." in n for n in moved)
     assert any(".value_head." in n for n in moved)
+
+
+def test_openings_script_judges_each_sampled_ply_with_the_solver(make_scope, tmp_path, capsys):
+    """``scripts/selfplay_openings.py``: every sampled ply of every game is judged, the
+    per-game count of result-changing moves is the per-ply shares' sum, and a bad cutoff
+    is refused naming the setting."""
+    pytest.importorskip("bitbully")  # the solver extra (in the test extra)
+    import yaml
+    from selfplay_kit import script
+
+    seed_everything(0)
+    run = tmp_path / "run"
+    policy = Policy(make_scope("open"), encoder=C4_MLP, obs_shape=[6, 7, 2], num_actions=7)
+    policy.save(run / "policy")
+    search = {"simulations": 6, "temperature_moves": 5}
+    config = {"data": {"loader": {"name": "connect_four"}}, "arena": {"search": search}}
+    (run / "config.yaml").write_text(yaml.safe_dump(config))
+    openings = script("selfplay_openings")
+    out = openings.main([str(run), "--games", "12"])
+    assert [r["ply"] for r in out["rows"]] == [0, 1, 2, 3, 4]
+    assert all(r["moves"] == 12 for r in out["rows"])  # no game ends before ply 7
+    per_game = sum(r["result_changing"] for r in out["rows"])
+    assert out["result_changing_per_game"] == pytest.approx(per_game)
+    assert per_game > 0 and out["cutoff"] is None  # an untrained network blunders
+    assert all(r["result_changing_most_visited"] <= r["result_changing"] for r in out["rows"])
+    assert "| 0 | 12 |" in capsys.readouterr().out
+    with pytest.raises(SystemExit):
+        openings.main([str(run), "--cutoff", "-1"])
+    assert (
+        "arena.search.temperature_value_cutoff=-1.0: must be in [0, 2]" in capsys.readouterr().err
+    )
+    with pytest.raises(SystemExit):
+        openings.main([str(tmp_path / "nowhere")])
+    assert "not a self-play run folder" in capsys.readouterr().err
