@@ -39,33 +39,23 @@ def main(argv: list[str] | None = None) -> dict[str, object]:
 
     apply_cpu_tuning()
     import numpy as np
-    from omegaconf import OmegaConf
 
     from paddlecraft.agents.settings import ConfigError
-    from paddlecraft.arenas.games import GameSpec
     from paddlecraft.arenas.games.solver import solve_planes
-    from paddlecraft.arenas.selfplay.alphazero import search_controller
     from paddlecraft.arenas.selfplay.player import load_policy
-    from paddlecraft.arenas.selfplay.playing import play_games
-    from paddlecraft.arenas.selfplay.search_config import SearchConfig
+    from paddlecraft.arenas.selfplay.playing import own_games, run_search
 
-    cfg = OmegaConf.load(run / "config.yaml")
-    if str(cfg.data.loader.name) != "connect_four":
-        ap.error(f"{run}: a {cfg.data.loader.name} run; the solver judges Connect Four only")
-    search = OmegaConf.to_object(
-        OmegaConf.merge(OmegaConf.structured(SearchConfig), cfg.arena.search)
-    )
+    spec, search = run_search(run)
+    if spec.name != "connect_four":
+        ap.error(f"{run}: a {spec.name} run; the solver judges Connect Four only")
     if args.cutoff is not None:
         search.temperature_value_cutoff = args.cutoff
     try:
         search.check(total=1)  # a bad --cutoff is refused naming the setting
     except ConfigError as e:
         ap.error(str(e))
-    act = search_controller(
-        load_policy(run), GameSpec("connect_four").rules, search, np.random.default_rng(args.seed)
-    )
-    seats = np.zeros((args.games, 2), np.int64)  # the learner's searches on both sides
-    _, records, _ = play_games(GameSpec("connect_four"), args.games, seats, [act], record=0)
+    # the learner's training searches on both sides
+    records = own_games(load_policy(run), spec, search, args.games, args.seed)
     plies = search.temperature_moves
     rows, changed_by_game = [], np.zeros(args.games, np.int64)
     for rec in records:

@@ -36,25 +36,12 @@ def main(argv: list[str] | None = None) -> list[dict[str, float]]:
     from paddlecraft.encoders.cpu_tuning import apply_cpu_tuning
 
     apply_cpu_tuning()
-    import numpy as np
-    from omegaconf import OmegaConf
-
-    from paddlecraft.arenas.games import GameSpec
-    from paddlecraft.arenas.selfplay.alphazero import search_controller
     from paddlecraft.arenas.selfplay.player import load_policy
-    from paddlecraft.arenas.selfplay.playing import play_games
-    from paddlecraft.arenas.selfplay.search_config import SearchConfig
+    from paddlecraft.arenas.selfplay.playing import own_games, run_search
     from paddlecraft.arenas.selfplay.surprise import frequency_by_ply
 
-    cfg = OmegaConf.load(run / "config.yaml")
-    spec = GameSpec(str(cfg.data.loader.name))
-    search = OmegaConf.merge(OmegaConf.structured(SearchConfig), cfg.arena.search)
-    policy = load_policy(run)
-    act = search_controller(
-        policy, spec.rules, OmegaConf.to_object(search), np.random.default_rng(args.seed)
-    )
-    seats = np.zeros((args.games, 2), np.int64)  # the learner's searches on both sides
-    _, records, _ = play_games(spec, args.games, seats, [act], record=0)
+    spec, search = run_search(run)
+    records = own_games(load_policy(run), spec, search, args.games, args.seed)
     rows = frequency_by_ply(records, args.weight, sorted(set(args.plies)))
     print(f"{run}: {args.games} games, surprise_weight {args.weight}")
     print("| plies | samples | mean surprise (KL) | mean frequency |\n|---|---|---|---|")

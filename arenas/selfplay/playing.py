@@ -151,3 +151,27 @@ def play_task(
 def _with_info(out: tuple[np.ndarray, np.ndarray, np.ndarray]) -> tuple[np.ndarray, Any]:
     a, logp, value = out
     return a, {"logp": logp, "value": value}
+
+
+def run_search(run: Any) -> tuple[GameSpec, Any]:
+    """A saved run's game and training search settings (``arena.search`` of its
+    ``config.yaml`` over `SearchConfig`'s defaults), as the analysis scripts replay them."""
+    from pathlib import Path
+
+    from omegaconf import OmegaConf
+
+    from .search_config import SearchConfig
+
+    cfg = OmegaConf.load(Path(run) / "config.yaml")
+    search = OmegaConf.merge(OmegaConf.structured(SearchConfig), cfg.arena.search)
+    return GameSpec(str(cfg.data.loader.name)), OmegaConf.to_object(search)
+
+
+def own_games(
+    policy: Policy, spec: GameSpec, search: Any, games: int, seed: int = 0
+) -> list[dict[str, np.ndarray]]:
+    """``games`` self-play games of ``policy``'s training searches (``search``:
+    `SearchConfig`) on both sides, every move recorded (`play_games`' records)."""
+    act = search_controller(policy, spec.rules, search, np.random.default_rng(seed))
+    seats = np.zeros((games, 2), np.int64)
+    return play_games(spec, games, seats, [act], record=0)[1]
