@@ -5,15 +5,18 @@ workers: batched games to the end (`play_games`), the controllers that choose th
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
+from pathlib import Path
 from typing import Any
 
 import numpy as np
+from omegaconf import OmegaConf
 
 from paddlecraft.agents import Policy
 
 from ..games import GameSpec, Player
 from .alphazero import search_controller
 from .league import OpponentPool, Snapshot
+from .search_config import SearchConfig
 
 #: a controller maps (planes, masks) of the games where it moves to actions and a dict of
 #: per-move arrays to record (``{"logp", "value"}`` for PPO, ``{"pi", "root_value"}`` for
@@ -153,25 +156,19 @@ def _with_info(out: tuple[np.ndarray, np.ndarray, np.ndarray]) -> tuple[np.ndarr
     return a, {"logp": logp, "value": value}
 
 
-def run_search(run: Any) -> tuple[GameSpec, Any]:
+def run_search(run: str | Path) -> tuple[GameSpec, SearchConfig]:
     """A saved run's game and training search settings (``arena.search`` of its
     ``config.yaml`` over `SearchConfig`'s defaults), as the analysis scripts replay them."""
-    from pathlib import Path
-
-    from omegaconf import OmegaConf
-
-    from .search_config import SearchConfig
-
     cfg = OmegaConf.load(Path(run) / "config.yaml")
     search = OmegaConf.merge(OmegaConf.structured(SearchConfig), cfg.arena.search)
     return GameSpec(str(cfg.data.loader.name)), OmegaConf.to_object(search)
 
 
 def own_games(
-    policy: Policy, spec: GameSpec, search: Any, games: int, seed: int = 0
+    policy: Policy, spec: GameSpec, search: SearchConfig, games: int, seed: int = 0
 ) -> list[dict[str, np.ndarray]]:
-    """``games`` self-play games of ``policy``'s training searches (``search``:
-    `SearchConfig`) on both sides, every move recorded (`play_games`' records)."""
+    """``games`` self-play games of ``policy``'s training searches on both sides, every
+    move recorded (`play_games`' records)."""
     act = search_controller(policy, spec.rules, search, np.random.default_rng(seed))
     seats = np.zeros((games, 2), np.int64)
     return play_games(spec, games, seats, [act], record=0)[1]
