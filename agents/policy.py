@@ -40,6 +40,14 @@ class PolicyConfig(AgentConfig):
     #: with this policy backs values up with the same discount, so a sooner win and a later
     #: loss are worth more. Saved with the policy: a loaded one searches as it was trained.
     value_discount: float = 1.0
+    #: what a draw is worth to the first player, the second's being its negative (Leela
+    #: Chess Zero's draw score, a chess engine's contempt; 0: nothing to either,
+    #: AlphaZero's): search updates train the value head on it where a game is drawn
+    #: (discounted as any result) and every search with this policy scores a drawn board
+    #: so (`MCTS` ``draw_score``). Below 0 the first player plays to win where a draw
+    #: would do, as Connect Four's first player, who wins with perfect play, should. In
+    #: [-1, 1]. Saved with the policy: a loaded one searches as it was trained.
+    draw_score: float = 0.0
     #: the value head as a classifier (HL-Gauss, `paddlecraft.agents.value_head`): 0 a tanh
     #: output trained by MSE; N >= 2 logits over N bins on [-1, 1] whose softmax's mean is
     #: the value, trained (search updates) by cross-entropy to a Gaussian of ``value_sigma``
@@ -153,6 +161,7 @@ class Policy(Agent):
         self.obs_shape, self.num_actions = obs_shape, int(num_actions)
         check_policy_settings(name, self.cfg)
         self.value_discount = float(self.cfg.value_discount)
+        self.draw_score = float(self.cfg.draw_score)
         self.value_bins, self.value_sigma = int(self.cfg.value_bins), float(self.cfg.value_sigma)
         self.moves_left = bool(self.cfg.moves_left)
         self.moves_left_weight = float(self.cfg.moves_left_weight)
@@ -413,7 +422,7 @@ class Policy(Agent):
         return evaluate
 
     def search_settings(self, frozen: bool = False) -> dict[str, Any]:
-        """What a search with this policy uses: ``{"evaluate", "discount",
+        """What a search with this policy uses: ``{"evaluate", "discount", "draw_score",
         "moves_left_weight", "tactics", "proofs", "fpu_reduction"}`` (keyword arguments of
         `PUCTSearch`), as it was trained. ``frozen``: the search runs while the weights
         stay as they are now (`frozen_evaluator`; a cached search assumes as much)."""
@@ -427,6 +436,7 @@ class Policy(Agent):
         return {
             "evaluate": evaluate,
             "discount": self.value_discount,
+            "draw_score": self.draw_score,
             "moves_left_weight": self.moves_left_weight,
             "tactics": bool(self.cfg.search_tactics),
             "proofs": bool(self.cfg.search_proofs),

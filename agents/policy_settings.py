@@ -21,12 +21,18 @@ SEARCH_MOVES = ("visits", "lcb")
 
 def check_policy_settings(name: str, cfg: Any) -> None:
     """Raise a `ConfigError` for the first setting of ``cfg`` (a `PolicyConfig`) out of its
-    range: the value discount, the value head's bins, the moves-left weight and the
+    range: the value discount, the draw score, the value head's bins, the moves-left weight and the
     searching player's settings."""
     if not 0 < float(cfg.value_discount) <= 1:
         raise ConfigError(
             f"agents.{name}.value_discount={cfg.value_discount!r}: must be in (0, 1] "
             f"(1: the game's outcome undiscounted); e.g. agents.{name}.value_discount=0.95"
+        )
+    if not -1 <= float(cfg.draw_score) <= 1:
+        raise ConfigError(
+            f"agents.{name}.draw_score={cfg.draw_score!r}: must be in [-1, 1] (a draw's "
+            f"worth to the first player; 0: nothing, AlphaZero's); e.g. "
+            f"agents.{name}.draw_score=-0.5"
         )
     bins = cfg.value_bins
     if isinstance(bins, bool) or not isinstance(bins, Integral) or not (bins == 0 or bins >= 2):

@@ -149,6 +149,13 @@ class MCTS:
             its top ``m`` by prior), shares the simulations among them by sequential
             halving and returns its choice in `SearchResult.gumbel_move`; no Dirichlet
             noise, no forced playouts. 0: the selection rule at the root too.
+        draw_score: what a draw is worth to the first player, the second's being its
+            negative (Leela Chess Zero's draw score, a chess engine's contempt; 0: a
+            draw is worth nothing to either, AlphaZero's). Below 0 the first player, who
+            wins Connect Four with perfect play, counts a draw as part of a loss and the
+            second as part of a win; a draw ends with the board full, so a full board's
+            mover (the first player after an even ``max_moves``) has ``draw_score`` or its
+            negative, discounted up the tree as any result. In ``[-1, 1]``.
     """
 
     def __init__(
@@ -166,6 +173,7 @@ class MCTS:
         proofs: bool = False,
         forced_playouts: float = 0.0,
         gumbel_considered: int = 0,
+        draw_score: float = 0.0,
     ) -> None:
         if int(simulations) < 1:
             raise ValueError(f"search simulations must be >= 1, got {simulations}")
@@ -182,6 +190,8 @@ class MCTS:
             raise ValueError(f"search: need forced_playouts >= 0, got {forced_playouts}")
         if int(gumbel_considered) < 0:
             raise ValueError(f"search: need gumbel_considered >= 0, got {gumbel_considered}")
+        if not -1 <= draw_score <= 1:
+            raise ValueError(f"search: need draw_score in [-1, 1], got {draw_score}")
         if not isinstance(evaluator, Evaluator):
             evaluator = NetworkEvaluator(evaluator)
         self.game, self.evaluator = game, evaluator
@@ -193,6 +203,7 @@ class MCTS:
         self.tactics, self.proofs = bool(tactics), bool(proofs)
         self.forced_playouts = float(forced_playouts)
         self.gumbel_considered = int(gumbel_considered)
+        self.draw_score = float(draw_score)
 
     def search(
         self,
@@ -254,7 +265,10 @@ class MCTS:
         # signs[k]: what a leaf value is worth k plies up, (-1)^k gamma^(k - 1) (k >= 1)
         signs = _signs(g.max_moves + 2, gamma)
         # the value, for the player to move there, that a leaf of each kind backs up
-        leaf_value = np.array([np.nan, -1.0, 0.0, gamma, -gamma * gamma])
+        # (a draw: the full board's mover, the first player after an even max_moves, has
+        # the draw score, the second its negative)
+        drawn = self.draw_score if g.max_moves % 2 == 0 or not self.draw_score else -self.draw_score
+        leaf_value = np.array([np.nan, -1.0, drawn, gamma, -gamma * gamma])
         # exact: each node's exact leaf value (NaN: not known); an edge into it is worth -exact
         for s in range(S):
             node = roots.copy()  # [B] row of each game's current node
@@ -416,6 +430,7 @@ class PUCTSearch(MCTS):
             ``r`` the node's mean ``Q`` minus ``r * sqrt(visited prior)`` (see `puct`).
         gumbel_considered: Gumbel AlphaZero's root with ``m`` sampled moves (0: PUCT; see
             `MCTS`).
+        draw_score: a draw's worth to the first player (0: AlphaZero's; see `MCTS`).
     """
 
     def __init__(
@@ -433,6 +448,7 @@ class PUCTSearch(MCTS):
         forced_playouts: float = 0.0,
         fpu_reduction: float | None = None,
         gumbel_considered: int = 0,
+        draw_score: float = 0.0,
     ) -> None:
         if c_puct <= 0:
             raise ValueError(f"search: need c_puct > 0, got {c_puct}")
@@ -442,6 +458,6 @@ class PUCTSearch(MCTS):
         super().__init__(
             game, evaluate, simulations, rule, c_puct, dirichlet_alpha,  # MCTS wraps a function
             noise_fraction, discount, moves_left_weight, tactics, proofs, forced_playouts,
-            gumbel_considered,
+            gumbel_considered, draw_score,
         )  # fmt: skip
         self.evaluate, self.c_puct = evaluate, float(c_puct)

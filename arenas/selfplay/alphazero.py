@@ -256,10 +256,15 @@ def outcome_samples(
     root_value_weight: float = 0.0,
     proven_values: bool = False,
     explored_values: str = "outcome",
+    draw_score: float = 0.0,
+    max_moves: int | None = None,
 ) -> dict[str, np.ndarray]:
     """Training samples ``obs, mask, pi, z``: ``z`` is the game's outcome for the mover
     (+1 win, 0 draw, -1 loss), times ``discount ** k`` where the game was decided ``k``
-    plies after the position (0: the mover's own move won it). With
+    plies after the position (0: the mover's own move won it). A draw is worth
+    ``draw_score`` to the first player (even plies) and its negative to the second (Leela's
+    draw score; 0 AlphaZero's), decided with the board full: on ply ``max_moves - 1``
+    (without ``max_moves``, the game's last recorded ply). With
     ``root_value_weight`` w > 0 the target is ``(1 - w) z + w q``, ``q`` the search's value
     of the position (its records' ``root_value``): less noisy than one game's result.
     With ``proven_values``, where the search proved the position's value (records'
@@ -276,11 +281,15 @@ def outcome_samples(
     ply = np.concatenate([r["ply"] for r in records])
     game = np.concatenate([r["game"] for r in records])
     w = winner[game]
-    z = np.where(w < 0, 0.0, np.where(w == ply % 2, 1.0, -1.0))
+    # a draw for the mover: the first player's draw score, or its opponent's (0: AlphaZero's)
+    drawn = np.where(ply % 2 == 0, draw_score, -draw_score) if draw_score else 0.0
+    z = np.where(w < 0, drawn, np.where(w == ply % 2, 1.0, -1.0))
     if discount != 1.0:
         last = np.full(len(winner), -1, np.int64)
         np.maximum.at(last, game, ply)
         last += (last % 2 != winner) & (winner >= 0)  # the winner's move came after
+        if max_moves is not None:  # a draw: decided by the last square's move
+            last = np.where(winner < 0, max_moves - 1, last)
         z = z * discount ** (last[game] - ply).astype(np.float64)
     if root_value_weight:
         q = np.concatenate([r["root_value"] for r in records]).astype(np.float64)

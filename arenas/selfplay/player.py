@@ -65,11 +65,11 @@ def _rules(game: str | type[BoardGame]) -> type[BoardGame]:
 
 def _check_partners(policy: Policy, partners: tuple[Policy, ...]) -> None:
     """Raise unless every partner can average its network's results with ``policy``'s: the
-    same boards and moves, the same value discount (the values mean the same thing) and the
+    same boards and moves, the same value discount and draw score (the values mean the same thing) and the
     same heads (a moves-left head on all or none)."""
 
     def key(p: Policy) -> tuple[Any, ...]:
-        return tuple(p.obs_shape), p.num_actions, p.value_discount, p.moves_left
+        return tuple(p.obs_shape), p.num_actions, p.value_discount, p.draw_score, p.moves_left
 
     mine = key(policy)
     for other in partners:
@@ -77,7 +77,7 @@ def _check_partners(policy: Policy, partners: tuple[Policy, ...]) -> None:
         if mine != theirs:
             raise ValueError(
                 f"partners: Policy({other.name!r}) cannot join Policy({policy.name!r})'s "
-                "ensemble: (board, moves, value_discount, moves_left) differ, "
+                "ensemble: (board, moves, value_discount, draw_score, moves_left) differ, "
                 f"{theirs} against {mine}; pass policies trained with the same game and "
                 "value settings"
             )
