@@ -40,13 +40,9 @@ class PolicyConfig(AgentConfig):
     #: with this policy backs values up with the same discount, so a sooner win and a later
     #: loss are worth more. Saved with the policy: a loaded one searches as it was trained.
     value_discount: float = 1.0
-    #: what a draw is worth to the first player, the second's being its negative (Leela
-    #: Chess Zero's draw score, a chess engine's contempt; 0: nothing to either,
-    #: AlphaZero's): search updates train the value head on it where a game is drawn
-    #: (discounted as any result) and every search with this policy scores a drawn board
-    #: so (`MCTS` ``draw_score``). Below 0 the first player plays to win where a draw
-    #: would do, as Connect Four's first player, who wins with perfect play, should. In
-    #: [-1, 1]. Saved with the policy: a loaded one searches as it was trained.
+    #: a draw's worth to the first player, its negative to the second (Leela's draw score,
+    #: contempt; 0: AlphaZero's), in [-1, 1]: the value targets of drawn games and every
+    #: search with this policy (`MCTS` ``draw_score``) score a draw so. Saved with the policy.
     draw_score: float = 0.0
     #: the value head as a classifier (HL-Gauss, `paddlecraft.agents.value_head`): 0 a tanh
     #: output trained by MSE; N >= 2 logits over N bins on [-1, 1] whose softmax's mean is
@@ -426,12 +422,8 @@ class Policy(Agent):
         "moves_left_weight", "tactics", "proofs", "fpu_reduction"}`` (keyword arguments of
         `PUCTSearch`), as it was trained. ``frozen``: the search runs while the weights
         stay as they are now (`frozen_evaluator`; a cached search assumes as much)."""
-        if frozen:
-            evaluate = self.frozen_evaluator()
-        else:
-            evaluate = (
-                self.priors_values_and_moves_left if self.moves_left else self.priors_and_values
-            )
+        live = self.priors_values_and_moves_left if self.moves_left else self.priors_and_values
+        evaluate = self.frozen_evaluator() if frozen else live
         fpu = self.cfg.search_fpu
         return {
             "evaluate": evaluate,

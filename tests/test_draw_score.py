@@ -18,7 +18,7 @@ from paddlecraft.arenas.engine.rng import seed_everything
 from paddlecraft.arenas.games import ConnectFour, TicTacToe
 from paddlecraft.arenas.games.evaluators import uniform_evaluator
 from paddlecraft.arenas.games.search import MCTS
-from paddlecraft.arenas.selfplay.alphazero import outcome_samples
+from paddlecraft.arenas.selfplay.targets import outcome_samples
 
 GAMMA = 0.95
 

@@ -16,12 +16,9 @@ from paddlecraft.agents.settings import ConfigError
 from paddlecraft.arenas import check_arena
 from paddlecraft.arenas.engine.rng import seed_everything
 from paddlecraft.arenas.selfplay import SearchPlayer
-from paddlecraft.arenas.selfplay.alphazero import (
-    alphazero_step,
-    moves_left_targets,
-    search_controller,
-)
+from paddlecraft.arenas.selfplay.alphazero import alphazero_step, search_controller
 from paddlecraft.arenas.selfplay.config import UpdateConfig
+from paddlecraft.arenas.selfplay.targets import moves_left_targets
 
 
 def _records(moves: dict[int, list[int]]) -> list[dict[str, np.ndarray]]:

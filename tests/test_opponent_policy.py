@@ -11,10 +11,11 @@ from selfplay_kit import replay_arena as _arena
 
 from paddlecraft.arenas import check_arena
 from paddlecraft.arenas.engine.rng import seed_everything
-from paddlecraft.arenas.selfplay.alphazero import alphazero_step, opponent_policy_targets
+from paddlecraft.arenas.selfplay.alphazero import alphazero_step
 from paddlecraft.arenas.selfplay.config import UpdateConfig
 from paddlecraft.arenas.selfplay.ppo import mirror_samples
 from paddlecraft.arenas.selfplay.replay import average_duplicates
+from paddlecraft.arenas.selfplay.targets import opponent_policy_targets
 
 
 def _records(moves: dict[int, list[int]]) -> list[dict[str, np.ndarray]]:

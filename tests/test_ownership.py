@@ -14,10 +14,11 @@ from paddlecraft.arenas import check_arena
 from paddlecraft.arenas.engine.rng import seed_everything
 from paddlecraft.arenas.games.connect_four import ConnectFour
 from paddlecraft.arenas.games.tictactoe import TicTacToe
-from paddlecraft.arenas.selfplay.alphazero import alphazero_step, ownership_targets
+from paddlecraft.arenas.selfplay.alphazero import alphazero_step
 from paddlecraft.arenas.selfplay.config import UpdateConfig
 from paddlecraft.arenas.selfplay.ppo import mirror_samples
 from paddlecraft.arenas.selfplay.replay import average_duplicates
+from paddlecraft.arenas.selfplay.targets import ownership_targets
 
 
 def _records(rules: type, games: dict[int, tuple[list[int], set[int]]]) -> list[dict]:

@@ -245,7 +245,7 @@ def test_a_proven_position_trains_toward_its_exact_value():
     """`outcome_samples` with ``proven_values``: where the search proved the root
     (``root_proven``), the value target is the proof's exact value, elsewhere (and without
     the setting) the game's discounted result."""
-    from paddlecraft.arenas.selfplay.alphazero import outcome_samples
+    from paddlecraft.arenas.selfplay.targets import outcome_samples
 
     obs, mask, pi = np.zeros((3, 3, 3, 2), np.int8), np.ones((3, 9), bool), np.ones((3, 9)) / 9
     records = [  # one game: plies 0, 1, 2; the first player won with its move at ply 2

@@ -12,10 +12,10 @@ from paddlecraft.agents.settings import ConfigError
 from paddlecraft.arenas import check_arena
 from paddlecraft.arenas.engine.rng import seed_everything
 from paddlecraft.arenas.games import GameSpec, TicTacToe
-from paddlecraft.arenas.selfplay.alphazero import outcome_samples
 from paddlecraft.arenas.selfplay.archive import archive_starts
 from paddlecraft.arenas.selfplay.playing import play_games
 from paddlecraft.arenas.selfplay.replay import ReplayBuffer
+from paddlecraft.arenas.selfplay.targets import outcome_samples
 
 
 def _board(line: str) -> tuple[int, int]:

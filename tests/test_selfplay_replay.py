@@ -12,13 +12,14 @@ from paddlecraft.agents.settings import ConfigError
 from paddlecraft.arenas import check_arena
 from paddlecraft.arenas.engine.rng import seed_everything
 from paddlecraft.arenas.selfplay import SearchPlayer
-from paddlecraft.arenas.selfplay.alphazero import outcome_samples, search_controller
+from paddlecraft.arenas.selfplay.alphazero import search_controller
 from paddlecraft.arenas.selfplay.replay import (
     ReplayBuffer,
     average_duplicates,
     position_ids,
     window,
 )
+from paddlecraft.arenas.selfplay.targets import outcome_samples
 
 TTT_MLP = {"_target_": "paddlecraft.encoders.ImageMLPEncoder", "hidden_size": 32}
 

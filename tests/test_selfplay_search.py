@@ -64,7 +64,7 @@ def test_alphazero_targets_are_visit_distributions_and_outcomes(make_scope):
     assert (pi[np.arange(len(pi)), actions] > 0).all()  # moves come from the visits
     # 8 simulations: visit fractions are multiples of 1/8
     assert np.allclose(pi * 8, np.round(pi * 8), atol=1e-5)
-    from paddlecraft.arenas.selfplay.alphazero import outcome_samples
+    from paddlecraft.arenas.selfplay.targets import outcome_samples
 
     data = outcome_samples(recs, rollout["winner"])
     ply = np.concatenate([r["ply"] for r in recs])
@@ -181,7 +181,7 @@ def test_explored_values_search_trains_the_positions_before_the_last_explored_mo
     """``explored_values="search"``: the positions of a game up to (and at) its last
     explored move train toward the search's value, the later ones toward the discounted
     result (or a proof's value); a game without an explored move keeps its results."""
-    from paddlecraft.arenas.selfplay.alphazero import outcome_samples
+    from paddlecraft.arenas.selfplay.targets import outcome_samples
 
     gamma = 0.95
     plies = (0, 1, 2, 3, 0, 1)

@@ -149,13 +149,9 @@ class MCTS:
             its top ``m`` by prior), shares the simulations among them by sequential
             halving and returns its choice in `SearchResult.gumbel_move`; no Dirichlet
             noise, no forced playouts. 0: the selection rule at the root too.
-        draw_score: what a draw is worth to the first player, the second's being its
-            negative (Leela Chess Zero's draw score, a chess engine's contempt; 0: a
-            draw is worth nothing to either, AlphaZero's). Below 0 the first player, who
-            wins Connect Four with perfect play, counts a draw as part of a loss and the
-            second as part of a win; a draw ends with the board full, so a full board's
-            mover (the first player after an even ``max_moves``) has ``draw_score`` or its
-            negative, discounted up the tree as any result. In ``[-1, 1]``.
+        draw_score: a draw's worth to the first player, its negative to the second
+            (Leela Chess Zero's draw score, contempt; 0: AlphaZero's), in ``[-1, 1]``: a
+            full board's mover has it (or its negative), discounted up as any result.
     """
 
     def __init__(
@@ -182,16 +178,15 @@ class MCTS:
                 f"search: need c >= 0, dirichlet_alpha > 0 and noise_fraction in [0, 1], "
                 f"got {c}, {dirichlet_alpha}, {noise_fraction}"
             )
-        if not 0 < discount <= 1:
-            raise ValueError(f"search: need discount in (0, 1], got {discount}")
+        if not (0 < discount <= 1 and -1 <= draw_score <= 1):
+            raise ValueError(f"search: need discount in (0, 1], draw_score in [-1, 1], got "
+                             f"{discount}, {draw_score}")  # fmt: skip
         if not moves_left_weight >= 0:
             raise ValueError(f"search: need moves_left_weight >= 0, got {moves_left_weight}")
         if not forced_playouts >= 0:
             raise ValueError(f"search: need forced_playouts >= 0, got {forced_playouts}")
         if int(gumbel_considered) < 0:
             raise ValueError(f"search: need gumbel_considered >= 0, got {gumbel_considered}")
-        if not -1 <= draw_score <= 1:
-            raise ValueError(f"search: need draw_score in [-1, 1], got {draw_score}")
         if not isinstance(evaluator, Evaluator):
             evaluator = NetworkEvaluator(evaluator)
         self.game, self.evaluator = game, evaluator
@@ -265,8 +260,7 @@ class MCTS:
         # signs[k]: what a leaf value is worth k plies up, (-1)^k gamma^(k - 1) (k >= 1)
         signs = _signs(g.max_moves + 2, gamma)
         # the value, for the player to move there, that a leaf of each kind backs up
-        # (a draw: the full board's mover, the first player after an even max_moves, has
-        # the draw score, the second its negative)
+        # a draw: the draw score to the first player, whose move it is after even max_moves
         drawn = self.draw_score if g.max_moves % 2 == 0 or not self.draw_score else -self.draw_score
         leaf_value = np.array([np.nan, -1.0, drawn, gamma, -gamma * gamma])
         # exact: each node's exact leaf value (NaN: not known); an edge into it is worth -exact
@@ -409,28 +403,18 @@ def _signs(n: int, gamma: float) -> np.ndarray:
 
 
 class PUCTSearch(MCTS):
-    """AlphaZero's search: `MCTS` with a network's priors and value and `puct`.
+    """AlphaZero's search: `MCTS` with a network's priors and value and `puct`. Its other
+    arguments are `MCTS`'s (with ``moves_left_weight`` ``evaluate`` may return a third
+    array, the plies left ``[n]``).
 
     Args:
         game: the rules (``ConnectFour``, ``TicTacToe``).
         evaluate: the network (or heuristic), see `NetworkFn`, e.g.
             ``paddlecraft.agents.Policy.priors_and_values`` or `uniform_evaluator`; or an
             `Evaluator` around one (e.g. a `CachedEvaluator`, which searches may share).
-        simulations: simulations per search (each adds at most one node per tree).
         c_puct: exploration constant.
-        dirichlet_alpha: root noise concentration (AlphaZero: 0.3 chess, ~10 / moves).
-        noise_fraction: share of the root priors replaced by noise when ``noise=True``.
-        discount: per-ply discount of backed-up values (1: none; see `MCTS`).
-        moves_left_weight: the moves-left utility (0: off; see `MCTS`); ``evaluate``
-            then may return a third array, the plies left ``[n]``.
-        tactics: exact values for positions the rules decide within two plies (see `MCTS`).
-        proofs: MCTS-Solver backups of proven values (see `MCTS`).
-        forced_playouts: KataGo's ``k`` for searches with root noise (0: off; see `MCTS`).
         fpu_reduction: an unvisited move's ``Q`` (first-play urgency): None 0, a number
             ``r`` the node's mean ``Q`` minus ``r * sqrt(visited prior)`` (see `puct`).
-        gumbel_considered: Gumbel AlphaZero's root with ``m`` sampled moves (0: PUCT; see
-            `MCTS`).
-        draw_score: a draw's worth to the first player (0: AlphaZero's; see `MCTS`).
     """
 
     def __init__(

@@ -26,9 +26,9 @@ from paddlecraft.agents.settings import ConfigError
 from paddlecraft.compat import RENAMED
 
 from ..engine import ArenaConfig
-from .alphazero import EXPLORED_VALUES
 from .search_config import SearchConfig
 from .search_config import need as _need
+from .targets import EXPLORED_VALUES
 
 ALGOS = ("ppo", "a2c", "alphazero")
 

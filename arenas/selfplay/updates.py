@@ -19,18 +19,18 @@ from typing import Any
 import numpy as np
 
 from ..games import GameSpec
-from .alphazero import (
-    alphazero_step,
+from .alphazero import alphazero_step
+from .config import SelfPlayConfig, UpdateConfig
+from .ppo import a2c_step, average, gae_samples, minibatches, mirror_samples, ppo_step
+from .replay import ReplayBuffer, average_duplicates
+from .surprise import repeat_by_frequency, surprise_frequency
+from .targets import (
     full_search_rows,
     moves_left_targets,
     opponent_policy_targets,
     outcome_samples,
     ownership_targets,
 )
-from .config import SelfPlayConfig, UpdateConfig
-from .ppo import a2c_step, average, gae_samples, minibatches, mirror_samples, ppo_step
-from .replay import ReplayBuffer, average_duplicates
-from .surprise import repeat_by_frequency, surprise_frequency
 
 #: (a step's rollout (``records``, ``winner``, ``n``), the game, ``arena.update``, the
 #: policy) -> training samples (arrays by name)
