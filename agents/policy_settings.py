@@ -21,8 +21,8 @@ SEARCH_MOVES = ("visits", "lcb")
 
 def check_policy_settings(name: str, cfg: Any) -> None:
     """Raise a `ConfigError` for the first setting of ``cfg`` (a `PolicyConfig`) out of its
-    range: the value discount, the draw score, the value head's bins, the moves-left weight and the
-    searching player's settings."""
+    range: the value discount, the draw score, the value head's bins, the moves-left weight
+    and the searching player's settings."""
     if not 0 < float(cfg.value_discount) <= 1:
         raise ConfigError(
             f"agents.{name}.value_discount={cfg.value_discount!r}: must be in (0, 1] "

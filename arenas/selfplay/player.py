@@ -65,8 +65,8 @@ def _rules(game: str | type[BoardGame]) -> type[BoardGame]:
 
 def _check_partners(policy: Policy, partners: tuple[Policy, ...]) -> None:
     """Raise unless every partner can average its network's results with ``policy``'s: the
-    same boards and moves, the same value discount and draw score (the values mean the same thing) and the
-    same heads (a moves-left head on all or none)."""
+    same boards and moves, the same value discount and draw score (the values mean the
+    same thing) and the same heads (a moves-left head on all or none)."""
 
     def key(p: Policy) -> tuple[Any, ...]:
         return tuple(p.obs_shape), p.num_actions, p.value_discount, p.draw_score, p.moves_left
