@@ -133,6 +133,7 @@ def _judge(policy: Any, pos: Any, args: Any, tree_player: Any, mixed: Any, mirro
 
     def own(evaluate: Any) -> MCTS:  # the policy's own search, 200 simulations
         return MCTS(ConnectFour, evaluate, 200, "puct", 1.5, discount=settings["discount"],
+                    draw_score=settings["draw_score"],
                     moves_left_weight=settings["moves_left_weight"],
                     tactics=settings["tactics"], proofs=settings["proofs"])  # fmt: skip
 
@@ -140,22 +141,24 @@ def _judge(policy: Any, pos: Any, args: Any, tree_player: Any, mixed: Any, mirro
     for c in args.c_puct:
         for sims in args.simulations:
             tree = MCTS(ConnectFour, settings["evaluate"], sims, "puct", c,
-                        discount=policy.value_discount,
+                        discount=policy.value_discount, draw_score=policy.draw_score,
                         moves_left_weight=settings["moves_left_weight"])  # fmt: skip
             report(f"c_puct={c} sims={sims}", tree_player(tree))
     for w in args.moves_left_weight:
         tree = MCTS(ConnectFour, settings["evaluate"], 200, "puct", 1.5,
-                    discount=policy.value_discount, moves_left_weight=w)  # fmt: skip
+                    discount=policy.value_discount, draw_score=policy.draw_score,
+                    moves_left_weight=w)  # fmt: skip
         report(f"moves_left_weight={w} sims=200", tree_player(tree))
     for tactics, proofs in ((False, False), (True, False), (True, True)) if args.exact else ():
         tree = MCTS(ConnectFour, settings["evaluate"], 200, "puct", 1.5,
-                    discount=policy.value_discount, tactics=tactics, proofs=proofs,
+                    discount=policy.value_discount, draw_score=policy.draw_score,
+                    tactics=tactics, proofs=proofs,
                     moves_left_weight=settings["moves_left_weight"])  # fmt: skip
         report(f"tactics={tactics} proofs={proofs} sims=200", tree_player(tree))
     for mix in args.rollout_mix:
         tree = MCTS(
             ConnectFour, mixed(net, mix), 200, "puct", 1.5,
-            discount=policy.value_discount,
+            discount=policy.value_discount, draw_score=policy.draw_score,
         )  # fmt: skip
         report(f"rollout_mix={mix} sims=200", tree_player(tree))
     choices = (("visits", 0.0), ("value", 0.1), ("value", 0.25), ("lcb", 0.0))
