@@ -30,7 +30,8 @@ blocks of 32 channels at 6x7, 256 features) over its NumPy copy and over Paddle'
 forward (``cnn_frozen_speedup``), and its copy's cost against the line-feature network's
 copy (``cnn_cost``: lines rate / trunk rate); and the line-feature network's copy with its
 zugzwang features (``gravity=true``) against without (``gravity_cost``: plain rate /
-gravity rate).
+gravity rate), and with the parity features on top (``parity=true``; ``parity_cost``:
+gravity rate / parity rate).
 """
 
 from __future__ import annotations
@@ -53,21 +54,22 @@ CONV_TRUNK = {"_target_": "paddlecraft.encoders.ImageCNNEncoder", "channels": [3
               "embedding_dim": 256, "min_spatial": 7, "norm": "none"}  # fmt: skip
 
 
-def _network(lines: bool = False, conv: bool = False, gravity: bool = False):
+def _network(lines: bool = False, conv: bool = False, gravity: bool = False, parity: bool = False):
     """The Connect Four default's network; ``lines``: the same MLP over `BoardLineEncoder`'s
-    line features (``encoder=lines_256x3``), with ``gravity`` its zugzwang features too;
-    ``conv``: the convolutional trunk instead."""
+    line features (``encoder=lines_256x3``), with ``gravity`` its zugzwang features too
+    and with ``parity`` the parity fill's; ``conv``: the convolutional trunk instead."""
     from paddlecraft.agents import Policy
 
     enc = {"_target_": "paddlecraft.encoders.ImageMLPEncoder", "hidden_size": 256,
            "hidden_layers": 3}  # fmt: skip
     if lines:
         enc = {**enc, "_target_": "paddlecraft.encoders.BoardLineEncoder", "line_length": 4,
-               "gravity": gravity}  # fmt: skip
+               "gravity": gravity, "parity": parity}  # fmt: skip
     if conv:
         enc = CONV_TRUNK
     name = "search_bench_conv" if conv else "search_bench_lines" if lines else "search_bench_policy"
     name += "_gravity" if gravity else ""
+    name += "_parity" if parity else ""
     return Policy(name, encoder=enc, obs_shape=[6, 7, 2], num_actions=7, seed=0)
 
 
@@ -235,25 +237,28 @@ def bench_conv(size: str = "full") -> dict:
 def bench_gravity(size: str = "full") -> dict:
     """The same cached training games over the line-feature network's NumPy copy with and
     without its zugzwang features (``agents.policy.encoder.gravity=true``: 127 inputs
-    more), played twice each, alternating, so a change in the machine's pace hits both."""
+    more) and with the parity features too (``parity=true``: 168 more), played twice
+    each, alternating, so a change in the machine's pace hits all three."""
     from paddlecraft.arenas.games.search import CachedEvaluator, NetworkEvaluator
 
     games = {"full": 256, "quick": 64, "tiny": 4}[size]
     plain, gravity = _network(lines=True), _network(lines=True, gravity=True)
+    parity = _network(lines=True, gravity=True, parity=True)
 
     def play(policy) -> tuple[int, float]:
         evaluate = CachedEvaluator(NetworkEvaluator(policy.frozen_evaluator()))
         return _training_games(evaluate, games)
 
     play(gravity)  # warm-up
-    totals = {"plain": [0, 0.0], "gravity": [0, 0.0]}
+    totals = {"plain": [0, 0.0], "gravity": [0, 0.0], "parity": [0, 0.0]}
     for _ in range(2):
-        for key, policy in (("plain", plain), ("gravity", gravity)):
+        for key, policy in (("plain", plain), ("gravity", gravity), ("parity", parity)):
             moves, seconds = play(policy)
             totals[key][0] += moves
             totals[key][1] += seconds
     plain_rate = totals["plain"][0] / totals["plain"][1]
     gravity_rate = totals["gravity"][0] / totals["gravity"][1]
+    parity_rate = totals["parity"][0] / totals["parity"][1]
     return {
         "gravity_games": games,
         "gravity_moves_per_s": round(gravity_rate, 1),
@@ -261,7 +266,11 @@ def bench_gravity(size: str = "full") -> dict:
         "gravity_cost": round(plain_rate / gravity_rate, 2),
         "gravity_summary": f"{games} Connect Four training games (cached, NumPy copy) with "
         f"the line features and the zugzwang features: {gravity_rate:,.0f} moves/s against "
-        f"{plain_rate:,.0f} with the line features alone (cost {plain_rate / gravity_rate:.2f}x)",
+        f"{plain_rate:,.0f} with the line features alone (cost {plain_rate / gravity_rate:.2f}x); "
+        f"with the parity features too {parity_rate:,.0f} (cost {gravity_rate / parity_rate:.2f}x "
+        "over the zugzwang features)",
+        "parity_moves_per_s": round(parity_rate, 1),
+        "parity_cost": round(gravity_rate / parity_rate, 2),
     }
 
 

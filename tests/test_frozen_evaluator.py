@@ -18,6 +18,7 @@ from paddlecraft.arenas.selfplay.player import SearchPlayer, evaluation_searcher
 LINES = {"_target_": "paddlecraft.encoders.BoardLineEncoder", "line_length": 4,
          "hidden_size": 32, "hidden_layers": 2}  # fmt: skip
 GRAVITY = {**LINES, "gravity": True}
+PARITY = {**GRAVITY, "parity": True}
 MLP = {"_target_": "paddlecraft.encoders.ImageMLPEncoder", "hidden_size": 32, "hidden_layers": 3}
 CNN = {"_target_": "paddlecraft.encoders.ImageCNNEncoder", "channels": [4, 8],
        "embedding_dim": 16, "arch": "lenet"}  # fmt: skip
@@ -62,7 +63,9 @@ def _perturb(policy: Policy) -> None:
             p.set_value(p * 1.5 + 0.05)
 
 
-@pytest.mark.parametrize("encoder", [MLP, LINES, GRAVITY], ids=["mlp", "lines", "gravity"])
+@pytest.mark.parametrize(
+    "encoder", [MLP, LINES, GRAVITY, PARITY], ids=["mlp", "lines", "gravity", "parity"]
+)
 def test_numpy_forward_is_the_encoders_forward(encoder, make_scope):
     enc = _policy(make_scope, encoder).encoder
     planes = _positions()[0].reshape(48, -1)
