@@ -118,7 +118,7 @@ def test_the_conv_trunks_copy_bench_measures_both_forwards(bench_run: ModuleType
     )
 
 
-def test_the_zugzwang_features_bench_times_both_networks(bench_run: ModuleType) -> None:
+def test_the_zugzwang_and_parity_features_bench_times_each_network(bench_run: ModuleType) -> None:
     """``python bench/search_bench.py``'s gravity figures: the line-feature network's copy
     with and without its zugzwang features, and with the parity features too, on the same
     training games, each timed."""
