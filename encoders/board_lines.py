@@ -255,8 +255,8 @@ def _line_features(
     # [B, C * N]: the mover's cells for channel 0, the opponent's for the others
     own = concat([mine] + [1 - mine] * (lines.shape[0] // odd.shape[1] - 1), axis=1)
     good = threats * own  # [B, C * N]: threats on the channel's own parity
-    open_own = empty.astype("float32") * own  # [B, C * N]: empty cells of its parity
+    open_cells = empty.astype("float32")  # [B, C * N]
     # lines with k - 2 stones of c, none of the others, and both empty cells c's parity
-    pair = ((held @ pick) * ((open_own @ lines) == 2).astype("float32")) @ cells  # [B, CN]
-    pairs = (pair > 0).astype("float32") * empty.astype("float32")
+    pair = (held @ pick) * ((open_cells * own) @ lines == 2).astype("float32")  # [B, CL]
+    pairs = ((pair @ cells) > 0).astype("float32") * open_cells  # [B, C * N]
     return concat([x, held, threats, playable, even, lowest, good, pairs], axis=1)

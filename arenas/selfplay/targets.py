@@ -59,11 +59,7 @@ def outcome_samples(
     drawn = np.where(ply % 2 == 0, draw_score, -draw_score) if draw_score else 0.0
     z = np.where(w < 0, drawn, np.where(w == ply % 2, 1.0, -1.0))
     if discount != 1.0:
-        last = np.full(len(winner), -1, np.int64)
-        np.maximum.at(last, game, ply)
-        last += (last % 2 != winner) & (winner >= 0)  # the winner's move came after
-        if max_moves is not None:  # a draw: decided by the last square's move
-            last = np.where(winner < 0, max_moves - 1, last)
+        last = _deciding_plies(ply, game, winner, max_moves)
         z = z * discount ** (last[game] - ply).astype(np.float64)
     if root_value_weight:
         q = np.concatenate([r["root_value"] for r in records]).astype(np.float64)
@@ -112,11 +108,23 @@ def moves_left_targets(
     """
     ply = np.concatenate([r["ply"] for r in records])
     game = np.concatenate([r["game"] for r in records])
+    last = _deciding_plies(ply, game, winner, max_moves)
+    return (last[game] - ply + 1).astype(np.float32)
+
+
+def _deciding_plies(
+    ply: np.ndarray, game: np.ndarray, winner: np.ndarray, max_moves: int | None
+) -> np.ndarray:
+    """Each game's deciding ply ``int64 [games]`` from the records' ``ply`` and ``game``
+    ``[samples]``: a won game's last recorded move where the winner moved it, else the move
+    after (the opponent's, which the records need not hold); a drawn game's last square,
+    ply ``max_moves - 1`` (without ``max_moves``, its last recorded ply)."""
     last = np.full(len(winner), -1, np.int64)
     np.maximum.at(last, game, ply)
     last += (last % 2 != winner) & (winner >= 0)  # the winner's move came after
-    last = np.where(winner >= 0, last, max_moves - 1)  # a draw: the last square filled
-    return (last[game] - ply + 1).astype(np.float32)
+    if max_moves is not None:  # a draw: decided by the last square's move
+        last = np.where(winner < 0, max_moves - 1, last)
+    return last
 
 
 def opponent_policy_targets(records: list[dict[str, np.ndarray]]) -> np.ndarray:

@@ -67,7 +67,7 @@ def _outcomes(
     data = outcome_samples(
         rollout["records"], rollout["winner"], policy.value_discount, u.root_value_weight,
         proven_values=u.proven_values, explored_values=u.explored_values,
-        draw_score=getattr(policy, "draw_score", 0.0), max_moves=spec.max_moves,
+        draw_score=policy.draw_score, max_moves=spec.max_moves,
     )  # fmt: skip
     if policy.moves_left:  # the moves-left head's targets (default: no such samples)
         data["moves_left"] = moves_left_targets(
