@@ -126,7 +126,8 @@ class BoardLineEncoder(ImageMLPEncoder):
             raise ValueError(
                 f"BoardLineEncoder({scope!r}): parity=True needs gravity=True and lines of "
                 f"3 or more (got gravity={gravity}, line_length={k}): the parity fill is "
-                "Connect Four's; set parity=false"
+                "Connect Four's; add gravity=true for a game whose stones fall (Connect "
+                "Four, line_length=4), or set parity=false"
             )
         features = cells * channels + channels * ((k - 1) * len(lines) + cells)
         if gravity:

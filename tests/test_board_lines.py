@@ -215,8 +215,9 @@ def test_parity_features_of_a_hand_made_position(make_scope):
 
 
 def test_parity_features_need_the_gravity_features(make_scope):
-    with pytest.raises(ValueError, match="parity=True needs gravity=True"):
+    with pytest.raises(ValueError, match="parity=True needs gravity=True") as err:
         BoardLineEncoder(make_scope("lines"), image_size=[6, 7], in_channels=2, parity=True)
+    assert "add gravity=true" in str(err.value) and "set parity=false" in str(err.value)
 
 
 def test_a_policy_with_board_lines_plays_trains_and_saves_only_its_layers(compose_config, tmp_path):
