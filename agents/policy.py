@@ -17,9 +17,10 @@ from paddlecraft.paddle_private import is_batch_norm
 
 from .base import Agent, AgentConfig
 from .plug import image_inputs
+from .policy_copy import numpy_evaluator
 from .policy_settings import SEARCH_MOVES, check_policy_settings  # noqa: F401 (re-exported)
 from .settings import ConfigError
-from .value_head import expected_value, expected_value_numpy
+from .value_head import expected_value
 
 #: added to the logits of illegal actions (finite, so masked terms never produce NaN)
 MASK_PENALTY = 1e9
@@ -50,6 +51,11 @@ class PolicyConfig(AgentConfig):
     #: bin widths around the target. Searches read the mean either way. Saved with the policy.
     value_bins: int = 0
     value_sigma: float = 0.75
+    #: the value head's own hidden layer (``value_hidden``, ReLU), as AlphaZero's value head
+    #: has one (256 units) between the shared features and the value: N > 0 its width, 0
+    #: none (the value read linearly from the features the policy head reads). Off: the
+    #: policy has no such layer (its parameters unchanged). Saved with the policy.
+    value_hidden: int = 0
     #: Leela Chess Zero's moves-left head: a third output (``moves_left_head``, sigmoid x
     #: rows x cols) predicting the plies until the game ends; search updates train it on
     #: the self-play records. Off: the policy has no such layer (its parameters unchanged).
@@ -159,6 +165,7 @@ class Policy(Agent):
         self.value_discount = float(self.cfg.value_discount)
         self.draw_score = float(self.cfg.draw_score)
         self.value_bins, self.value_sigma = int(self.cfg.value_bins), float(self.cfg.value_sigma)
+        self.value_hidden_size = int(self.cfg.value_hidden)
         self.moves_left = bool(self.cfg.moves_left)
         self.moves_left_weight = float(self.cfg.moves_left_weight)
         #: the most plies a game can last (a full board): the moves-left head's range
@@ -175,8 +182,9 @@ class Policy(Agent):
             # image encoders read [B, planes, rows, cols]; flat ones [B, rows * cols * planes]
             self._channels_first = len(first.shape) == 3
             self.policy_head = self.make_head("policy_head", lambda: nn.Linear(feat, num_actions))
-            bins = max(self.value_bins, 1)  # [feat] -> [1] (tanh) or [bins] (logits)
-            self.value_head = self.make_head("value_head", lambda: nn.Linear(feat, bins))
+            bins = max(self.value_bins, 1)  # [feat or hidden] -> [1] (tanh) or [bins] (logits)
+            value_in = self.value_hidden_size or feat
+            self.value_head = self.make_head("value_head", lambda: nn.Linear(value_in, bins))
             if self.moves_left:  # made last: the other layers' initial weights stay the same
                 self.moves_left_head = self.make_head("moves_left_head", lambda: nn.Linear(feat, 1))
             self.opponent_policy = bool(self.cfg.opponent_policy)
@@ -193,6 +201,9 @@ class Policy(Agent):
                 self.soft_policy_head = self.make_head(
                     "soft_policy_head", lambda: nn.Linear(feat, num_actions)
                 )
+            if self.value_hidden_size:  # made last, for the same reason; [feat] -> [hidden]
+                size = self.value_hidden_size
+                self.value_hidden = self.make_head("value_hidden", lambda: nn.Linear(feat, size))
             with paddle.no_grad():  # near-uniform first policy: small policy-head weights
                 self.policy_head.weight.set_value(self.policy_head.weight * 0.01)
                 self.policy_head.bias.set_value(paddle.zeros_like(self.policy_head.bias))
@@ -247,11 +258,12 @@ class Policy(Agent):
         x = self._prepare(obs)
         h = self.encoder.forward_all(x)["pooled"]  # [B, feature_dim]
         out = {"logits": self.policy_head(h)}  # [B, A]
+        hv = F.relu(self.value_hidden(h)) if self.value_hidden_size else h  # [B, hidden or F]
         if self.value_bins:  # [B, bins] -> the softmax's mean [B]
-            out["value_logits"] = self.value_head(h)
+            out["value_logits"] = self.value_head(hv)
             out["value"] = expected_value(out["value_logits"])
         else:
-            out["value"] = paddle.tanh(self.value_head(h)).squeeze(-1)  # [B]
+            out["value"] = paddle.tanh(self.value_head(hv)).squeeze(-1)  # [B]
         if moves_left and self.moves_left:
             out["moves_left"] = F.sigmoid(self.moves_left_head(h)).squeeze(-1) * float(
                 self.max_plies
@@ -391,31 +403,7 @@ class Policy(Agent):
         trunk = copy() if copy is not None and on_cpu else None  # the encoder's input -> [B, F]
         if trunk is None:
             return live
-        heads = [self.policy_head, self.value_head] + (
-            [self.moves_left_head] if self.moves_left else []
-        )
-        (pw, pb), (vw, vb), *ml = [
-            (np.array(h.weight.numpy()), np.array(h.bias.numpy())) for h in heads
-        ]
-        max_plies, first = float(self.max_plies) if self.moves_left else 0.0, self._channels_first
-        bins = self.value_bins
-
-        def evaluate(observations: Any, action_masks: Any) -> tuple[np.ndarray, ...]:
-            masks = np.asarray(action_masks, bool)  # [B, A]
-            x = np.asarray(observations, np.float32)  # [B, rows, cols, planes]; `_prepare`'s
-            h = trunk(x.transpose(0, 3, 1, 2) if first else x.reshape(len(x), -1))  # [B, F]
-            logits = h @ pw + pb + (masks.astype(np.float32) - 1.0) * np.float32(MASK_PENALTY)
-            z = logits - logits.max(axis=1, keepdims=True)  # log_softmax, as in Paddle's
-            logp = z - np.log(np.exp(z).sum(axis=1, keepdims=True))  # [B, A] float32
-            out = [np.where(masks, np.exp(logp.astype(np.float64)), 0.0)]
-            v = expected_value_numpy(h @ vw + vb) if bins else np.tanh(h @ vw + vb)[:, 0]
-            out.append(v.astype(np.float64))  # [B]
-            if ml:
-                plies = 1.0 / (1.0 + np.exp(-(h @ ml[0][0] + ml[0][1])[:, 0]))  # sigmoid, [B]
-                out.append(plies.astype(np.float64) * max_plies)
-            return tuple(out)
-
-        return evaluate
+        return numpy_evaluator(self, trunk, self._channels_first, MASK_PENALTY)
 
     def search_settings(self, frozen: bool = False) -> dict[str, Any]:
         """What a search with this policy uses: ``{"evaluate", "discount", "draw_score",

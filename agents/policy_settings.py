@@ -21,8 +21,8 @@ SEARCH_MOVES = ("visits", "lcb")
 
 def check_policy_settings(name: str, cfg: Any) -> None:
     """Raise a `ConfigError` for the first setting of ``cfg`` (a `PolicyConfig`) out of its
-    range: the value discount, the draw score, the value head's bins, the moves-left weight
-    and the searching player's settings."""
+    range: the value discount, the draw score, the value head's bins and hidden layer,
+    the moves-left weight and the searching player's settings."""
     if not 0 < float(cfg.value_discount) <= 1:
         raise ConfigError(
             f"agents.{name}.value_discount={cfg.value_discount!r}: must be in (0, 1] "
@@ -40,6 +40,13 @@ def check_policy_settings(name: str, cfg: Any) -> None:
             f"agents.{name}.value_bins={bins!r}: expected 0 (a tanh value trained by MSE) or "
             f"an integer >= 2 (logits over that many bins on [-1, 1], trained by HL-Gauss "
             f"cross-entropy); e.g. agents.{name}.value_bins=51"
+        )
+    hidden = cfg.value_hidden
+    if isinstance(hidden, bool) or not isinstance(hidden, Integral) or hidden < 0:
+        raise ConfigError(
+            f"agents.{name}.value_hidden={hidden!r}: expected an integer >= 0 (the value "
+            f"head's hidden layer's width; 0: none, the value read linearly from the shared "
+            f"features); e.g. agents.{name}.value_hidden=256"
         )
     if not float(cfg.value_sigma) > 0:
         raise ConfigError(

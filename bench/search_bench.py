@@ -30,8 +30,10 @@ blocks of 32 channels at 6x7, 256 features) over its NumPy copy and over Paddle'
 forward (``cnn_frozen_speedup``), and its copy's cost against the line-feature network's
 copy (``cnn_cost``: lines rate / trunk rate); and the line-feature network's copy with its
 zugzwang features (``gravity=true``) against without (``gravity_cost``: plain rate /
-gravity rate), and with the parity features on top (``parity=true``; ``parity_cost``:
-gravity rate / parity rate).
+gravity rate), with the parity features on top (``parity=true``; ``parity_cost``:
+gravity rate / parity rate), and with the zugzwang features and a 256-unit hidden layer in
+the value head (``agents.policy.value_hidden=256``; ``value_hidden_cost``: gravity rate /
+its rate).
 """
 
 from __future__ import annotations
@@ -54,10 +56,17 @@ CONV_TRUNK = {"_target_": "paddlecraft.encoders.ImageCNNEncoder", "channels": [3
               "embedding_dim": 256, "min_spatial": 7, "norm": "none"}  # fmt: skip
 
 
-def _network(lines: bool = False, conv: bool = False, gravity: bool = False, parity: bool = False):
+def _network(
+    lines: bool = False,
+    conv: bool = False,
+    gravity: bool = False,
+    parity: bool = False,
+    value_hidden: int = 0,
+):
     """The Connect Four default's network; ``lines``: the same MLP over `BoardLineEncoder`'s
     line features (``encoder=lines_256x3``), with ``gravity`` its zugzwang features too
-    and with ``parity`` the parity fill's; ``conv``: the convolutional trunk instead."""
+    and with ``parity`` the parity fill's; ``conv``: the convolutional trunk instead;
+    ``value_hidden``: the value head's hidden layer's width (0: none)."""
     from paddlecraft.agents import Policy
 
     enc = {"_target_": "paddlecraft.encoders.ImageMLPEncoder", "hidden_size": 256,
@@ -70,7 +79,10 @@ def _network(lines: bool = False, conv: bool = False, gravity: bool = False, par
     name = "search_bench_conv" if conv else "search_bench_lines" if lines else "search_bench_policy"
     name += "_gravity" if gravity else ""
     name += "_parity" if parity else ""
-    return Policy(name, encoder=enc, obs_shape=[6, 7, 2], num_actions=7, seed=0)
+    name += f"_vh{value_hidden}" if value_hidden else ""
+    return Policy(
+        name, encoder=enc, obs_shape=[6, 7, 2], num_actions=7, seed=0, value_hidden=value_hidden
+    )
 
 
 def _training_games(evaluate, games: int) -> tuple[int, float]:
@@ -237,28 +249,32 @@ def bench_conv(size: str = "full") -> dict:
 def bench_gravity(size: str = "full") -> dict:
     """The same cached training games over the line-feature network's NumPy copy with and
     without its zugzwang features (``agents.policy.encoder.gravity=true``: 127 inputs
-    more) and with the parity features too (``parity=true``: 168 more), played twice
-    each, alternating, so a change in the machine's pace hits all three."""
+    more), with the parity features too (``parity=true``: 168 more) and with the zugzwang
+    features and the value head's 256-unit hidden layer (``value_hidden=256``), played
+    twice each, alternating, so a change in the machine's pace hits all four."""
     from paddlecraft.arenas.games.search import CachedEvaluator, NetworkEvaluator
 
     games = {"full": 256, "quick": 64, "tiny": 4}[size]
     plain, gravity = _network(lines=True), _network(lines=True, gravity=True)
     parity = _network(lines=True, gravity=True, parity=True)
+    hidden = _network(lines=True, gravity=True, value_hidden=256)
 
     def play(policy) -> tuple[int, float]:
         evaluate = CachedEvaluator(NetworkEvaluator(policy.frozen_evaluator()))
         return _training_games(evaluate, games)
 
     play(gravity)  # warm-up
-    totals = {"plain": [0, 0.0], "gravity": [0, 0.0], "parity": [0, 0.0]}
+    totals = {key: [0, 0.0] for key in ("plain", "gravity", "parity", "hidden")}
+    players = (("plain", plain), ("gravity", gravity), ("parity", parity), ("hidden", hidden))
     for _ in range(2):
-        for key, policy in (("plain", plain), ("gravity", gravity), ("parity", parity)):
+        for key, policy in players:
             moves, seconds = play(policy)
             totals[key][0] += moves
             totals[key][1] += seconds
     plain_rate = totals["plain"][0] / totals["plain"][1]
     gravity_rate = totals["gravity"][0] / totals["gravity"][1]
     parity_rate = totals["parity"][0] / totals["parity"][1]
+    hidden_rate = totals["hidden"][0] / totals["hidden"][1]
     return {
         "gravity_games": games,
         "gravity_moves_per_s": round(gravity_rate, 1),
@@ -268,9 +284,12 @@ def bench_gravity(size: str = "full") -> dict:
         f"the line features and the zugzwang features: {gravity_rate:,.0f} moves/s against "
         f"{plain_rate:,.0f} with the line features alone (cost {plain_rate / gravity_rate:.2f}x); "
         f"with the parity features too {parity_rate:,.0f} (cost {gravity_rate / parity_rate:.2f}x "
-        "over the zugzwang features)",
+        "over the zugzwang features); with the zugzwang features and the value head's "
+        f"256-unit hidden layer {hidden_rate:,.0f} (cost {gravity_rate / hidden_rate:.2f}x)",
         "parity_moves_per_s": round(parity_rate, 1),
         "parity_cost": round(gravity_rate / parity_rate, 2),
+        "value_hidden_moves_per_s": round(hidden_rate, 1),
+        "value_hidden_cost": round(gravity_rate / hidden_rate, 2),
     }
 
 
