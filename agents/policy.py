@@ -122,7 +122,7 @@ class Policy(Agent):
     flattened otherwise; its ``pooled`` output is the feature vector. Two linear heads follow: ``policy_head``
     (action logits) and ``value_head`` (tanh, the expected outcome in [-1, 1] for the
     mover; with ``value_bins`` logits over bins on [-1, 1], the value their softmax's
-    mean). Illegal actions get ``logit - 1e9``; log-probabilities come from
+    mean; with ``value_hidden`` it reads a ReLU layer of its own, AlphaZero's value head). Illegal actions get ``logit - 1e9``; log-probabilities come from
     ``log_softmax`` of the masked logits, never from ``paddle.distribution.Categorical``
     (which normalises by the sum, see PADDLE_NOTES). BatchNorm layers, if the encoder
     has any, always use their running statistics so that the policy that collected a

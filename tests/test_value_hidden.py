@@ -1,7 +1,7 @@
 """The value head's own hidden layer (``agents.policy.value_hidden``, AlphaZero's value
 head): its shapes and the value it computes, every evaluator reading the same value, the
 policy without it unchanged, training through it, the settings' check, the saved policy
-and a bit-identical resume with it on."""
+an exported policy and a bit-identical resume with it on."""
 
 from __future__ import annotations
 
@@ -13,6 +13,7 @@ from selfplay_kit import ttt_boards, ttt_policy
 from test_frozen_evaluator import LINES
 
 from paddlecraft.agents import Agent, Policy
+from paddlecraft.agents.export import export_layer, read_record
 from paddlecraft.agents.settings import ConfigError
 from paddlecraft.arenas import check_arena
 from paddlecraft.arenas.engine.rng import seed_everything
@@ -129,3 +130,10 @@ def test_a_run_with_it_resumes_bit_identically():
     policy = ttt_policy("policy", value_hidden=16)
     passed = check_arena(_arena(policy), steps=2)
     assert "resume from a checkpoint is bit-identical" in passed
+
+
+def test_an_exported_policy_reads_the_value_through_it(make_scope, tmp_path):
+    policy = ttt_policy(make_scope("vhx"), value_hidden=12)
+    record = export_layer(policy, tmp_path / "p")
+    assert read_record(tmp_path / "p")["outputs"] == ["logits", "value"]
+    assert record["checks"]["paddle_inference_max_abs_diff"] <= 1e-5  # the static graph's
