@@ -27,7 +27,11 @@ Each run's solver figures are also recorded in its folder (``seedS/judged.json``
 positions where its solver games were given away under ``details``), so the sweep summary
 groups and bootstraps them like the runs' own metrics:
 ``paddlecraft summary runs/a runs/b --metric search200_perfect_move_rate`` compares two
-settings over their seeds with 95 % intervals.
+settings over their seeds with 95 % intervals. A judgement whose searching player is not
+the policy's own (``--fpu``, ``--policy-temperature``, ``--c-puct``, ``--search-move``) is
+recorded beside the plain one under its own names (``--fpu 0``:
+``search200fpu0_perfect_move_rate``, ``search200fpu0reuse_first_vs_solver_win_rate``), so
+judging a run again another way loses nothing; what it prints is named as always.
 """
 
 from __future__ import annotations
@@ -35,6 +39,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -179,6 +184,33 @@ def judge_policy(
     return out
 
 
+def variant_tag(
+    fpu: float | None = None,
+    policy_temperature: float | None = None,
+    c_puct: float | None = None,
+    move: str | None = None,
+) -> str:
+    """The name of a judgement whose searching player is not the policy's own (``--fpu``,
+    ``--policy-temperature``, ``--c-puct``, ``--search-move``): ``"fpu0"``, ``"pt1.6"``,
+    ``"cpuct2.5"``, ``"lcb"``, joined in that order; ``""`` for the policy's own player."""
+    parts = [] if fpu is None else [f"fpu{fpu:g}"]
+    parts += [] if policy_temperature is None else [f"pt{policy_temperature:g}"]
+    parts += [] if c_puct is None else [f"cpuct{c_puct:g}"]
+    return "".join([*parts, *([] if move is None else [move])])
+
+
+def tagged(judged: dict[str, Any], tag: str) -> dict[str, Any]:
+    """``judged``'s searching players' figures named for ``tag`` (`variant_tag`):
+    ``search200_*`` becomes ``search200<tag>_*`` (``search200<tag>reuse_*``, and likewise
+    under ``ens<K>_`` and ``avg<K>_``), so a run's ``judged.json`` keeps the plain judgement
+    beside each variant's instead of losing it; the raw policy's figures, the same under
+    any search setting, keep their names."""
+    if not tag:
+        return dict(judged)
+    search = re.compile(r"^((?:ens|avg)\d+_)?(search\d+)")
+    return {search.sub(lambda m: f"{m[1] or ''}{m[2]}{tag}", k): v for k, v in judged.items()}
+
+
 def _games(out: dict[str, Any], label: str, player: Any, games: int) -> None:
     """``games`` games of ``player`` as first player against the solver (its ties at
     random, seeded), into ``out`` as ``<label>_first_vs_solver_*``: the share won, the mean
@@ -279,7 +311,8 @@ def main() -> None:
                        if isinstance(v, (int, float)) and not isinstance(v, bool)}  # fmt: skip
             lines = {k: v for k, v in judged.items() if k.endswith("_given_away_lines")}
             by = " ".join(["scripts/selfplay_targets.py", *sys.argv[1:]])
-            record_judgement(run, numbers, by, details=lines)
+            tag = variant_tag(args.fpu, args.policy_temperature, args.c_puct, args.search_move)
+            record_judgement(run, tagged(numbers, tag), by, details=tagged(lines, tag))
         if args.tournament:
             cmd = [sys.executable, "-m", "paddlecraft.arenas.selfplay.tournament", "--game", "connect_four",
                    "--games", str(args.games), "--seed", str(seed), "--out",
