@@ -29,8 +29,9 @@ saved, exported like any other layer):
   so these are the lines each would complete if the board filled up by parity: the
   long-range threats a Connect Four endgame's zugzwang is fought over.
 
-Then ``hidden_layers`` ReLU layers of ``hidden_size`` (logical ``hidden_layer_1`` ..) and,
-with ``num_classes``, a ``prediction`` head: the `ImageMLPEncoder` contract on a wider input.
+Then ``hidden_layers`` ReLU layers of ``hidden_size`` (logical ``hidden_layer_1`` ..; with
+``residual``, blocks of two with a skip around each after the first) and, with
+``num_classes``, a ``prediction`` head: the `ImageMLPEncoder` contract on a wider input.
 """
 
 from __future__ import annotations
@@ -86,6 +87,7 @@ class BoardLineEncoder(ImageMLPEncoder):
         num_classes: int | None = None,
         gravity: bool = False,
         parity: bool = False,
+        residual: bool = False,
     ) -> None:
         size = [image_size, image_size] if isinstance(image_size, int) else list(image_size)
         rows, cols = (int(s) for s in size)
@@ -135,7 +137,7 @@ class BoardLineEncoder(ImageMLPEncoder):
         if parity:
             features += 2 * channels * cells
         # the seed's MLP over the features (hidden_layer_1 .. and the head, checked there)
-        super().__init__(scope, features, hidden_size, num_classes, hidden_layers)
+        super().__init__(scope, features, hidden_size, num_classes, hidden_layers, residual)
         self.rows, self.cols, self.channels, self.line_length = rows, cols, channels, k
         self.num_lines, self.num_features, self.gravity = len(lines), features, bool(gravity)
         self.parity = bool(parity)

@@ -5,12 +5,13 @@ from __future__ import annotations
 import numpy as np
 import paddle
 import pytest
+from errors_kit import config_error
 from selfplay_kit import replay_arena
 
 from paddlecraft.agents import Policy
 from paddlecraft.agents.export import export_layer
 from paddlecraft.arenas import check_arena
-from paddlecraft.arenas.engine import ConfigError, build_agents
+from paddlecraft.arenas.engine import build_agents
 from paddlecraft.arenas.engine.rng import seed_everything
 from paddlecraft.arenas.games.connect_four import ConnectFour
 from paddlecraft.encoders import BoardLineEncoder
@@ -288,12 +289,7 @@ def test_a_line_length_or_size_the_board_lacks_is_named(override, words, compose
     cfg = compose_config(
         "arena=selfplay", "game=tictactoe", "encoder@agents.policy.encoder=lines_256x3", override
     )
-    with pytest.raises(Exception) as info:
-        build_agents(cfg)
-    e: BaseException | None = info.value
-    while e is not None and not isinstance(e, ConfigError):
-        e = e.__cause__
-    assert e is not None, repr(info.value)
+    e = config_error(build_agents, cfg)
     assert "agents.policy.encoder" in str(e)
     for w in words:
         assert w in str(e)

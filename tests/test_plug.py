@@ -19,6 +19,7 @@ import numpy as np
 import paddle
 import paddle.nn.functional as F
 import pytest
+from errors_kit import config_error
 from paddle import nn
 
 from paddlecraft.agents import Classifier, Discriminator, Policy
@@ -67,17 +68,6 @@ def _train(agent, loss_fn, steps: int = 3) -> list[float]:
     for enc in agent.encoders():
         assert any(p.name in moved for p in enc.parameters()), f"{enc.scope} did not train"
     return losses
-
-
-def _config_error(build, *args) -> ConfigError:
-    """The ConfigError building raises (Hydra wraps it; the command line prints its line)."""
-    with pytest.raises(Exception) as info:
-        build(*args)
-    e: BaseException | None = info.value
-    while e is not None and not isinstance(e, ConfigError):
-        e = e.__cause__
-    assert e is not None, f"no ConfigError behind {info.value!r}"
-    return e
 
 
 def _first_input(enc) -> tuple:
@@ -303,7 +293,7 @@ def test_a_patch_size_that_does_not_divide_the_board_fails_naming_the_setting(co
         "arena=selfplay", "game=connect_four", *_encoder("policy", "encoder", "vit_tiny"),
         "agents.policy.encoder.patch_size=2",
     )  # fmt: skip
-    msg = str(_config_error(build_agents, cfg))
+    msg = str(config_error(build_agents, cfg))
     assert (
         msg.startswith("agents.policy.encoder: ") and "patch_size=2 does not divide the 6x7" in msg
     )
@@ -323,7 +313,7 @@ def test_a_size_restated_against_the_data_fails_before_any_work(compose_config):
         "encoder@agents.classifier.encoder=cnn",
         "+agents.classifier.encoder.in_channels=3",
     )
-    msg = str(_config_error(build_agents, cfg))
+    msg = str(config_error(build_agents, cfg))
     assert msg.startswith("agents.classifier.encoder.in_channels=3 but this agent's input gives 1")
 
 
