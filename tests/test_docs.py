@@ -96,6 +96,17 @@ def test_no_dates_cpu_models_or_run_folders_outside_the_results():
     assert found == {}
 
 
+def test_no_dates_cpu_models_or_run_folders_in_config_comments():
+    """A config's comments say what a setting does, not when or where it was measured."""
+    found = [
+        f"{path.relative_to(ROOT)}:{i}"
+        for path in sorted((ROOT / "conf").rglob("*.yaml"))
+        for i, line in enumerate(path.read_text().splitlines(), 1)
+        if "#" in line and _RESULTS_ONLY.search(line.split("#", 1)[1])
+    ]
+    assert found == []
+
+
 def test_every_ablation_row_names_its_source_seeds_figure_verdict_and_commit():
     """One row per removed self-play setting, each reproducible from the commit it names."""
     rows = json.loads((ROOT / "docs" / "results.json").read_text())["ablations"]
