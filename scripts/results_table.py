@@ -3,7 +3,9 @@
 Sources, each written by the command that measures its figures:
 
 - ``docs/results.json``: arena, data and benchmark figures first reported in the README, one
-  entry each ``{section, metric, value, command, cpu, date[, note]}``;
+  entry each ``{section, metric, value, command, cpu, date[, note]}``; and its ``ablations``, one
+  row per self-play setting removed from the code ``{setting, source, seeds, metric, value,
+  default, verdict, last_commit, command, cpu, date}``;
 - ``bench/results.json`` (``python bench/run.py``) and ``bench/results_selfplay.json``
   (``python bench/selfplay_bench.py``): the latest benchmark run, with its machine;
 - ``agents/zoo/*/quality.json`` (``python scripts/build_zoo.py``): each zoo entry's quality.
@@ -41,8 +43,9 @@ SECTIONS: dict[str, tuple[str, str]] = {
     "connect_four_solver": (
         "Connect Four judged by the perfect solver, 3 seeds",
         "`python scripts/selfplay_targets.py` (extra `solver`) judges each seed's trained policy "
-        "on 400 seeded positions from realistic play and in one game as first player: the "
-        "AlphaZero default first, its levers, then the PPO recipe (`--game connect_four_ppo`).",
+        "on 400 seeded positions from realistic play and in games as first player against it: "
+        "the reference players, the PPO recipe (`--game connect_four_ppo`), each part of the "
+        "AlphaZero default as measured when it joined, the measured trades, the default itself.",
     ),
     "connect_four_variants": (
         "Connect Four: search-phase variants",
@@ -101,6 +104,43 @@ def _entries_table(entries: list[dict]) -> list[str]:
         for e in entries
     ]
     return _table(["what", "value", "conditions", "command", "CPU", "date"], rows)
+
+
+#: the ablation table's title and its one line on what a row is
+ABLATIONS = (
+    "Ablations: self-play settings measured and removed",
+    "One row per setting that measured as not helping and was removed from the code: where the "
+    "idea comes from, the seeds, its figure against the default's on the same seeds and machine "
+    "kind, the verdict. `git checkout <last commit>` gives the code (and the lever entries of "
+    "`docs/results.json`) that measured it; the command reproduces the row there.",
+)
+
+
+def _ablation_tables(rows: list[dict]) -> tuple[list[str], list[str]]:
+    """The ablation rows as two tables: the verdicts, then each row's command, CPU and date."""
+    need = {"setting", "source", "seeds", "metric", "value", "default", "verdict", "last_commit"}
+    metrics = sorted({r.get("metric", "") for r in rows})
+    verdicts, provenance = [], []
+    for r in rows:
+        missing = (need | {"command", "cpu", "date"}) - set(r)
+        if missing:
+            raise ValueError(
+                f"docs/results.json ablation {r.get('setting')!r} lacks {sorted(missing)}"
+            )
+        n = metrics.index(r["metric"]) + 1
+        seeds = ", ".join(str(s) for s in r["seeds"])
+        setting = f"`{r['setting']}`"
+        verdicts.append(
+            [setting, r["source"], seeds, f"{r['value']} ({n})", r["default"], r["verdict"],
+             f"`{r['last_commit']}`"]
+        )  # fmt: skip
+        provenance.append([setting, f"`{r['command']}`", r["cpu"], r["date"]])
+    head = ["Each figure is the metric its number names, the setting's beside the default's:", ""]
+    head += [f"{i + 1}. {m}" for i, m in enumerate(metrics)] + [""]
+    header = ["setting", "idea from", "seeds", "figure", "default", "verdict", "last commit"]
+    return head + _table(header, verdicts), _table(
+        ["setting", "command", "CPU", "date"], provenance
+    )
 
 
 def _bench_table(res: dict, selfplay: dict | None) -> list[str]:
@@ -234,6 +274,15 @@ def render(root: Path = ROOT) -> str:
     for key, (title, about) in SECTIONS.items():
         if key in by_section:
             lines += _section(key, title, about, _entries_table(by_section[key]))
+        if key == "connect_four_solver" and data.get("ablations"):
+            verdicts, provenance = _ablation_tables(data["ablations"])
+            lines += _section("ablations", *ABLATIONS, verdicts)
+            lines += _section(
+                "ablations_provenance",
+                "Ablations: how each row was measured",
+                "The command that printed each ablation row, on the code of its last commit.",
+                provenance,
+            )
     bench = root / "bench" / "results.json"
     if bench.is_file():
         sp = root / "bench" / "results_selfplay.json"

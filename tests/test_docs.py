@@ -26,7 +26,9 @@ def _results_table():
 
 def test_readme_is_a_landing_page_with_the_two_commands_and_working_links():
     text = (ROOT / "README.md").read_text()
-    assert len(text.splitlines()) <= 250
+    assert len(text.splitlines()) <= 150
+    long = [i + 1 for i, line in enumerate(text.splitlines()) if len(line) > 200]
+    assert long == [], f"README lines over 200 characters: {long}"
     assert "bash scripts/run.sh arena=classify" in text
     assert "bash scripts/test.sh" in text
     assert "pip install paddlecraft" in text
@@ -39,15 +41,94 @@ def test_readme_is_a_landing_page_with_the_two_commands_and_working_links():
     assert missing == []
 
 
-def test_site_home_page_keeps_the_readme_arena_table():
-    """docs/index.md is the README with links relative to docs/: their arena tables agree."""
-
-    def arena_rows(text: str) -> list[str]:
-        part = text.split("## Arenas", 1)[1].split("\n## ", 1)[0]
-        return [line for line in part.splitlines() if line.startswith("|")]
-
+def test_site_home_page_is_the_readme():
+    """docs/index.md is the README with its links relative to docs/ (regenerate it with
+    ``sed 's#](docs/#](#g' README.md > docs/index.md``)."""
     readme = (ROOT / "README.md").read_text().replace("](docs/", "](")
-    assert arena_rows((ROOT / "docs" / "index.md").read_text()) == arena_rows(readme)
+    assert (ROOT / "docs" / "index.md").read_text() == readme
+
+
+def test_readme_arena_table_is_one_sentence_and_one_linked_figure_per_arena():
+    """Each arena row: its guide, a command, what it does, a figure linked to the results page
+    (an anchor that page has); the place for the next arenas' rows is marked."""
+    text = (ROOT / "README.md").read_text()
+    part = text.split("## Arenas", 1)[1].split("\n## ", 1)[0]
+    rows = [line for line in part.splitlines() if line.startswith("| [")]
+    assert len(rows) >= 6
+    results = (ROOT / "docs" / "results.md").read_text()
+    slugs = {
+        re.sub(r"[^\w\s-]", "", h.lower()).strip().replace(" ", "-")
+        for h in re.findall(r"^## (.+)$", results, re.M)
+    }
+    for row in rows:
+        cells = [c.strip() for c in row.strip("|").split("|")]
+        assert len(cells) == 4, row
+        assert cells[1].startswith("`python run.py arena="), row
+        anchor = re.fullmatch(r"\[[^\]]+\]\(docs/results\.md#([\w-]+)\)(?: .*)?", cells[3])
+        assert anchor and anchor.group(1) in slugs, row
+    assert "<!-- arena rows to come: arena=marl and arena=contrastive" in part
+
+
+#: what belongs in docs/results.json only: a date (not a log's clock time), a CPU model, a
+#: measurement's run folder (a seed's folder, runs/<name>_s0, runs/<name>_s*, runs/<x>/seed0)
+_RESULTS_ONLY = re.compile(
+    r"20\d\d-\d\d-\d\d(?![ _T]\d)|EPYC|Xeon|runs/[\w.-]+_s[\d*{]|runs/[\w.-]+/seed\d"
+)
+
+
+def test_no_dates_cpu_models_or_run_folders_outside_the_results():
+    """README and guides say what to run and why; when and where it ran is results data."""
+    assert _RESULTS_ONLY.findall("on 2026-12-04, AMD EPYC, runs/t9_s0 and runs/x/seed1") == [
+        "2026-12-04",
+        "EPYC",
+        "runs/t9_s0",
+        "runs/x/seed1",
+    ]
+    assert _RESULTS_ONLY.findall("started 2026-11-23 21:02:11; runs/classify/<time>/") == []
+    pages = [ROOT / "README.md", *sorted((ROOT / "docs").rglob("*.md"))]
+    found = {
+        f"{p.relative_to(ROOT)}:{i + 1}": hits
+        for p in pages
+        if p != ROOT / "docs" / "results.md"  # generated from docs/results.json
+        for i, line in enumerate(p.read_text().splitlines())
+        if (hits := _RESULTS_ONLY.findall(line))
+    }
+    assert found == {}
+
+
+def test_no_dates_cpu_models_or_run_folders_in_config_comments():
+    """A config's comments say what a setting does, not when or where it was measured."""
+    found = [
+        f"{path.relative_to(ROOT)}:{i}"
+        for path in sorted((ROOT / "conf").rglob("*.yaml"))
+        for i, line in enumerate(path.read_text().splitlines(), 1)
+        if "#" in line and _RESULTS_ONLY.search(line.split("#", 1)[1])
+    ]
+    assert found == []
+
+
+def test_every_ablation_row_names_its_source_seeds_figure_verdict_and_commit():
+    """One row per removed self-play setting, each reproducible from the commit it names."""
+    rows = json.loads((ROOT / "docs" / "results.json").read_text())["ablations"]
+    settings = [r["setting"] for r in rows]
+    assert len(settings) == len(set(settings)) == 37
+    assert all(s.split(".")[0] in ("agents", "arena") for s in settings), settings
+    for r in rows:
+        for key in ("source", "metric", "value", "default", "verdict", "command", "cpu"):
+            assert isinstance(r[key], str) and r[key].strip(), (r["setting"], key)
+        assert r["seeds"] and all(isinstance(s, int) and s >= 0 for s in r["seeds"]), r
+        assert re.fullmatch(r"\d{4}-\d{2}-\d{2}", r["date"]), r
+        assert re.fullmatch(r"[0-9a-f]{7,40}", r["last_commit"]), r
+    shallow = subprocess.run(
+        ["git", "rev-parse", "--is-shallow-repository"], cwd=ROOT, capture_output=True, text=True
+    )
+    if shallow.returncode == 0 and shallow.stdout.strip() == "false":  # full history at hand
+        for commit in {r["last_commit"] for r in rows}:
+            ok = subprocess.run(["git", "cat-file", "-e", f"{commit}^{{commit}}"], cwd=ROOT)
+            assert ok.returncode == 0, f"{commit} is not a commit of this repository"
+    # the self-play guide shows the table generated from these rows
+    guide = (ROOT / "docs" / "guide" / "selfplay.md").read_text()
+    assert '--8<-- "results.md:ablations"' in guide
 
 
 def test_readme_python_example_runs():

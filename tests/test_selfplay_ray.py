@@ -66,7 +66,7 @@ def test_missing_ray_is_one_error_line_naming_the_extra(monkeypatch, make_scope)
 
 
 #: the guide's "What listens" table: which process listens, and where
-GUIDE = ROOT / "docs" / "guide" / "selfplay-scale-and-solver.md"
+GUIDE = ROOT / "docs" / "guide" / "selfplay-ray.md"
 LOOPBACK = {"127.0.0.1", "::1", "::ffff:127.0.0.1"}
 
 
