@@ -14,6 +14,9 @@ from paddlecraft import require_paddle
 #: public name -> submodule that defines it
 _EXPORTS: dict[str, str] = {
     "BoardLineEncoder": "board_lines",
+    "CLIPTextEncoder": "clip_text",
+    "CLIPTokenizer": "clip_tokenizer",
+    "CLIPVisionEncoder": "clip_vision",
     "CheckpointError": "tensorio",
     "Encoder": "base",
     "EncoderInputError": "base",
@@ -42,6 +45,7 @@ _EXPORTS: dict[str, str] = {
     "read_weights": "pretrained",
     "release_scope": "naming",
     "whisper_log_mel": "whisper",
+    "clip_logits": "clip_keys",
 }
 
 #: Hydra schemas of the toolkit's encoders: ``schema/encoder/<name>``, derived from each
@@ -55,6 +59,8 @@ SCHEMA_NAMES: dict[str, dict[str, str]] = {
         "resnet": "ResNetEncoder",
         "vit": "ViTEncoder",
         "bert": "TransformerTextEncoder",
+        "clip_vision": "CLIPVisionEncoder",
+        "clip_text": "CLIPTextEncoder",
         "whisper": "WhisperStyleEncoder",
         "gru_text": "TextEncoder",
         "speech": "SpeechEncoder",

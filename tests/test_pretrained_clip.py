@@ -1,0 +1,240 @@
+"""CLIPVisionEncoder / CLIPTextEncoder load Hugging Face CLIPModel and open_clip files and match.
+
+The reference is a tiny, randomly initialised ``transformers.CLIPModel`` built here (nothing
+is downloaded), saved as safetensors; the open_clip file is the same tensors renamed by hand
+into open_clip's keys (fused ``in_proj``, ``[in, out]`` projections), so open_clip itself is
+not needed. Image embeddings, text embeddings and ``logits_per_image`` agree to 1e-5 in
+float32 in eval mode.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import paddle
+import pytest
+import torch
+import transformers
+from safetensors.numpy import save_file as save_numpy
+from safetensors.torch import save_file
+
+from paddlecraft.agents import ConfigError, Listener
+from paddlecraft.encoders import CLIPTextEncoder, CLIPVisionEncoder, PretrainedLoadError
+from paddlecraft.encoders.clip_keys import check_pair, clip_logits
+
+ATOL = 1e-5
+VISION = dict(image_size=16, patch_size=4, width=32, depth=2, heads=2, mlp_dim=64)
+TEXT = dict(vocab_size=100, width=32, depth=2, heads=2, mlp_dim=64, max_len=16)
+PROJ = 24
+EOS = 99  # the highest id, as CLIP's <|endoftext|>
+
+
+def _randomise(model: torch.nn.Module, seed: int = 0) -> None:
+    """LayerNorms away from 1/0 and a logit_scale away from its init, so a miss shows."""
+    g = torch.Generator().manual_seed(seed)
+    with torch.no_grad():
+        for m in model.modules():
+            if isinstance(m, torch.nn.LayerNorm):
+                m.weight.copy_(1 + 0.2 * torch.randn(m.weight.shape, generator=g))
+                m.bias.copy_(0.2 * torch.randn(m.bias.shape, generator=g))
+        model.logit_scale.fill_(1.7)
+
+
+def _state(model: torch.nn.Module) -> dict[str, np.ndarray]:
+    return {k: v.detach().numpy().copy() for k, v in model.state_dict().items()}
+
+
+def to_open_clip(sd: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+    """A Hugging Face CLIPModel state dict in open_clip's names (what open_clip saves)."""
+    out: dict[str, np.ndarray] = {}
+    block = {
+        "layer_norm1": "ln_1", "layer_norm2": "ln_2", "mlp.fc1": "mlp.c_fc",
+        "mlp.fc2": "mlp.c_proj", "self_attn.out_proj": "attn.out_proj",
+    }  # fmt: skip
+    for side, prefix in (("vision_model", "visual."), ("text_model", "")):
+        layers = sorted({int(k.split(".")[3]) for k in sd if k.startswith(f"{side}.encoder.")})
+        for i in layers:
+            src, dst = f"{side}.encoder.layers.{i}.", f"{prefix}transformer.resblocks.{i}."
+            for kind in ("weight", "bias"):
+                qkv = [sd[f"{src}self_attn.{p}_proj.{kind}"] for p in "qkv"]
+                out[f"{dst}attn.in_proj_{kind}"] = np.concatenate(qkv, axis=0)
+                for old, new in block.items():
+                    out[f"{dst}{new}.{kind}"] = sd[f"{src}{old}.{kind}"]
+    v = "vision_model."
+    out["visual.conv1.weight"] = sd[f"{v}embeddings.patch_embedding.weight"]
+    out["visual.class_embedding"] = sd[f"{v}embeddings.class_embedding"]
+    out["visual.positional_embedding"] = sd[f"{v}embeddings.position_embedding.weight"]
+    for kind in ("weight", "bias"):
+        out[f"visual.ln_pre.{kind}"] = sd[f"{v}pre_layrnorm.{kind}"]
+        out[f"visual.ln_post.{kind}"] = sd[f"{v}post_layernorm.{kind}"]
+        out[f"ln_final.{kind}"] = sd[f"text_model.final_layer_norm.{kind}"]
+    out["visual.proj"] = sd["visual_projection.weight"].T  # open_clip: x @ proj, [in, out]
+    out["token_embedding.weight"] = sd["text_model.embeddings.token_embedding.weight"]
+    out["positional_embedding"] = sd["text_model.embeddings.position_embedding.weight"]
+    out["text_projection"] = sd["text_projection.weight"].T
+    out["logit_scale"] = sd["logit_scale"]
+    return out
+
+
+@pytest.fixture(scope="module")
+def hf_clip(tmp_path_factory):
+    """A tiny CLIPModel (eos_token_id = 99, the highest id): (model, hf file, open_clip file)."""
+    torch.manual_seed(0)
+    vision = transformers.CLIPVisionConfig(
+        hidden_size=32, intermediate_size=64, num_hidden_layers=2, num_attention_heads=2,
+        image_size=16, patch_size=4,
+    )  # fmt: skip
+    text = transformers.CLIPTextConfig(
+        vocab_size=100, hidden_size=32, intermediate_size=64, num_hidden_layers=2,
+        num_attention_heads=2, max_position_embeddings=16, bos_token_id=98, eos_token_id=EOS,
+        pad_token_id=0,
+    )  # fmt: skip
+    cfg = transformers.CLIPConfig(
+        text_config=text.to_dict(), vision_config=vision.to_dict(), projection_dim=PROJ
+    )
+    model = transformers.CLIPModel(cfg).eval()
+    _randomise(model)
+    folder = tmp_path_factory.mktemp("clip")
+    save_file({k: v.detach().clone().contiguous() for k, v in model.state_dict().items()},
+              str(folder / "hf.safetensors"))  # fmt: skip
+    oc = {k: np.ascontiguousarray(v) for k, v in to_open_clip(_state(model)).items()}
+    save_numpy(oc, str(folder / "open_clip.safetensors"))  # (a transposed view needs a copy)
+    return model, folder / "hf.safetensors", folder / "open_clip.safetensors"
+
+
+def _inputs(seed: int = 0) -> tuple[np.ndarray, np.ndarray]:
+    """Images [3, 3, 16, 16] and token ids [4, 9]: start 98, words, <eos> 99, 0-padding."""
+    rng = np.random.default_rng(seed)
+    images = rng.normal(size=(3, 3, 16, 16)).astype(np.float32)
+    ids = np.zeros((4, 9), np.int64)
+    for row, n in enumerate((7, 3, 5, 1)):
+        ids[row, 0] = 98
+        ids[row, 1 : 1 + n] = rng.integers(1, 98, n)
+        ids[row, 1 + n] = EOS
+    return images, ids
+
+
+def _towers(scope, make_scope, path, **text_kw):
+    image = CLIPVisionEncoder(scope, **VISION, projection_dim=PROJ)
+    text = CLIPTextEncoder(make_scope(), **TEXT, projection_dim=PROJ, **text_kw)
+    reports = image.load_pretrained(path), text.load_pretrained(path)
+    image.eval(), text.eval()
+    return image, text, reports
+
+
+def _reference(model, images, ids):
+    with torch.no_grad():
+        t_img, t_ids = torch.from_numpy(images), torch.from_numpy(ids)
+        out = model(pixel_values=t_img, input_ids=t_ids, attention_mask=t_ids != 0)
+        vis = model.vision_model(pixel_values=t_img)
+        img = model.get_image_features(pixel_values=t_img)  # projected, not normalised
+        txt = model.get_text_features(input_ids=t_ids, attention_mask=t_ids != 0)
+    img, txt = (getattr(e, "pooler_output", e) for e in (img, txt))  # transformers 5 / 4
+    return out, vis, img.numpy(), txt.numpy()
+
+
+@pytest.mark.parametrize("naming", ["hf", "open_clip"])
+@pytest.mark.parametrize("pool", ["argmax", "eos"])
+def test_towers_match_transformers_clip(scope, make_scope, hf_clip, naming, pool):
+    model, hf_path, oc_path = hf_clip
+    path = hf_path if naming == "hf" else oc_path
+    image, text, (ri, rt) = _towers(scope, make_scope, path, pool=pool, eos_id=EOS)
+    assert (
+        ri.ok and rt.ok and ri.source == rt.source == ("hf_clip" if naming == "hf" else "open_clip")
+    )
+    assert len(ri.matched) == 5 + 2 * 16 + 2 + 1 and len(rt.matched) == 2 + 2 * 16 + 2 + 1 + 1
+    images, ids = _inputs()
+    ref, vis, ref_img, ref_txt = _reference(model, images, ids)
+    img_out, txt_out = image.forward_all(images), text.forward_all(ids)
+    assert img_out["pooled"].shape == [3, PROJ] and txt_out["pooled"].shape == [4, PROJ]
+    np.testing.assert_allclose(img_out["pooled"].numpy(), ref_img, atol=ATOL, rtol=0)
+    np.testing.assert_allclose(txt_out["pooled"].numpy(), ref_txt, atol=ATOL, rtol=0)
+    unit = paddle.nn.functional.normalize  # CLIPOutput's embeds are the normalised ones
+    np.testing.assert_allclose(unit(img_out["pooled"]).numpy(), ref.image_embeds, atol=ATOL, rtol=0)
+    np.testing.assert_allclose(unit(txt_out["pooled"]).numpy(), ref.text_embeds, atol=ATOL, rtol=0)
+    logits = clip_logits(img_out["pooled"], txt_out["pooled"], text.logit_scale)
+    np.testing.assert_allclose(logits.numpy(), ref.logits_per_image.numpy(), atol=ATOL, rtol=0)
+    assert float(text.logit_scale) == pytest.approx(1.7)
+    # hidden: every token through the final norm and the projection, pooled among them
+    with torch.no_grad():
+        tokens = model.visual_projection(model.vision_model.post_layernorm(vis.last_hidden_state))
+    np.testing.assert_allclose(img_out["hidden"].numpy(), tokens.numpy(), atol=ATOL, rtol=0)
+    last = (ids != 0).sum(1) - 1
+    np.testing.assert_allclose(
+        txt_out["hidden"].numpy()[np.arange(4), last], txt_out["pooled"].numpy(), atol=0, rtol=0
+    )
+
+
+def test_eos_pool_reads_the_first_eos_and_falls_back_to_the_last_real_token(scope):
+    text = CLIPTextEncoder(scope, **TEXT, projection_dim=PROJ, pool="eos", eos_id=2, pad_id=0)
+    ids = np.array([[5, 7, 2, 9, 0], [5, 7, 8, 0, 0], [2, 0, 0, 0, 0]], np.int64)
+    np.testing.assert_array_equal(text.end_positions(paddle.to_tensor(ids)).numpy(), [2, 2, 0])
+    argmax = CLIPTextEncoder(f"{scope}_a", **TEXT, projection_dim=PROJ)
+    np.testing.assert_array_equal(argmax.end_positions(paddle.to_tensor(ids)).numpy(), [3, 2, 0])
+
+
+def test_names_api_freeze_and_logit_scale_is_a_logical_layer(scope, make_scope, hf_clip):
+    _, path, _ = hf_clip
+    image, text, _ = _towers(scope, make_scope, path)
+    assert image.logical_names == [
+        "embeddings", "pre_layernorm", "layers.0", "layers.1", "post_layernorm",
+        "visual_projection",
+    ]  # fmt: skip
+    assert text.logical_names[-2:] == ["text_projection", "logit_scale"]
+    assert image.feature_dim == text.feature_dim == PROJ
+    (p,) = text.get_param("logit_scale")["logit_scale"]
+    assert p is text.logit_scale and p.name == f"{text.scope}.logit_scale.w_0" and p.shape == []
+    assert all(p.name.startswith(f"{scope}.") for p in image.parameters())
+    image.freeze("embeddings")
+    text.freeze("logit_scale")
+    images, ids = _inputs()
+    logits = clip_logits(image(images), text(ids), text.logit_scale)
+    paddle.nn.functional.cross_entropy(logits, paddle.arange(3)).backward()
+    assert all(q.grad is None for q in image.get_param("embeddings")["embeddings"])
+    assert text.logit_scale.grad is None
+    assert all(g is not None for g in image.get_gradient("layers.1")["layers.1"])
+    text.unfreeze("logit_scale")
+    clip_logits(image(images), text(ids), text.logit_scale).sum().backward()
+    assert text.logit_scale.grad is not None and float(text.logit_scale.grad.abs()) > 0
+    assert "logit_scale" in str(text.summary())
+
+
+def test_one_line_errors(scope, make_scope, hf_clip, tmp_path):
+    _, path, _ = hf_clip
+    # a weights file of another model (BERT) into a CLIP tower
+    bert = transformers.BertModel(transformers.BertConfig(
+        hidden_size=32, num_hidden_layers=1, num_attention_heads=2, intermediate_size=64,
+        vocab_size=100, max_position_embeddings=16,
+    ))  # fmt: skip
+    save_file(
+        {k: v.contiguous() for k, v in bert.state_dict().items()}, str(tmp_path / "b.safetensors")
+    )
+    for tower in (CLIPTextEncoder(scope, **TEXT, projection_dim=PROJ),
+                  CLIPVisionEncoder(make_scope(), **VISION, projection_dim=PROJ)):  # fmt: skip
+        with pytest.raises(PretrainedLoadError, match="not a CLIP model") as e:
+            tower.load_pretrained(tmp_path / "b.safetensors")
+        assert "\n" not in str(e.value)
+    # mismatched projection sizes
+    with pytest.raises(PretrainedLoadError, match=r"maps 32 -> 24 .*projection_dim=16") as e:
+        CLIPTextEncoder(make_scope(), **TEXT, projection_dim=16).load_pretrained(path)
+    assert "\n" not in str(e.value)
+    with pytest.raises(PretrainedLoadError, match=r"projection_dim=16"):
+        CLIPVisionEncoder(make_scope(), **VISION, projection_dim=16).load_pretrained(path)
+    with pytest.raises(ValueError, match="embeds into 24 dimensions but the text tower into 16"):
+        check_pair(24, 16)
+    # one tower's file into the other tower
+    sd = {k: v for k, v in _state(hf_clip[0]).items() if k.startswith("vision_model.")}
+    save_numpy(sd, str(tmp_path / "vision_only.safetensors"))
+    with pytest.raises(PretrainedLoadError, match="holds no text tower.*CLIPVisionEncoder"):
+        CLIPTextEncoder(make_scope(), **TEXT, projection_dim=PROJ).load_pretrained(
+            tmp_path / "vision_only.safetensors"
+        )
+    # a text tower in an image slot
+    text_cfg = {"_target_": "paddlecraft.encoders.CLIPTextEncoder", "size": "tiny"}
+    image_cfg = {"_target_": "paddlecraft.encoders.CLIPVisionEncoder", "size": "tiny"}
+    with pytest.raises(
+        ConfigError,
+        match=r"agents\.\w+\.encoder: CLIPTextEncoder reads text \(token ids\), but this agent feeds it images",
+    ):
+        Listener(make_scope(), text_encoder=text_cfg, encoder=text_cfg, image_shape=[3, 16, 16])
+    lis = Listener(make_scope(), text_encoder=text_cfg, encoder=image_cfg, image_shape=[3, 16, 16])
+    assert lis.embed_texts(["red circle"]).shape == [1, lis.cfg.dim]
