@@ -79,7 +79,8 @@ class CLIPVisionEmbeddings(nn.Layer):
 
     def forward(self, x: Tensor) -> Tensor:
         h = self.patch_embedding(x).flatten(2).transpose([0, 2, 1])  # [B, N, D]
-        cls = self.class_embedding.reshape([1, 1, -1]).expand([h.shape[0], -1, -1])  # [B, 1, D]
+        # broadcast onto zeros: the batch size may be unknown (-1) in a traced program
+        cls = paddle.zeros_like(h[:, :1]) + self.class_embedding  # [B, 1, D]
         return paddle.concat([cls, h], axis=1) + self.position_embedding.weight  # [B, N + 1, D]
 
 

@@ -238,3 +238,23 @@ def test_one_line_errors(scope, make_scope, hf_clip, tmp_path):
         Listener(make_scope(), text_encoder=text_cfg, encoder=text_cfg, image_shape=[3, 16, 16])
     lis = Listener(make_scope(), text_encoder=text_cfg, encoder=image_cfg, image_shape=[3, 16, 16])
     assert lis.embed_texts(["red circle"]).shape == [1, lis.cfg.dim]
+
+
+@pytest.mark.parametrize("tower", ["image", "text"])
+def test_loaded_tower_exports_to_paddle_inference_and_onnx(scope, hf_clip, tmp_path, tower):
+    """agents/export.py's path: paddle.inference and onnxruntime give the eager outputs."""
+    from paddlecraft.agents.export import export_layer
+
+    _, path, _ = hf_clip
+    if tower == "image":
+        enc = CLIPVisionEncoder(scope, **VISION, projection_dim=PROJ, pretrained=str(path))
+    else:  # probe ids are 0/1: id 1 is the end token, rows without it read the last token
+        enc = CLIPTextEncoder(
+            scope, **TEXT, projection_dim=PROJ, pool="eos", eos_id=1, pretrained=str(path)
+        )
+    enc.build()
+    record = export_layer(enc, tmp_path, onnx=True)
+    assert record["outputs"] == ["pooled", "hidden"]
+    assert record["checks"]["paddle_inference_max_abs_diff"] <= ATOL
+    assert record["checks"]["onnxruntime_max_abs_diff"] <= ATOL
+    assert (tmp_path / "model.onnx").is_file()
