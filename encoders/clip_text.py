@@ -207,7 +207,8 @@ class CLIPTextEncoder(Encoder):
             if xs[0].shape[1] > self.max_len:
                 raise EncoderInputError(
                     f"{self._who()} input 'tokens': {xs[0].shape[1]} positions but max_len="
-                    f"{self.max_len}. Cut the text (encode_batch(context_length=...)) or build "
+                    f"{self.max_len}. Cut the text (encode_batch(max_len=...), or CLIPTokenizer "
+                    "context_length) or build "
                     "with a larger max_len."
                 )
         return xs

@@ -95,7 +95,8 @@ class CLIPVisionEncoder(Encoder):
 
     Input ``input``: [B, in_channels, H, W] float32 (``image_size`` an int or (H, W)); with
     ``normalize`` the images are in [0, 1] and CLIP's mean/std are applied inside (what
-    ``CLIPImageProcessor`` does after resizing), else they come normalised already.
+    ``CLIPImageProcessor`` does after resizing; images of other than 3 planes use the
+    averages of the three), else they come normalised already.
     Outputs: ``prediction`` (primary, when ``num_classes``), ``pooled`` [B, projection_dim]
     (``visual_projection(post_layernorm(class token))``, not normalised: the arena
     normalises) and ``hidden`` [B, N + 1, projection_dim] (every token through the same
@@ -150,8 +151,6 @@ class CLIPVisionEncoder(Encoder):
         self.feature_dim = projection_dim  # width of pooled and hidden: the joint space
         self.normalize, self.num_classes = normalize, num_classes
         self.pretrained, self.pretrained_strict = pretrained, pretrained_strict
-        if normalize and in_channels != 3:
-            raise ValueError(f"{self._who()}: normalize=true needs RGB images (in_channels=3)")
         n = (hw[0] // patch_size) * (hw[1] // patch_size)
         mlp = self.mlp_dim
         self.declare(
@@ -196,9 +195,9 @@ class CLIPVisionEncoder(Encoder):
     # ------------------------------------------------------------------ graph
     def _forward(self, x: Tensor) -> dict[str, Tensor]:
         if self.normalize:
-            mean = paddle.to_tensor(np.asarray(CLIP_MEAN, "float32").reshape(1, 3, 1, 1))
-            std = paddle.to_tensor(np.asarray(CLIP_STD, "float32").reshape(1, 3, 1, 1))
-            x = (x - mean.astype(x.dtype)) / std.astype(x.dtype)  # [B, 3, H, W]
+            stats = _pixel_stats(self.in_channels)  # mean, std: [C] each
+            mean, std = (paddle.to_tensor(a.reshape(1, -1, 1, 1)).astype(x.dtype) for a in stats)
+            x = (x - mean) / std  # [B, C, H, W]
         h = self.layers["embeddings"](x)  # [B, N + 1, W]
         h = self.layers["pre_layernorm"](h)
         for i in range(self.depth):
@@ -283,6 +282,14 @@ class CLIPVisionEncoder(Encoder):
         raise PretrainedLoadError(
             f"CLIPVisionEncoder has no key map for source {source!r}; use hf_clip or open_clip"
         )
+
+
+def _pixel_stats(channels: int) -> tuple[np.ndarray, np.ndarray]:
+    """CLIP's per-channel mean and std for RGB; their averages on every plane otherwise."""
+    mean, std = np.asarray(CLIP_MEAN, "float32"), np.asarray(CLIP_STD, "float32")
+    if channels == 3:
+        return mean, std
+    return np.full(channels, mean.mean(), "float32"), np.full(channels, std.mean(), "float32")
 
 
 def _match(pattern: str, key: str) -> tuple[str, str] | None:

@@ -14,15 +14,10 @@ import json
 import numpy as np
 import pytest
 import transformers
-from tokenizers import Regex, Tokenizer, models, normalizers, pre_tokenizers, trainers
+from clip_kit import write_bpe_files
 
 from paddlecraft.encoders import CLIPTokenizer
-from paddlecraft.encoders.clip_tokenizer import CLIP_SPLIT, EOT, SOT
 
-CORPUS = [
-    "a photo of a red circle", "a blue square on the left", "two green triangles above",
-    "the cat's hat isn't here", "numbers 12345 and 3.14", "we'll see what they've done",
-]  # fmt: skip
 TRICKY = [
     "A photo of a RED circle!",
     "  two\tgreen\n\ntriangles  ",
@@ -40,31 +35,7 @@ TRICKY = [
 @pytest.fixture(scope="module")
 def clip_files(tmp_path_factory):
     """A folder with vocab.json + merges.txt in OpenAI's CLIP layout."""
-    tok = Tokenizer(models.BPE(end_of_word_suffix="</w>", continuing_subword_prefix=""))
-    tok.normalizer = normalizers.Sequence(
-        [normalizers.NFC(), normalizers.Replace(Regex(r"\s+"), " "), normalizers.Lowercase()]
-    )
-    tok.pre_tokenizer = pre_tokenizers.Sequence(
-        [
-            pre_tokenizers.Split(Regex(CLIP_SPLIT), behavior="removed", invert=True),
-            pre_tokenizers.ByteLevel(add_prefix_space=False),
-        ]
-    )
-    trainer = trainers.BpeTrainer(
-        vocab_size=400, initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
-        end_of_word_suffix="</w>", show_progress=False,
-    )  # fmt: skip
-    tok.train_from_iterator(CORPUS * 10, trainer)
-    merges = json.loads(tok.to_str())["model"]["merges"]
-    merges = [tuple(m.split()) if isinstance(m, str) else tuple(m) for m in merges]
-    alphabet = sorted(pre_tokenizers.ByteLevel.alphabet())
-    pieces = alphabet + [c + "</w>" for c in alphabet] + ["".join(m) for m in merges]
-    pieces = list(dict.fromkeys(pieces)) + [SOT, EOT]
-    folder = tmp_path_factory.mktemp("clip_tok")
-    (folder / "vocab.json").write_text(json.dumps({p: i for i, p in enumerate(pieces)}))
-    lines = ["#version: 0.2"] + [f"{a} {b}" for a, b in merges]
-    (folder / "merges.txt").write_text("\n".join(lines) + "\n", encoding="utf-8")
-    return folder
+    return write_bpe_files(tmp_path_factory.mktemp("clip_tok"))
 
 
 @pytest.mark.parametrize("reference", ["CLIPTokenizer", "CLIPTokenizerFast"])

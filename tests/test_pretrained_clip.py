@@ -14,6 +14,8 @@ import paddle
 import pytest
 import torch
 import transformers
+from clip_kit import TEXT as KIT_TEXT
+from clip_kit import VISION, tiny_clip
 from safetensors.numpy import save_file as save_numpy
 from safetensors.torch import save_file
 
@@ -22,21 +24,9 @@ from paddlecraft.encoders import CLIPTextEncoder, CLIPVisionEncoder, PretrainedL
 from paddlecraft.encoders.clip_keys import check_pair, clip_logits
 
 ATOL = 1e-5
-VISION = dict(image_size=16, patch_size=4, width=32, depth=2, heads=2, mlp_dim=64)
-TEXT = dict(vocab_size=100, width=32, depth=2, heads=2, mlp_dim=64, max_len=16)
+TEXT = dict(KIT_TEXT, vocab_size=100)
 PROJ = 24
 EOS = 99  # the highest id, as CLIP's <|endoftext|>
-
-
-def _randomise(model: torch.nn.Module, seed: int = 0) -> None:
-    """LayerNorms away from 1/0 and a logit_scale away from its init, so a miss shows."""
-    g = torch.Generator().manual_seed(seed)
-    with torch.no_grad():
-        for m in model.modules():
-            if isinstance(m, torch.nn.LayerNorm):
-                m.weight.copy_(1 + 0.2 * torch.randn(m.weight.shape, generator=g))
-                m.bias.copy_(0.2 * torch.randn(m.bias.shape, generator=g))
-        model.logit_scale.fill_(1.7)
 
 
 def _state(model: torch.nn.Module) -> dict[str, np.ndarray]:
@@ -78,24 +68,10 @@ def to_open_clip(sd: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
 @pytest.fixture(scope="module")
 def hf_clip(tmp_path_factory):
     """A tiny CLIPModel (eos_token_id = 99, the highest id): (model, hf file, open_clip file)."""
-    torch.manual_seed(0)
-    vision = transformers.CLIPVisionConfig(
-        hidden_size=32, intermediate_size=64, num_hidden_layers=2, num_attention_heads=2,
-        image_size=16, patch_size=4,
-    )  # fmt: skip
-    text = transformers.CLIPTextConfig(
-        vocab_size=100, hidden_size=32, intermediate_size=64, num_hidden_layers=2,
-        num_attention_heads=2, max_position_embeddings=16, bos_token_id=98, eos_token_id=EOS,
-        pad_token_id=0,
-    )  # fmt: skip
-    cfg = transformers.CLIPConfig(
-        text_config=text.to_dict(), vision_config=vision.to_dict(), projection_dim=PROJ
-    )
-    model = transformers.CLIPModel(cfg).eval()
-    _randomise(model)
+    model = tiny_clip(vocab_size=100, eos=EOS, bos=98, projection_dim=PROJ)
     folder = tmp_path_factory.mktemp("clip")
-    save_file({k: v.detach().clone().contiguous() for k, v in model.state_dict().items()},
-              str(folder / "hf.safetensors"))  # fmt: skip
+    sd = {k: v.detach().clone().contiguous() for k, v in model.state_dict().items()}
+    save_file(sd, str(folder / "hf.safetensors"))
     oc = {k: np.ascontiguousarray(v) for k, v in to_open_clip(_state(model)).items()}
     save_numpy(oc, str(folder / "open_clip.safetensors"))  # (a transposed view needs a copy)
     return model, folder / "hf.safetensors", folder / "open_clip.safetensors"
@@ -247,7 +223,9 @@ def test_loaded_tower_exports_to_paddle_inference_and_onnx(scope, hf_clip, tmp_p
 
     _, path, _ = hf_clip
     if tower == "image":
-        enc = CLIPVisionEncoder(scope, **VISION, projection_dim=PROJ, pretrained=str(path))
+        enc = CLIPVisionEncoder(
+            scope, **VISION, projection_dim=PROJ, normalize=True, pretrained=str(path)
+        )
     else:  # probe ids are 0/1: id 1 is the end token, rows without it read the last token
         enc = CLIPTextEncoder(
             scope, **TEXT, projection_dim=PROJ, pool="eos", eos_id=1, pretrained=str(path)
