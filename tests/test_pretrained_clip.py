@@ -236,3 +236,28 @@ def test_loaded_tower_exports_to_paddle_inference_and_onnx(scope, hf_clip, tmp_p
     assert record["checks"]["paddle_inference_max_abs_diff"] <= ATOL
     assert record["checks"]["onnxruntime_max_abs_diff"] <= ATOL
     assert (tmp_path / "model.onnx").is_file()
+
+
+def test_towers_plug_into_an_agent_by_the_one_override_form(compose_config):
+    """The caption arena's listener with both CLIP towers; the text tower in its image slot
+    stops with one line naming the setting."""
+    from paddlecraft.arenas.engine.app import build_agents, user_error
+
+    both = (
+        "encoder@agents.listener.encoder=clip_vit_tiny",
+        "encoder@agents.listener.text_encoder=clip_text_tiny",
+    )
+    agents = build_agents(compose_config("arena=caption", *both))
+    lis = agents["listener"]
+    assert type(lis.image_encoder).__name__ == "CLIPVisionEncoder"
+    assert type(lis.text_encoder).__name__ == "CLIPTextEncoder"
+    assert lis.text_encoder.vocab_size == len(lis.vocab)  # filled in from the agent's words
+    images = np.zeros((2, 64, 64, 3), np.uint8)
+    assert lis.embed_images(images).shape == [2, lis.cfg.dim]
+    assert lis.embed_texts(["red circle above blue square"]).shape == [1, lis.cfg.dim]
+    wrong = compose_config("arena=caption", "encoder@agents.listener.encoder=clip_text_tiny")
+    with pytest.raises(Exception) as e:
+        build_agents(wrong)
+    cause = user_error(e.value)  # what run.py prints as its one error line
+    assert isinstance(cause, ConfigError) and "\n" not in str(cause)
+    assert str(cause).startswith("agents.listener.encoder: CLIPTextEncoder reads text")
