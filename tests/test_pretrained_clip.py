@@ -261,3 +261,21 @@ def test_towers_plug_into_an_agent_by_the_one_override_form(compose_config):
     cause = user_error(e.value)  # what run.py prints as its one error line
     assert isinstance(cause, ConfigError) and "\n" not in str(cause)
     assert str(cause).startswith("agents.listener.encoder: CLIPTextEncoder reads text")
+
+
+def test_towers_build_seed_style_in_static_mode(scope, make_scope):
+    """``paddle.enable_static()`` + ``build()``: feeds ``<scope>.input`` / ``<scope>.tokens``."""
+    paddle.enable_static()
+    main, startup = paddle.static.Program(), paddle.static.Program()
+    with paddle.static.program_guard(main, startup):
+        image = CLIPVisionEncoder(scope, size="tiny", image_size=16, normalize=True).build()
+        text = CLIPTextEncoder(make_scope(), size="tiny", vocab_size=20, pool="eos", eos_id=2)
+        text.build()
+    exe = paddle.static.Executor()
+    exe.run(startup)
+    feed = {
+        f"{image.scope}.input": np.zeros((2, 3, 16, 16), np.float32),
+        f"{text.scope}.tokens": np.array([[4, 5, 2, 0], [3, 2, 0, 0], [6, 7, 8, 9]]),
+    }
+    img, txt = exe.run(main, feed=feed, fetch_list=[image.pooled, text.pooled])
+    assert img.shape == (2, 64) and txt.shape == (3, 64) and np.isfinite(txt).all()
