@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import numpy as np
 import torch
 import transformers
 from tokenizers import Regex, Tokenizer, models, normalizers, pre_tokenizers, trainers
@@ -84,3 +85,40 @@ def tiny_clip(vocab_size: int = 100, eos: int = 99, bos: int = 98, projection_di
 #: the Paddle towers' settings for `tiny_clip` (``vocab_size`` for the text tower apart)
 VISION = dict(image_size=16, patch_size=4, width=32, depth=2, heads=2, mlp_dim=64)
 TEXT = dict(width=32, depth=2, heads=2, mlp_dim=64, max_len=16)
+
+
+def state_arrays(model: torch.nn.Module) -> dict[str, np.ndarray]:
+    """A torch model's state dict as numpy arrays (copies)."""
+    return {k: v.detach().numpy().copy() for k, v in model.state_dict().items()}
+
+
+def to_open_clip(sd: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+    """A Hugging Face CLIPModel state dict in open_clip's names (what open_clip saves)."""
+    out: dict[str, np.ndarray] = {}
+    block = {
+        "layer_norm1": "ln_1", "layer_norm2": "ln_2", "mlp.fc1": "mlp.c_fc",
+        "mlp.fc2": "mlp.c_proj", "self_attn.out_proj": "attn.out_proj",
+    }  # fmt: skip
+    for side, prefix in (("vision_model", "visual."), ("text_model", "")):
+        layers = sorted({int(k.split(".")[3]) for k in sd if k.startswith(f"{side}.encoder.")})
+        for i in layers:
+            src, dst = f"{side}.encoder.layers.{i}.", f"{prefix}transformer.resblocks.{i}."
+            for kind in ("weight", "bias"):
+                qkv = [sd[f"{src}self_attn.{p}_proj.{kind}"] for p in "qkv"]
+                out[f"{dst}attn.in_proj_{kind}"] = np.concatenate(qkv, axis=0)
+                for old, new in block.items():
+                    out[f"{dst}{new}.{kind}"] = sd[f"{src}{old}.{kind}"]
+    v = "vision_model."
+    out["visual.conv1.weight"] = sd[f"{v}embeddings.patch_embedding.weight"]
+    out["visual.class_embedding"] = sd[f"{v}embeddings.class_embedding"]
+    out["visual.positional_embedding"] = sd[f"{v}embeddings.position_embedding.weight"]
+    for kind in ("weight", "bias"):
+        out[f"visual.ln_pre.{kind}"] = sd[f"{v}pre_layrnorm.{kind}"]
+        out[f"visual.ln_post.{kind}"] = sd[f"{v}post_layernorm.{kind}"]
+        out[f"ln_final.{kind}"] = sd[f"text_model.final_layer_norm.{kind}"]
+    out["visual.proj"] = sd["visual_projection.weight"].T  # open_clip: x @ proj, [in, out]
+    out["token_embedding.weight"] = sd["text_model.embeddings.token_embedding.weight"]
+    out["positional_embedding"] = sd["text_model.embeddings.position_embedding.weight"]
+    out["text_projection"] = sd["text_projection.weight"].T
+    out["logit_scale"] = sd["logit_scale"]
+    return out

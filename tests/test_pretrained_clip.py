@@ -15,7 +15,7 @@ import pytest
 import torch
 import transformers
 from clip_kit import TEXT as KIT_TEXT
-from clip_kit import VISION, tiny_clip
+from clip_kit import VISION, state_arrays, tiny_clip, to_open_clip
 from safetensors.numpy import save_file as save_numpy
 from safetensors.torch import save_file
 
@@ -29,42 +29,6 @@ PROJ = 24
 EOS = 99  # the highest id, as CLIP's <|endoftext|>
 
 
-def _state(model: torch.nn.Module) -> dict[str, np.ndarray]:
-    return {k: v.detach().numpy().copy() for k, v in model.state_dict().items()}
-
-
-def to_open_clip(sd: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
-    """A Hugging Face CLIPModel state dict in open_clip's names (what open_clip saves)."""
-    out: dict[str, np.ndarray] = {}
-    block = {
-        "layer_norm1": "ln_1", "layer_norm2": "ln_2", "mlp.fc1": "mlp.c_fc",
-        "mlp.fc2": "mlp.c_proj", "self_attn.out_proj": "attn.out_proj",
-    }  # fmt: skip
-    for side, prefix in (("vision_model", "visual."), ("text_model", "")):
-        layers = sorted({int(k.split(".")[3]) for k in sd if k.startswith(f"{side}.encoder.")})
-        for i in layers:
-            src, dst = f"{side}.encoder.layers.{i}.", f"{prefix}transformer.resblocks.{i}."
-            for kind in ("weight", "bias"):
-                qkv = [sd[f"{src}self_attn.{p}_proj.{kind}"] for p in "qkv"]
-                out[f"{dst}attn.in_proj_{kind}"] = np.concatenate(qkv, axis=0)
-                for old, new in block.items():
-                    out[f"{dst}{new}.{kind}"] = sd[f"{src}{old}.{kind}"]
-    v = "vision_model."
-    out["visual.conv1.weight"] = sd[f"{v}embeddings.patch_embedding.weight"]
-    out["visual.class_embedding"] = sd[f"{v}embeddings.class_embedding"]
-    out["visual.positional_embedding"] = sd[f"{v}embeddings.position_embedding.weight"]
-    for kind in ("weight", "bias"):
-        out[f"visual.ln_pre.{kind}"] = sd[f"{v}pre_layrnorm.{kind}"]
-        out[f"visual.ln_post.{kind}"] = sd[f"{v}post_layernorm.{kind}"]
-        out[f"ln_final.{kind}"] = sd[f"text_model.final_layer_norm.{kind}"]
-    out["visual.proj"] = sd["visual_projection.weight"].T  # open_clip: x @ proj, [in, out]
-    out["token_embedding.weight"] = sd["text_model.embeddings.token_embedding.weight"]
-    out["positional_embedding"] = sd["text_model.embeddings.position_embedding.weight"]
-    out["text_projection"] = sd["text_projection.weight"].T
-    out["logit_scale"] = sd["logit_scale"]
-    return out
-
-
 @pytest.fixture(scope="module")
 def hf_clip(tmp_path_factory):
     """A tiny CLIPModel (eos_token_id = 99, the highest id): (model, hf file, open_clip file)."""
@@ -72,7 +36,7 @@ def hf_clip(tmp_path_factory):
     folder = tmp_path_factory.mktemp("clip")
     sd = {k: v.detach().clone().contiguous() for k, v in model.state_dict().items()}
     save_file(sd, str(folder / "hf.safetensors"))
-    oc = {k: np.ascontiguousarray(v) for k, v in to_open_clip(_state(model)).items()}
+    oc = {k: np.ascontiguousarray(v) for k, v in to_open_clip(state_arrays(model)).items()}
     save_numpy(oc, str(folder / "open_clip.safetensors"))  # (a transposed view needs a copy)
     return model, folder / "hf.safetensors", folder / "open_clip.safetensors"
 
@@ -198,7 +162,7 @@ def test_one_line_errors(scope, make_scope, hf_clip, tmp_path):
     with pytest.raises(ValueError, match="embeds into 24 dimensions but the text tower into 16"):
         check_pair(24, 16)
     # one tower's file into the other tower
-    sd = {k: v for k, v in _state(hf_clip[0]).items() if k.startswith("vision_model.")}
+    sd = {k: v for k, v in state_arrays(hf_clip[0]).items() if k.startswith("vision_model.")}
     save_numpy(sd, str(tmp_path / "vision_only.safetensors"))
     with pytest.raises(PretrainedLoadError, match="holds no text tower.*CLIPVisionEncoder"):
         CLIPTextEncoder(make_scope(), **TEXT, projection_dim=PROJ).load_pretrained(
