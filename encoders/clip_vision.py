@@ -225,6 +225,12 @@ class CLIPVisionEncoder(Encoder):
             }
             proj = "visual_projection.weight"
         else:
+            if any(k.startswith(("visual.attnpool.", "visual.layer1.")) for k in arrays):
+                raise PretrainedLoadError(
+                    f"{self._who()}: the file's image tower is CLIP's ResNet (visual.layer1.*, "
+                    "visual.attnpool.*), not a ViT; load a ViT CLIP file (RN50 and kin need a "
+                    "ResNet tower)"
+                )
             mine = {k: v for k, v in arrays.items() if k.startswith("visual.")}
             mine = {
                 k: v for k, v in mine.items() if k.removeprefix("visual.") not in OPEN_CLIP_EXTRA

@@ -161,6 +161,14 @@ def test_one_line_errors(scope, make_scope, hf_clip, tmp_path):
         CLIPVisionEncoder(make_scope(), **VISION, projection_dim=16).load_pretrained(path)
     with pytest.raises(ValueError, match="embeds into 24 dimensions but the text tower into 16"):
         check_pair(24, 16)
+    # an open_clip ResNet file (RN50) into the ViT tower
+    save_numpy({"visual.layer1.0.conv1.weight": np.zeros((4, 4, 1, 1), np.float32),
+                "transformer.resblocks.0.ln_1.weight": np.ones(4, np.float32)},
+               str(tmp_path / "rn.safetensors"))  # fmt: skip
+    with pytest.raises(PretrainedLoadError, match="CLIP's ResNet .*not a ViT"):
+        CLIPVisionEncoder(make_scope(), **VISION, projection_dim=PROJ).load_pretrained(
+            tmp_path / "rn.safetensors"
+        )
     # one tower's file into the other tower
     sd = {k: v for k, v in state_arrays(hf_clip[0]).items() if k.startswith("vision_model.")}
     save_numpy(sd, str(tmp_path / "vision_only.safetensors"))
