@@ -15,6 +15,7 @@ from paddlecraft import require_paddle
 _EXPORTS: dict[str, str] = {
     "BoardLineEncoder": "board_lines",
     "CLIPTextEncoder": "clip_text",
+    "CLIPResNetEncoder": "clip_resnet",
     "CLIPTokenizer": "clip_tokenizer",
     "CLIPVisionEncoder": "clip_vision",
     "CheckpointError": "tensorio",
@@ -61,6 +62,7 @@ SCHEMA_NAMES: dict[str, dict[str, str]] = {
         "bert": "TransformerTextEncoder",
         "clip_vision": "CLIPVisionEncoder",
         "clip_text": "CLIPTextEncoder",
+        "clip_resnet": "CLIPResNetEncoder",
         "whisper": "WhisperStyleEncoder",
         "gru_text": "TextEncoder",
         "speech": "SpeechEncoder",

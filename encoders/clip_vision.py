@@ -195,7 +195,7 @@ class CLIPVisionEncoder(Encoder):
     # ------------------------------------------------------------------ graph
     def _forward(self, x: Tensor) -> dict[str, Tensor]:
         if self.normalize:
-            stats = _pixel_stats(self.in_channels)  # mean, std: [C] each
+            stats = pixel_stats(self.in_channels)  # mean, std: [C] each
             mean, std = (paddle.to_tensor(a.reshape(1, -1, 1, 1)).astype(x.dtype) for a in stats)
             x = (x - mean) / std  # [B, C, H, W]
         h = self.layers["embeddings"](x)  # [B, N + 1, W]
@@ -290,8 +290,8 @@ class CLIPVisionEncoder(Encoder):
         )
 
 
-def _pixel_stats(channels: int) -> tuple[np.ndarray, np.ndarray]:
-    """CLIP's per-channel mean and std for RGB; their averages on every plane otherwise."""
+def pixel_stats(channels: int) -> tuple[np.ndarray, np.ndarray]:
+    """CLIP's per-channel pixel mean and std for RGB images; their averages on every plane otherwise."""
     mean, std = np.asarray(CLIP_MEAN, "float32"), np.asarray(CLIP_STD, "float32")
     if channels == 3:
         return mean, std

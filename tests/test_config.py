@@ -37,7 +37,7 @@ SEQUENCE_FILLS = {
     "clip_text": {"vocab_size": 30},
 }
 #: image encoder configs of one file's architecture (fixed input size) -> their input [C, H, W]
-FIXED_INPUTS = {"clip_vit_b32": (3, 224, 224)}
+FIXED_INPUTS = {"clip_vit_b32": (3, 224, 224), "clip_rn50": (3, 224, 224)}
 
 
 def _encoder_schema(name: str) -> str:
