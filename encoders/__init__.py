@@ -14,6 +14,10 @@ from paddlecraft import require_paddle
 #: public name -> submodule that defines it
 _EXPORTS: dict[str, str] = {
     "BoardLineEncoder": "board_lines",
+    "CLIPTextEncoder": "clip_text",
+    "CLIPResNetEncoder": "clip_resnet",
+    "CLIPTokenizer": "clip_tokenizer",
+    "CLIPVisionEncoder": "clip_vision",
     "CheckpointError": "tensorio",
     "Encoder": "base",
     "EncoderInputError": "base",
@@ -42,6 +46,7 @@ _EXPORTS: dict[str, str] = {
     "read_weights": "pretrained",
     "release_scope": "naming",
     "whisper_log_mel": "whisper",
+    "clip_logits": "clip_keys",
 }
 
 #: Hydra schemas of the toolkit's encoders: ``schema/encoder/<name>``, derived from each
@@ -55,6 +60,9 @@ SCHEMA_NAMES: dict[str, dict[str, str]] = {
         "resnet": "ResNetEncoder",
         "vit": "ViTEncoder",
         "bert": "TransformerTextEncoder",
+        "clip_vision": "CLIPVisionEncoder",
+        "clip_text": "CLIPTextEncoder",
+        "clip_resnet": "CLIPResNetEncoder",
         "whisper": "WhisperStyleEncoder",
         "gru_text": "TextEncoder",
         "speech": "SpeechEncoder",

@@ -112,8 +112,20 @@ class PostNormBlock(nn.Layer):
         return self.output_norm(x + self.dropout(self.output(h)))  # [B, T, D]
 
 
+def quick_gelu(x: Tensor) -> Tensor:
+    """CLIP's GELU approximation ``x * sigmoid(1.702 x)``."""
+    return x * F.sigmoid(1.702 * x)
+
+
+#: activations a `PreNormBlock` takes: exact (erf) GELU (Whisper, GPT-2) or CLIP's quick GELU
+ACTIVATIONS = ("gelu", "quick_gelu")
+
+
 class PreNormBlock(nn.Layer):
-    """A Whisper/GPT block: ``x += attn(LN(x))``, ``x += fc2 gelu(fc1 LN(x))``; KV cache aware."""
+    """A Whisper/GPT/CLIP block: ``x += attn(LN(x))``, ``x += fc2 act(fc1 LN(x))``; KV cache aware.
+
+    ``activation``: ``"gelu"`` (exact, Whisper and GPT) or ``"quick_gelu"`` (CLIP).
+    """
 
     def __init__(
         self,
@@ -123,8 +135,12 @@ class PreNormBlock(nn.Layer):
         dropout: float = 0.0,
         eps: float = 1e-5,
         key_bias: bool = True,
+        activation: str = "gelu",
     ) -> None:
         super().__init__()
+        if activation not in ACTIVATIONS:
+            raise ValueError(f"activation must be one of {sorted(ACTIVATIONS)}, got {activation!r}")
+        self.activation = activation
         self.self_attn = MultiHeadAttention(dim, heads, key_bias=key_bias, dropout=dropout)
         self.self_attn_layer_norm = nn.LayerNorm(dim, epsilon=eps)
         self.fc1 = nn.Linear(dim, mlp_dim)
@@ -137,5 +153,6 @@ class PreNormBlock(nn.Layer):
     ) -> tuple[Tensor, KVCache]:
         a, kv = self.self_attn(self.self_attn_layer_norm(x), bias, cache)  # [B, T, D]
         x = x + self.dropout(a)
-        h = F.gelu(self.fc1(self.final_layer_norm(x)), approximate=False)  # [B, T, mlp_dim]
+        h = self.fc1(self.final_layer_norm(x))  # [B, T, mlp_dim]
+        h = quick_gelu(h) if self.activation == "quick_gelu" else F.gelu(h, approximate=False)
         return x + self.dropout(self.fc2(h)), kv  # [B, T, D]

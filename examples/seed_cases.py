@@ -1,9 +1,10 @@
-"""The seed README's five cases, written with PaddleCraft, in dynamic and static mode.
+"""The seed README's cases, written with PaddleCraft: 1-5 in dynamic and static mode, 7 dynamic.
 
 Run one:
 
     python examples/seed_cases.py --case 1 --mode dynamic
     python examples/seed_cases.py --case 5 --mode static
+    python examples/seed_cases.py --case 7          # image + language: two CLIP towers
 
 Each case is a function returning the figures it claims, so tests/test_seed_cases.py can
 assert them. Data: sklearn digits resized to 28x28 (784 inputs, the seed's MNIST size),
@@ -21,7 +22,16 @@ import paddle
 import paddle.nn.functional as F
 
 from paddlecraft.craftdata import iterate_minibatches, load_digits
-from paddlecraft.encoders import ImageMLPEncoder, init_missing
+from paddlecraft.craftdata.shapes import load_shapes, shapes_vocabulary
+from paddlecraft.encoders import (
+    CLIPTextEncoder,
+    CLIPTokenizer,
+    CLIPVisionEncoder,
+    ImageMLPEncoder,
+    Vocab,
+    clip_logits,
+    init_missing,
+)
 
 _ids = itertools.count()
 
@@ -381,12 +391,97 @@ def _train_batches_dynamic(enc, opt, batches):
         opt.clear_grad(set_to_zero=False)
 
 
+def case7_image_language(
+    weights: str | None = None,
+    tokenizer: str | None = None,
+    images: np.ndarray | None = None,
+    captions: list[str] | None = None,
+    vision: dict | None = None,
+    text: dict | None = None,
+    steps: int = 100,
+    lr: float = 0.001,
+    seed: int = 0,
+) -> dict:
+    """Case 7: image + language. An image encoder and a text encoder embed into one space
+    (CLIP's two towers) and score every image against every caption.
+
+    With ``weights`` (a Hugging Face CLIPModel or open_clip safetensors file) and
+    ``tokenizer`` (its vocab.json + merges.txt or tokenizer.json, a folder or a file), each
+    tower loads its half of the file (``vision`` / ``text``: the file's sizes) and scores
+    ``images`` (float [N, 3, H, W], CLIP-normalised) against ``captions``. Without them, two
+    tiny towers learn the space from scratch on the bundled shapes captions with the
+    symmetric contrastive loss for ``steps`` steps.
+
+    Returns ``logits_per_image`` [N_img, N_txt] (as lists), ``matched`` (the load reports'
+    verdict) or the loss and the held-out in-batch image-to-text accuracy before/after.
+    """
+    paddle.seed(seed)
+    if weights is not None:
+        image_encoder = CLIPVisionEncoder(_scope("image_encoder"), **(vision or {}))
+        text_encoder = CLIPTextEncoder(_scope("text_encoder"), **(text or {}))
+        reports = [enc.load_pretrained(weights) for enc in (image_encoder, text_encoder)]
+        image_encoder.eval(), text_encoder.eval()
+        tok = CLIPTokenizer.from_files(tokenizer, context_length=text_encoder.max_len)
+        ids, _ = tok.encode_batch(captions)  # [N_txt, max_len], <|endoftext|> last
+        with paddle.no_grad():
+            logits = clip_logits(
+                image_encoder(paddle.to_tensor(images)),  # [N_img, P], not normalised
+                text_encoder(paddle.to_tensor(ids)),  # [N_txt, P]
+                text_encoder.logit_scale,  # learned temperature (log scale), text tower
+            )
+        return {"logits_per_image": logits.numpy().tolist(), "matched": all(r.ok for r in reports)}
+
+    data = load_shapes(seed=seed, n_train=1024, n_test=64, n_compositional=0)
+    vocab = Vocab(shapes_vocabulary())
+    image_encoder = CLIPVisionEncoder(
+        _scope("image_encoder"), size="tiny", image_size=64, normalize=True
+    )  # images in [0, 1]: CLIP's mean/std applied inside
+    text_encoder = CLIPTextEncoder(
+        _scope("text_encoder"), size="tiny", vocab_size=len(vocab), pool="eos", eos_id=vocab.eos_id
+    )
+    params = image_encoder.parameters() + text_encoder.parameters()
+    opt = paddle.optimizer.Adam(lr, parameters=params)
+
+    def batch(split, idx):
+        x = split.images[idx].transpose(0, 3, 1, 2).astype("float32") / 255.0  # [B, 3, 64, 64]
+        ids = vocab.encode_batch([split.captions[i] for i in idx])  # [B, T], <eos> last
+        return paddle.to_tensor(x), paddle.to_tensor(ids)
+
+    def scores(split, idx):
+        x, ids = batch(split, idx)
+        return clip_logits(image_encoder(x), text_encoder(ids), text_encoder.logit_scale)
+
+    def held_out_accuracy() -> float:
+        with paddle.no_grad():
+            logits = scores(data.test, np.arange(len(data.test))).numpy()  # [64, 64]
+        caps = np.array(data.test.captions)
+        return float(np.mean(caps[logits.argmax(1)] == caps))  # its own caption scores best
+
+    before, losses, rng = held_out_accuracy(), [], np.random.default_rng(seed)
+    for _ in range(steps):
+        logits = scores(data.train, rng.choice(len(data.train), 32, replace=False))  # [32, 32]
+        target = paddle.arange(32)
+        loss = (F.cross_entropy(logits, target) + F.cross_entropy(logits.T, target)) / 2
+        loss.backward()
+        opt.step()
+        opt.clear_grad(set_to_zero=False)
+        losses.append(float(loss))
+    return {
+        "loss_first": losses[0],
+        "loss_last": float(np.mean(losses[-10:])),
+        "acc_before": before,
+        "acc_after": held_out_accuracy(),
+        "logit_scale": float(text_encoder.logit_scale),
+    }
+
+
 CASES = {
     1: case1_train,
     2: case2_shared,
     3: case3_fetch_params,
     4: case4_gradients,
     5: case5_freeze,
+    7: case7_image_language,
 }
 
 
@@ -394,7 +489,16 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--case", type=int, choices=sorted(CASES), required=True)
     parser.add_argument("--mode", choices=["dynamic", "static"], default="dynamic")
+    parser.add_argument("--weights", help="case 7: a CLIP safetensors file (with --tokenizer)")
+    parser.add_argument("--tokenizer", help="case 7: its vocab.json + merges.txt folder")
     args = parser.parse_args()
+    if args.case == 7:
+        if args.mode == "static" or (args.weights is None) != (args.tokenizer is None):
+            parser.error("case 7 runs in dynamic mode; give --weights and --tokenizer together")
+        if args.weights is not None:
+            parser.error("case 7 with your own file: call case7_image_language() with its sizes")
+        print(json.dumps(case7_image_language(), indent=2))
+        return
     if args.mode == "static":
         paddle.enable_static()
     print(json.dumps(CASES[args.case](args.mode), indent=2))

@@ -62,6 +62,11 @@ SECTIONS: dict[str, tuple[str, str]] = {
         "Speed figures are ratios against a peer measured in the same run.",
     ),
     "gan_probe": ("Why the GAN arena trails PyTorch", "`python bench/gan_probe.py` (~30 s)."),
+    "clip": (
+        "Image and language: CLIP towers",
+        "Tiny randomly initialised transformers CLIPModel and CLIP BPE files written offline; "
+        "seed case 7.",
+    ),
     "export": ("Export", "Exported models checked against the eager forward."),
     "names": ("Names API", "The seed's five cases as assertions."),
     "live": (

@@ -25,12 +25,19 @@ ENCODERS = sorted(p.stem for p in (CONF / "encoder").glob("*.yaml"))
 #: encoder configs whose input is not an image -> a sample input for them
 SEQUENCE_INPUTS = {
     "bert": lambda: np.full((2, 6), 5, np.int64),  # token ids [B, T]
+    "clip_text": lambda: np.full((2, 6), 5, np.int64),  # token ids [B, T]
     "gru_text": lambda: np.full((2, 6), 5, np.int64),  # token ids [B, T]
     "whisper": lambda: np.zeros((2, 80, 20), np.float32),  # log-mel [B, n_mels, frames]
     "speech": lambda: np.random.default_rng(0).standard_normal((2, 4000)).astype(np.float32),
 }
 #: what an agent fills in for them (the vocabulary size of its words)
-SEQUENCE_FILLS = {"bert": {"vocab_size": 30}, "gru_text": {"vocab_size": 30}}
+SEQUENCE_FILLS = {
+    "bert": {"vocab_size": 30},
+    "gru_text": {"vocab_size": 30},
+    "clip_text": {"vocab_size": 30},
+}
+#: image encoder configs of one file's architecture (fixed input size) -> their input [C, H, W]
+FIXED_INPUTS = {"clip_vit_b32": (3, 224, 224), "clip_rn50": (3, 224, 224)}
 
 
 def _encoder_schema(name: str) -> str:
@@ -38,7 +45,9 @@ def _encoder_schema(name: str) -> str:
     return re.search(r"/schema/encoder/(\w+)@", text).group(1)
 
 
-IMAGE_ENCODERS = [e for e in ENCODERS if _encoder_schema(e) not in SEQUENCE_INPUTS]
+IMAGE_ENCODERS = [
+    e for e in ENCODERS if _encoder_schema(e) not in SEQUENCE_INPUTS and e not in FIXED_INPUTS
+]
 SEQUENCE_ENCODERS = [e for e in ENCODERS if _encoder_schema(e) in SEQUENCE_INPUTS]
 AGENTS = sorted(p.stem for p in (CONF / "agent").glob("*.yaml"))
 
@@ -75,6 +84,14 @@ def test_every_text_and_speech_encoder_config_instantiates(encoder, compose_conf
     out = enc.forward_all(SEQUENCE_INPUTS[schema]())
     assert out["pooled"].shape == [2, enc.feature_dim] and out["hidden"].shape[0] == 2
     assert out["hidden"].shape[2] == enc.feature_dim
+
+
+@pytest.mark.parametrize("encoder", sorted(FIXED_INPUTS))
+def test_fixed_size_encoder_configs_instantiate(encoder, compose_config, make_scope):
+    cfg = compose_config("arena=classify", f"encoder@agents.classifier.encoder={encoder}")
+    enc = instantiate(cfg.agents.classifier.encoder, scope=make_scope())
+    x = np.zeros((1, *FIXED_INPUTS[encoder]), np.float32)
+    assert enc.forward_all(x)["pooled"].shape == [1, enc.feature_dim]
 
 
 @pytest.mark.parametrize("agent", AGENTS)

@@ -1,4 +1,5 @@
-"""The seed README's cases 1-5 as assertions, in dynamic and static mode (examples/seed_cases.py)."""
+"""The seed README's cases 1-5 in dynamic and static mode, and case 7 (image + language), as
+assertions (examples/seed_cases.py)."""
 
 from __future__ import annotations
 
@@ -50,3 +51,41 @@ def test_case5_frozen_bit_identical_then_moves(mode):
     assert r["frozen_identical"]
     assert r["others_moved"] > 1e-4
     assert r["moved_after_unfreeze"] > 1e-4
+
+
+def test_case7_two_towers_learn_one_space_from_scratch():
+    r = seed_cases.case7_image_language(steps=100)
+    assert r["loss_last"] < 0.75 * r["loss_first"]
+    # held-out images: their own caption, among 64, scores best (chance 1/64)
+    assert r["acc_after"] >= 3 / 64 and r["acc_after"] > r["acc_before"]
+
+
+def test_case7_loads_a_clip_file_and_scores_pairs_as_transformers(tmp_path):
+    import numpy as np
+    import torch
+    from clip_kit import TEXT, VISION, tiny_clip, write_bpe_files
+    from safetensors.torch import save_file
+
+    from paddlecraft.encoders import CLIPTokenizer
+
+    folder = write_bpe_files(tmp_path / "tokenizer")
+    tok = CLIPTokenizer.from_files(folder, context_length=16)
+    model = tiny_clip(vocab_size=len(tok), eos=tok.eos_id, bos=tok.bos_id)
+    sd = {k: v.detach().clone().contiguous() for k, v in model.state_dict().items()}
+    save_file(sd, str(tmp_path / "clip.safetensors"))
+    images = np.random.default_rng(0).normal(size=(2, 3, 16, 16)).astype(np.float32)
+    captions = ["a photo of a red circle", "two green triangles", "a blue square on the left"]
+    r = seed_cases.case7_image_language(
+        weights=str(tmp_path / "clip.safetensors"), tokenizer=str(folder), images=images,
+        captions=captions, vision=dict(VISION, projection_dim=24),
+        text=dict(TEXT, vocab_size=len(tok), projection_dim=24),
+    )  # fmt: skip
+    assert r["matched"]
+    ids, mask = tok.encode_batch(captions)
+    with torch.no_grad():
+        want = model(
+            pixel_values=torch.from_numpy(images),
+            input_ids=torch.from_numpy(ids),
+            attention_mask=torch.from_numpy(mask),
+        ).logits_per_image.numpy()
+    np.testing.assert_allclose(np.array(r["logits_per_image"]), want, atol=1e-5, rtol=0)
