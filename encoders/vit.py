@@ -49,7 +49,9 @@ class PatchEmbed(nn.Layer):
 
     def forward(self, x: Tensor) -> Tensor:
         h = self.proj(x).flatten(2).transpose([0, 2, 1])  # [B, N, D]
-        cls = self.cls_token.expand([h.shape[0], -1, -1])  # [B, 1, D]
+        # zeros_like + broadcast, not expand([h.shape[0], ...]): a traced program's batch is
+        # -1, which expand reads as a size and concat then refuses
+        cls = paddle.zeros_like(h[:, :1]) + self.cls_token  # [B, 1, D]
         return paddle.concat([cls, h], axis=1) + self.pos_embed  # [B, N + 1, D]
 
 

@@ -232,3 +232,26 @@ def test_export_part_of_a_saved_agent(make_scope, tmp_path):
         ExportConfigError, match=r"export.part='speller'.*parts are \['encoder', 'decoder'\]"
     ):
         export_run(ExportSettings(run=str(tmp_path / "captioner"), part="speller"))
+
+
+def test_vit_exports_with_a_dynamic_batch(make_scope, tmp_path):
+    """The class token is broadcast to the batch without reading its size: a traced
+    program's batch is -1, and ``expand([-1, ...])`` then broke the concat."""
+    from paddlecraft.encoders import ViTEncoder
+
+    paddle.seed(0)
+    enc = ViTEncoder(
+        make_scope("vit"),
+        image_size=8,
+        patch_size=4,
+        in_channels=1,
+        dim=16,
+        depth=1,
+        heads=2,
+        num_classes=3,
+    )
+    enc.build()
+    enc.eval()
+    record = export_layer(enc, tmp_path)
+    assert record["inputs"][0]["shape"][0] is None  # dynamic batch
+    assert record["checks"]["paddle_inference_max_abs_diff"] <= 1e-5
