@@ -228,7 +228,8 @@ class Progress(Callback):
     arena's headline metric. When output goes to a file, a pipe, a Slurm log or CI, bar
     redraws would fill the log with carriage returns, so instead one line is logged every
     ``every_s`` seconds (and at the end): ``step 120/2000 (6%) 3.1 steps/s ETA 10:05
-    loss=0.123 test_accuracy=0.95``. ``tty`` forces either mode (tests).
+    loss=0.123 test_accuracy=0.95``; a run of no known length (a stream) says
+    ``step 120 (no known total)`` instead. ``tty`` forces either mode (tests).
     """
 
     def __init__(
@@ -291,6 +292,8 @@ class Progress(Callback):
             where += f"/{total} ({100 * loop.step / total:.0f}%)"
             if rate > 0:
                 eta = f" ETA {_clock((total - loop.step) / rate)}"
+        else:
+            where += " (no known total)"
         post = " ".join(f"{k}={v}" for k, v in self._postfix(loop, metrics).items())
         log.info("%s %.3g steps/s%s %s", where, rate, eta, post)
 

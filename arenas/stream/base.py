@@ -60,6 +60,11 @@ class StreamSource:
                 "Leave arena.epochs at 1"
             )
 
+    def steps_per_epoch(self) -> None:
+        """None: a stream has no known length (it ends when its client ends it), so the
+        progress line and ``GET /api/status`` show the step without a total or an ETA."""
+        return None
+
     def open_store(self, run_dir: str) -> None:
         """Bind the sample log of ``run_dir`` (every acknowledged sample comes back)."""
         old = getattr(self, "_store_dir", None)
