@@ -11,10 +11,15 @@ import time
 from pathlib import Path
 from typing import Any
 
+import numpy as np
+import pytest
 from live_kit import Client
 
 from paddlecraft.arenas.engine import run_arena, standard_callbacks
-from tests.stream_kit import digits_samples, make_arena
+from paddlecraft.arenas.engine.checkpoint import list_checkpoints
+from paddlecraft.arenas.stream.store import LOG_FILE
+from tests.live_fake import KillAt, Killed
+from tests.stream_kit import StreamRun, digits_samples, make_arena
 
 
 class LiveStreamRun:
@@ -86,3 +91,62 @@ def test_progress_lines_and_status_of_a_stream_say_it_has_no_known_total(
     lines = [r.getMessage() for r in caplog.records if "steps/s" in r.getMessage()]
     assert lines and all("(no known total)" in line and "ETA" not in line for line in lines)
     assert (tmp_path / "results.json").is_file() and not (tmp_path / "live.json").exists()
+
+
+def _params(arena: Any) -> dict[str, np.ndarray]:
+    return {k: v.numpy().copy() for k, v in arena.classifier.state_dict().items()}
+
+
+STREAM = {"warmup": 16, "window": 48, "holdout_every": 5}
+
+
+def test_default_settings_killed_before_any_checkpoint_resume_by_replaying_the_log(
+    tmp_path, make_scope
+):
+    """trainer.checkpoint_every=0 (the default): killed mid-stream, nothing checkpointed;
+    resume= replays the sample log from step 0 and ends bit-identical to a run never killed."""
+    samples = digits_samples(4, 60)
+    scope = make_scope("s")
+    whole = StreamRun(make_arena(scope, **STREAM), tmp_path / "whole")
+    whole.send(samples)
+    res_whole = whole.join()
+    assert whole.error is None and res_whole["status"] == "finished"
+
+    cut_dir = tmp_path / "cut"
+    cut = StreamRun(make_arena(scope, **STREAM), cut_dir, extra=[KillAt(20)])
+    cut.send(samples[:40], end=False)  # 40 acknowledged; killed after step 20
+    cut.thread.join(60)
+    assert isinstance(cut.error, Killed) and not list_checkpoints(cut_dir)
+    cut.client.close()
+    cut.arena.close()
+    again = make_arena(scope, **STREAM)
+    run2 = StreamRun(again, cut_dir, resume=True)
+    assert run2.count() == 40  # every acknowledged sample, from the log
+    run2.send(samples)
+    res_cut = run2.join()
+    assert run2.error is None and res_cut["status"] == "finished"
+    assert res_cut["step"] == res_whole["step"] == 60 - 16 + 1
+    assert res_cut["metrics"] == res_whole["metrics"]
+    a, b = _params(whole.arena), _params(again)
+    assert a.keys() == b.keys()
+    for k in a:
+        np.testing.assert_array_equal(a[k], b[k], err_msg=k)
+    # metrics.jsonl holds one run's records, not the killed one's and the replay's
+    steps = [json.loads(x)["step"] for x in (cut_dir / "metrics.jsonl").read_text().splitlines()]
+    kinds = [json.loads(x)["kind"] for x in (cut_dir / "metrics.jsonl").read_text().splitlines()]
+    whole_lines = (tmp_path / "whole" / "metrics.jsonl").read_text().splitlines()
+    assert steps == [json.loads(x)["step"] for x in whole_lines]
+    assert kinds == [json.loads(x)["kind"] for x in whole_lines]
+    assert (cut_dir / LOG_FILE).is_file()
+
+
+def test_resume_of_a_stream_without_checkpoints_passes_validation(compose_config, tmp_path):
+    from paddlecraft.arenas.engine.validate import validate
+    from paddlecraft.errors import ConfigError
+
+    (tmp_path / "config.yaml").write_text("")
+    stream = compose_config("data=stream", "data.loader.classes=10", f"resume={tmp_path}")
+    validate(stream)  # its sample log is what it resumes from
+    plain = compose_config("arena=classify", f"resume={tmp_path}")
+    with pytest.raises(ConfigError, match="no checkpoints"):
+        validate(plain)

@@ -67,6 +67,10 @@ class Arena:
     #: `check_interrupt` in its long loops: a stop, pause or signal then abandons the
     #: step mid-way and a resume re-runs it (`interrupt`)
     interruptible: bool = False
+    #: True when the run folder keeps every input the run consumed (a stream's sample
+    #: log): a resume that finds no checkpoint starts again from step 0 on those inputs,
+    #: which replays the run, instead of being refused
+    replays_from_start: bool = False
 
     def __init__(self, agents: Mapping[str, Agent], seed: int = 0, **settings: Any) -> None:
         self.cfg = make_settings(self.Config, settings, who="arena")

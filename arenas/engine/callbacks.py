@@ -88,6 +88,13 @@ class NanGuard(Callback):
                     f"{command()} resume={loop.run_dir} agents.<name>.lr=<lower> "
                     "(or agents.<name>.grad_clip=1.0)"
                 )
+            elif loop.arena.replays_from_start:  # its inputs are kept: a resume replays them
+                kept = (
+                    "No checkpoint was saved before it; the run folder keeps its inputs, so a "
+                    "resume replays the run from step 0: "
+                    f"{command()} resume={loop.run_dir} agents.<name>.lr=<lower> "
+                    "(or agents.<name>.grad_clip=1.0)"
+                )
             else:
                 kept = (
                     "No checkpoint was saved before it, so there is nothing to resume: start "
@@ -180,7 +187,7 @@ class JsonlLogger(Callback):
     def on_run_start(self, loop: Loop) -> None:
         path = loop.run_dir / self.filename
         path.parent.mkdir(parents=True, exist_ok=True)
-        if loop.step and path.exists():  # resumed: drop records past the checkpoint
+        if path.exists():  # resumed (or replayed from step 0): drop records past the position
             keep = [
                 line
                 for line in path.read_text().splitlines()

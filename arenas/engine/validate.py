@@ -45,11 +45,21 @@ def validate(cfg: DictConfig) -> None:
         d = Path(resume)
         if not d.is_dir():
             raise ConfigError(f"resume={resume!r}: no such run directory")
-        if not list_checkpoints(d):
+        if not list_checkpoints(d) and not replays_from_start(cfg):
             raise ConfigError(
                 f"resume={resume!r}: the run directory has no checkpoints/ (it stopped before "
                 "its first checkpoint); start it again without resume="
             )
+
+
+def replays_from_start(cfg: DictConfig) -> bool:
+    """Whether the configured arena resumes without a checkpoint by replaying the inputs
+    its run folder keeps (`Arena.replays_from_start`: a stream's sample log)."""
+    target = (cfg.get("arena") or {}).get("_target_")
+    try:
+        return bool(getattr(get_object(str(target)), "replays_from_start", False))
+    except Exception:  # noqa: BLE001 (check_settings reports an arena that cannot be imported)
+        return False
 
 
 #: trainer settings that count something: 0 means "off" or "at each epoch", never negative

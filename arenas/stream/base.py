@@ -36,6 +36,8 @@ class StreamSource:
 
     #: a stop while waiting is re-raised by ``train_step`` before any state changed
     interruptible = True
+    #: every acknowledged sample is in the run's log: a resume with no checkpoint replays it
+    replays_from_start = True
     data: StreamData
     seed: int
     epochs: int
