@@ -112,6 +112,11 @@ class Arena:
         ``super().setup(run_dir)``. Without an engine (plain Python), ``run_dir`` stays None."""
         self.run_dir = str(run_dir)
 
+    def check_config(self, cfg: Any) -> None:
+        """Refuse (`ConfigError`) settings ``cfg`` (a ``Config``) this arena cannot run
+        with: the cross-checks its constructor makes. A live ``set`` of an ``arena.*``
+        setting calls it with the changed settings before applying them. Default: none."""
+
     def require_agents(self, *names: str) -> None:
         """Raise a clear error unless every named agent is configured."""
         missing = [n for n in names if n not in self.agents]

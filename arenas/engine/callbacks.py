@@ -373,7 +373,7 @@ def standard_callbacks(
     if t.live.enabled:  # outermost: its step end runs after every other callback's
         from .live.control import live_callback
 
-        cbs.append(live_callback(t.live, serve=writer, keep=t.keep_checkpoints))
+        cbs.append(live_callback(t.live, serve=writer, keep=t.keep_checkpoints, trainer=t))
     if writer and t.mlflow:  # outermost: at run end it logs what ResultsWriter just wrote
         cbs.append(MLflowLogger(t.log_every, t.mlflow_uri, t.mlflow_experiment, overrides))
     if writer:

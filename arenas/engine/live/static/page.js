@@ -260,7 +260,8 @@
       say("");
     } catch (e) {
       out.textContent = "";
-      say(name + ": " + e.message, true);
+      // the run's message may already start with the command's name ("set: ...")
+      say(e.message.startsWith(name + ":") ? e.message : name + ": " + e.message, true);
     }
     pollStatus();
   }
