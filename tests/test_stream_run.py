@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import logging
+import signal
 import threading
 import time
 from pathlib import Path
@@ -15,7 +16,8 @@ import numpy as np
 import pytest
 from live_kit import Client
 
-from paddlecraft.arenas.engine import run_arena, standard_callbacks
+from paddlecraft.arenas.engine import Callback, run_arena, standard_callbacks
+from paddlecraft.arenas.engine.callbacks import Progress
 from paddlecraft.arenas.engine.checkpoint import list_checkpoints
 from paddlecraft.arenas.stream.store import LOG_FILE
 from tests.live_fake import KillAt, Killed
@@ -150,3 +152,38 @@ def test_resume_of_a_stream_without_checkpoints_passes_validation(compose_config
     plain = compose_config("arena=classify", f"resume={tmp_path}")
     with pytest.raises(ConfigError, match="no checkpoints"):
         validate(plain)
+
+
+class SigtermAt(Callback):
+    """At the end of step ``step``, what a SIGTERM does (the loop's own handler)."""
+
+    def __init__(self, step: int) -> None:
+        self.step = step
+
+    def on_step_end(self, loop: Any, metrics: dict) -> None:
+        if loop.step == self.step:
+            loop._on_signal(signal.SIGTERM, None)
+
+
+def test_a_sigterm_to_a_stream_run_checkpoints_and_its_resume_uses_every_sample(
+    tmp_path, make_scope, caplog
+):
+    """Output not to a terminal (a progress line at every step, and one at the end)."""
+    caplog.set_level(logging.INFO, logger="paddlecraft")
+    samples = digits_samples(6, 40)
+    scope = make_scope("s")
+    run = StreamRun(make_arena(scope, **STREAM), tmp_path,
+                    extra=[Progress(every_s=0.0, tty=False), SigtermAt(5)])  # fmt: skip
+    run.send(samples[:30], end=False)
+    res = run.join()
+    assert run.error is None and res["status"] == "interrupted" and res["step"] == 5
+    assert [c.name for c in list_checkpoints(tmp_path)] == ["step_00000005"]
+    assert any("Resume with" in r.getMessage() for r in caplog.records)
+    run.client.close()
+    run.arena.close()
+    again = StreamRun(make_arena(scope, **STREAM), tmp_path, resume=True)
+    assert again.count() == 30
+    again.send(samples)
+    res = again.join()
+    assert again.error is None and res["status"] == "finished" and res["step"] == 40 - 16 + 1
+    assert res["metrics"]["train_samples"] == 40 and res["metrics"]["test_samples"] == 8
