@@ -187,3 +187,15 @@ def test_a_sigterm_to_a_stream_run_checkpoints_and_its_resume_uses_every_sample(
     res = again.join()
     assert again.error is None and res["status"] == "finished" and res["step"] == 40 - 16 + 1
     assert res["metrics"]["train_samples"] == 40 and res["metrics"]["test_samples"] == 8
+
+
+def test_feeding_a_stream_run_that_is_not_running_advises_its_resume(tmp_path):
+    from paddlecraft.feed import SAMPLE_LOG, FeedError, LiveRun
+
+    assert SAMPLE_LOG == LOG_FILE
+    (tmp_path / LOG_FILE).parent.mkdir()
+    (tmp_path / LOG_FILE).write_bytes(b"paddlecraft-stream-1\n")
+    with pytest.raises(FeedError) as e:
+        LiveRun(tmp_path)
+    assert f"resume it with python run.py resume={tmp_path}" in str(e.value)
+    assert "data=stream trainer.live=true" not in str(e.value)  # not a new run
