@@ -37,6 +37,9 @@ REFUSED = [
      "set: no setting agents.reg.lrr in this run; did you mean agents.reg.lr?", "agents.reg.lrr"),
     ("misspelled trainer", b'{"trainer.eval_evry": 3}', "did you mean trainer.eval_every?",
      "trainer.eval_evry"),
+    ("schedule its class refuses",
+     b'{"agents.reg.lr_scheduler": {"_target_": "paddle.optimizer.lr.StepDecay", "_partial_": true}}',
+     "step_size", "agents.reg.lr_scheduler"),
     ("one bad of two", b'{"trainer.log_every": 5, "agents.reg.lr": -1}', "agents.reg.lr=-1",
      "agents.reg.lr"),
 ]  # fmt: skip

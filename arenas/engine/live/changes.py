@@ -211,7 +211,7 @@ def _check_applicable(loop: Loop, key: str, new: Any) -> None:
         agent = loop.arena.agents[name]
         if agent.amp.enabled:
             raise _resume_only(key)
-        _new_cfg(agent.cfg, field, new, key)
+        _try_schedule(_new_cfg(agent.cfg, field, new, key), name, key)
     elif head == "arena":
         if rest == "epochs":
             if not isinstance(new, int) or isinstance(new, bool) or new < 1:
@@ -245,6 +245,23 @@ def _check_applicable(loop: Loop, key: str, new: Any) -> None:
             raise SettingError(key, f"set: {e}") from None
     else:
         raise _resume_only(key)
+
+
+def _try_schedule(cfg: Any, agent: str, key: str) -> None:
+    """Build the learning-rate schedule of agent settings ``cfg`` once, unused: a schedule
+    its class refuses is refused here, before anything is applied (the agent's optimizer
+    is rebuilt from it only then)."""
+    from paddlecraft.agents.instantiate import safe_instantiate, to_plain
+    from paddlecraft.agents.optim import scheduler_rate_arg
+
+    scheduler = to_plain(cfg.lr_scheduler)
+    if not scheduler:
+        return
+    try:
+        make = safe_instantiate(scheduler)
+        make(**{scheduler_rate_arg(make, agent): cfg.lr})
+    except Exception as e:  # noqa: BLE001 (the schedule's own refusal, whatever its type)
+        raise SettingError(key, f"set: {key}: {type(e).__name__}: {e}") from None
 
 
 def _new_cfg(cfg: Any, field: str, new: Any, key: str) -> Any:
