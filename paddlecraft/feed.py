@@ -31,6 +31,8 @@ from paddlecraft.errors import PaddleCraftError
 __all__ = ["FeedError", "LiveRun", "caption_items", "folder_items", "main", "send"]
 
 LIVE_FILE = "live.json"  #: port and token of a live run, in its folder
+#: a stream run's sample log, in its folder (paddlecraft.arenas.stream.store.LOG_FILE)
+SAMPLE_LOG = "stream/samples.log"
 
 
 class FeedError(PaddleCraftError, ValueError):
@@ -46,6 +48,12 @@ class LiveRun:
             info = json.loads(path.read_text())
             port, self.token = int(info["port"]), str(info["token"])
         except FileNotFoundError:
+            if (Path(run_dir) / SAMPLE_LOG).is_file():  # a stream run that is not running
+                raise FeedError(
+                    f"{run_dir} is a stream run that is not running; its acknowledged samples "
+                    f"are kept in {SAMPLE_LOG}: resume it with python run.py resume={run_dir}, "
+                    "then feed again (it sends from where the run is)"
+                ) from None
             raise FeedError(
                 f"{path}: not found; is {run_dir} a live run that is still running "
                 "(python run.py ... data=stream trainer.live=true)?"

@@ -5,6 +5,8 @@
                                                   #   samples POSTed over its live server
     python scripts/stream_digits.py --in-process  # the same run, its routes called through
                                                   #   Starlette's TestClient (no server)
+    python scripts/stream_digits.py --feed        # the README's commands: run.py (its log
+                                                  #   to a file) fed by `paddlecraft feed --end`
     ... --seed 1  ... -- arena.batch_size=32      # overrides after -- go to the run
 
 Every 5th sample (by arrival) is held out (data.loader.holdout_every=5): the accuracy is over
@@ -64,6 +66,45 @@ def over_http(samples: list[dict[str, Any]], seed: int, extra: list[str]) -> dic
     return json.loads((run_dir / "results.json").read_text())
 
 
+def through_the_command_line(
+    samples: list[dict[str, Any]], seed: int, extra: list[str]
+) -> dict[str, Any]:
+    """The README's way: ``run.py`` with its output to a file (progress lines, no bar),
+    the digits written as 8-bit PNGs in class folders (named by arrival order) and sent by
+    ``paddlecraft feed RUN_DIR FOLDER --end``; the run must exit 0."""
+    import cv2
+    import numpy as np
+
+    work = Path(tempfile.mkdtemp(prefix="stream_digits_"))
+    folder, run_dir = work / "digits", work / "run"
+    for i, s in enumerate(samples):
+        (folder / str(s["label"])).mkdir(parents=True, exist_ok=True)
+        pixels = np.rint(np.asarray(s["pixels"][0]) * 255).astype(np.uint8)  # [8, 8]
+        cv2.imwrite(str(folder / str(s["label"]) / f"{i:05d}.png"), pixels)
+    overrides = [o for o in OVERRIDES if not o.startswith("trainer.progress")]
+    cmd = [sys.executable, str(ROOT / "run.py"), *overrides, "trainer.live=true",
+           f"seed={seed}", f"hydra.run.dir={run_dir}", *extra]  # fmt: skip
+    with open(work / "run.log", "w") as out:
+        proc = subprocess.Popen(cmd, cwd=ROOT, stdout=out, stderr=subprocess.STDOUT)
+        try:
+            deadline = time.time() + 180
+            while not (run_dir / "live.json").exists():
+                if proc.poll() is not None or time.time() > deadline:
+                    raise SystemExit(f"the run did not go live; see {work / 'run.log'}")
+                time.sleep(0.2)
+            feed = [sys.executable, "-m", "paddlecraft", "feed", str(run_dir), str(folder),
+                    "--end", "--no-progress"]  # fmt: skip
+            fed = subprocess.run(feed, cwd=ROOT, capture_output=True, text=True)
+            if fed.returncode != 0:
+                raise SystemExit(f"paddlecraft feed failed: {fed.stderr.strip()}")
+            if proc.wait(timeout=1800) != 0:
+                raise SystemExit(f"run.py exited {proc.returncode}; see {work / 'run.log'}")
+        finally:
+            if proc.poll() is None:
+                proc.terminate()
+    return json.loads((run_dir / "results.json").read_text())
+
+
 def in_process(samples: list[dict[str, Any]], seed: int, extra: list[str]) -> dict[str, Any]:
     """The same config built in this process; its routes behind a TestClient, the loop on a
     thread, a stand-in LiveContext (tests/live_fake.py)."""
@@ -111,7 +152,9 @@ def in_process(samples: list[dict[str, Any]], seed: int, extra: list[str]) -> di
 
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    p.add_argument("--in-process", action="store_true", help="no server: TestClient")
+    how = p.add_mutually_exclusive_group()
+    how.add_argument("--in-process", action="store_true", help="no server: TestClient")
+    how.add_argument("--feed", action="store_true", help="run.py fed by paddlecraft feed")
     p.add_argument("--seed", type=int, default=0, help="run seed and stream order")
     p.add_argument("overrides", nargs="*", help="more run settings (after --)")
     args = p.parse_args()
@@ -121,11 +164,17 @@ def main() -> None:
     logging.basicConfig(level=logging.WARNING)
     samples = digits_stream(args.seed)
     started = time.time()
-    go = in_process if args.in_process else over_http
+    go = in_process if args.in_process else through_the_command_line if args.feed else over_http
     results = go(samples, args.seed, args.overrides)
     metrics = results.get("metrics", results)
     acc = metrics.get("test_accuracy")
-    how = "in-process (TestClient)" if args.in_process else "over HTTP (live server)"
+    how = (
+        "in-process (TestClient)"
+        if args.in_process
+        else "through run.py and paddlecraft feed (PNG files)"
+        if args.feed
+        else "over HTTP (live server)"
+    )
     sys.stdout.write(
         f"test_accuracy={acc:.4f} on {int(metrics.get('test_samples', 0))} held-out samples "
         f"after streaming {len(samples)} digits {how}, seed {args.seed}, "

@@ -195,6 +195,7 @@ def test_the_page_shows_and_steers_a_run_and_plays_connect_four(live_run, tmp_pa
             page.click('#set-form button[type="submit"]')
             expect(page.locator("#message")).to_contain_text("set: ", timeout=WAIT_MS)
             expect(page.locator("#message")).to_contain_text("arena.games_per_step")
+            expect(page.locator("#message")).not_to_contain_text("set: set:")  # said once
 
             # the arena's view: the board of a training game
             expect(page.locator(".panel-board .grid .cell")).to_have_count(42, timeout=WAIT_MS)
@@ -204,6 +205,11 @@ def test_the_page_shows_and_steers_a_run_and_plays_connect_four(live_run, tmp_pa
             page.click("#new-first")
             board = page.locator("#play-board")
             expect(board).to_have_attribute("data-to-move", "human", timeout=WAIT_MS)
+            # the legend says which disc is whose: the person moves first, with the red X
+            expect(page.locator("#play-legend .key.x")).to_have_text("you (red, X)")
+            expect(page.locator("#play-legend .key.o")).to_have_text("the policy (yellow, O)")
+            expect(page.locator("#play-status")).to_contain_text("you are X, red")
+            expect(page.locator(".panel-board .legend .key.x")).to_contain_text("first player")
             clicks = 0
             while board.get_attribute("data-result") == "":
                 moves = int(board.get_attribute("data-moves"))

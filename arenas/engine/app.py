@@ -138,13 +138,21 @@ def run_arena(
     )
     if resume:
         found = latest_good_checkpoint(run_dir)
-        if found is None:
+        if found is not None:
+            path, state = found
+            restore_checkpoint(loop, path, state)
+            log.info("resumed from %s (step %d)", path, loop.step)
+        elif arena.replays_from_start:  # its inputs are in the folder: replay them
+            log.info(
+                "resume: %s has no usable checkpoint; %s replays the run from step 0 on the "
+                "inputs its folder keeps",
+                run_dir,
+                type(arena).__name__,
+            )
+        else:
             raise CheckpointError(
                 f"no usable checkpoint in {run_dir}/checkpoints (all missing or corrupted)"
             )
-        path, state = found
-        restore_checkpoint(loop, path, state)
-        log.info("resumed from %s (step %d)", path, loop.step)
     return loop.run()
 
 

@@ -67,6 +67,10 @@ class Arena:
     #: `check_interrupt` in its long loops: a stop, pause or signal then abandons the
     #: step mid-way and a resume re-runs it (`interrupt`)
     interruptible: bool = False
+    #: True when the run folder keeps every input the run consumed (a stream's sample
+    #: log): a resume that finds no checkpoint starts again from step 0 on those inputs,
+    #: which replays the run, instead of being refused
+    replays_from_start: bool = False
 
     def __init__(self, agents: Mapping[str, Agent], seed: int = 0, **settings: Any) -> None:
         self.cfg = make_settings(self.Config, settings, who="arena")
@@ -107,6 +111,11 @@ class Arena:
         file dataset records its split there, or adopts the one recorded) and call
         ``super().setup(run_dir)``. Without an engine (plain Python), ``run_dir`` stays None."""
         self.run_dir = str(run_dir)
+
+    def check_config(self, cfg: Any) -> None:
+        """Refuse (`ConfigError`) settings ``cfg`` (a ``Config``) this arena cannot run
+        with: the cross-checks its constructor makes. A live ``set`` of an ``arena.*``
+        setting calls it with the changed settings before applying them. Default: none."""
 
     def require_agents(self, *names: str) -> None:
         """Raise a clear error unless every named agent is configured."""

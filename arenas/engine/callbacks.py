@@ -88,6 +88,13 @@ class NanGuard(Callback):
                     f"{command()} resume={loop.run_dir} agents.<name>.lr=<lower> "
                     "(or agents.<name>.grad_clip=1.0)"
                 )
+            elif loop.arena.replays_from_start:  # its inputs are kept: a resume replays them
+                kept = (
+                    "No checkpoint was saved before it; the run folder keeps its inputs, so a "
+                    "resume replays the run from step 0: "
+                    f"{command()} resume={loop.run_dir} agents.<name>.lr=<lower> "
+                    "(or agents.<name>.grad_clip=1.0)"
+                )
             else:
                 kept = (
                     "No checkpoint was saved before it, so there is nothing to resume: start "
@@ -180,7 +187,7 @@ class JsonlLogger(Callback):
     def on_run_start(self, loop: Loop) -> None:
         path = loop.run_dir / self.filename
         path.parent.mkdir(parents=True, exist_ok=True)
-        if loop.step and path.exists():  # resumed: drop records past the checkpoint
+        if path.exists():  # resumed (or replayed from step 0): drop records past the position
             keep = [
                 line
                 for line in path.read_text().splitlines()
@@ -228,7 +235,8 @@ class Progress(Callback):
     arena's headline metric. When output goes to a file, a pipe, a Slurm log or CI, bar
     redraws would fill the log with carriage returns, so instead one line is logged every
     ``every_s`` seconds (and at the end): ``step 120/2000 (6%) 3.1 steps/s ETA 10:05
-    loss=0.123 test_accuracy=0.95``. ``tty`` forces either mode (tests).
+    loss=0.123 test_accuracy=0.95``; a run of no known length (a stream) says
+    ``step 120 (no known total)`` instead. ``tty`` forces either mode (tests).
     """
 
     def __init__(
@@ -291,6 +299,8 @@ class Progress(Callback):
             where += f"/{total} ({100 * loop.step / total:.0f}%)"
             if rate > 0:
                 eta = f" ETA {_clock((total - loop.step) / rate)}"
+        else:
+            where += " (no known total)"
         post = " ".join(f"{k}={v}" for k, v in self._postfix(loop, metrics).items())
         log.info("%s %.3g steps/s%s %s", where, rate, eta, post)
 
@@ -363,7 +373,7 @@ def standard_callbacks(
     if t.live.enabled:  # outermost: its step end runs after every other callback's
         from .live.control import live_callback
 
-        cbs.append(live_callback(t.live, serve=writer, keep=t.keep_checkpoints))
+        cbs.append(live_callback(t.live, serve=writer, keep=t.keep_checkpoints, trainer=t))
     if writer and t.mlflow:  # outermost: at run end it logs what ResultsWriter just wrote
         cbs.append(MLflowLogger(t.log_every, t.mlflow_uri, t.mlflow_experiment, overrides))
     if writer:

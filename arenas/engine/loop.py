@@ -74,10 +74,23 @@ class Runner:
         self.callbacks = list(callbacks)
 
     def fire(self, phase: str, loop: Loop, *args: Any) -> None:
-        """Run ``on_<phase>`` of every callback in onion order."""
+        """Run ``on_<phase>`` of every callback in onion order. At ``run_end`` every
+        callback runs even when one before it raised (each releases what it holds: the live
+        server its ``live.json``, a logger its file); the first error is raised after."""
         order = reversed(self.callbacks) if phase in END_PHASES else self.callbacks
+        first: BaseException | None = None
         for cb in order:
-            getattr(cb, f"on_{phase}")(loop, *args)
+            try:
+                getattr(cb, f"on_{phase}")(loop, *args)
+            except BaseException as e:
+                if phase != "run_end":
+                    raise
+                if first is None:
+                    first = e
+                else:
+                    log.exception("%s.on_run_end failed too", type(cb).__name__)
+        if first is not None:
+            raise first
 
 
 def takes_start(arena: Arena) -> bool:
@@ -148,8 +161,8 @@ class Loop:
     def run(self) -> dict[str, Any]:
         """Train until the arena's epochs are done or a stop is requested; return a summary."""
         old_handlers = self._install_signals()
-        self.runner.fire("run_start", self)
         try:
+            self.runner.fire("run_start", self)
             while self.epoch < self.arena.epochs and self.stop_reason is None:
                 self.runner.fire("epoch_start", self)
                 for i, batch in enumerate(self._remaining_batches(), start=self.batch_in_epoch):

@@ -15,6 +15,7 @@ two runs' checkpoints, logs and results in one folder is what the lock exists to
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 import os
@@ -131,9 +132,9 @@ class RunLock:
 
     Entering refuses (`RunDirError`) a folder locked by a live process or, for a
     fresh run, one that already holds a run; it takes over a lock left by a dead
-    process, logging whose it was. Leaving releases the lock and removes the owner record;
-    `discard` instead removes every trace of a run that was refused before it wrote
-    anything.
+    process, logging whose it was. Leaving removes the owner record and the lock file and
+    releases the lock; `discard` also removes the folder of a run that was refused before
+    it wrote anything.
     """
 
     def __init__(self, run_dir: str | os.PathLike, *, resume: bool) -> None:
@@ -170,29 +171,33 @@ class RunLock:
             owner = {"pid": os.getpid(), "host": socket.gethostname(), "started": time.time()}
             (self.run_dir / OWNER_NAME).write_text(json.dumps(owner) + "\n")
         except BaseException:
-            self._release(remove_dir=False)
+            self._release()
             raise
         return self
 
     def __exit__(self, *exc: object) -> None:
-        self._release(remove_dir=False)
+        self._release()
 
-    def _release(self, remove_dir: bool) -> None:
+    def _release(self) -> None:
+        """Remove the owner record and the lock file, then release the lock. The file goes
+        while it is still locked: a process that opened it meanwhile finds its lock on a
+        removed file and does not count it as held (``filelock`` checks), so no two runs
+        ever hold the folder at once."""
         if not self._lock.is_locked:
             return
         try:
             owner = read_owner(self.run_dir)
             if owner is not None and owner.get("pid") == os.getpid():
                 (self.run_dir / OWNER_NAME).unlink(missing_ok=True)
+            with contextlib.suppress(OSError):  # Windows: an open file cannot be removed
+                (self.run_dir / LOCK_NAME).unlink(missing_ok=True)
         finally:
             self._lock.release()
-        if remove_dir:
-            (self.run_dir / LOCK_NAME).unlink(missing_ok=True)
 
     def discard(self) -> None:
         """Release and remove the lock files (and the folder if this run created it and it is
         empty): for a run refused before it wrote anything."""
-        self._release(remove_dir=True)
+        self._release()
         if self._created_dir:
             try:
                 self.run_dir.rmdir()

@@ -45,11 +45,21 @@ def validate(cfg: DictConfig) -> None:
         d = Path(resume)
         if not d.is_dir():
             raise ConfigError(f"resume={resume!r}: no such run directory")
-        if not list_checkpoints(d):
+        if not list_checkpoints(d) and not replays_from_start(cfg):
             raise ConfigError(
                 f"resume={resume!r}: the run directory has no checkpoints/ (it stopped before "
                 "its first checkpoint); start it again without resume="
             )
+
+
+def replays_from_start(cfg: DictConfig) -> bool:
+    """Whether the configured arena resumes without a checkpoint by replaying the inputs
+    its run folder keeps (`Arena.replays_from_start`: a stream's sample log)."""
+    target = (cfg.get("arena") or {}).get("_target_")
+    try:
+        return bool(getattr(get_object(str(target)), "replays_from_start", False))
+    except Exception:  # noqa: BLE001 (check_settings reports an arena that cannot be imported)
+        return False
 
 
 #: trainer settings that count something: 0 means "off" or "at each epoch", never negative
@@ -82,48 +92,53 @@ def _default_of(node: Any, key: str) -> Any:
 def check_ranges(cfg: DictConfig) -> None:
     """Refuse values no run can use before anything starts: negative learning rates,
     ``arena.epochs``/``*batch_size`` below 1, negative counts (``data.workers``,
-    ``trainer.checkpoint_every``...). Each message names the setting and the fix."""
+    ``trainer.checkpoint_every``...), a number that is not finite. Each message names the
+    setting and the fix (`check_value`, the rule a live ``set`` applies too)."""
+    for name, acfg in (cfg.get("agents") or {}).items():
+        for key in ("lr", "grad_clip"):
+            check_value(f"agents.{name}.{key}", acfg.get(key))
+    arena = cfg.get("arena") or {}
+    for key in arena:
+        check_value(f"arena.{key}", arena.get(key), default=_default_of(arena, str(key)))
+    trainer = cfg.get("trainer") or {}
+    for key in (*_TRAINER_COUNTS, "max_steps"):
+        check_value(f"trainer.{key}", trainer.get(key))
+    data = cfg.get("data") or {}
+    if isinstance(data, DictConfig):
+        check_value("data.workers", data.get("workers"))
 
-    def need(ok: bool, key: str, value: Any, rule: str, fix: str) -> None:
+
+def check_value(key: str, value: Any, default: Any = None) -> None:
+    """Refuse (`ConfigError`, one line naming ``key``) a value of the dotted setting
+    ``key`` that no run can use, wherever it comes from: the command line, ``resume=``, a
+    sweep point (`check_ranges`) or a live ``set``. A float that is not finite is refused
+    for every setting; ``default`` is the value the fix suggests (arena counts)."""
+
+    def need(ok: bool, rule: str, fix: str) -> None:
         if not ok:
             raise ConfigError(f"{key}={value!r}: must be {rule}; {fix}")
 
-    for name, acfg in (cfg.get("agents") or {}).items():
-        lr = acfg.get("lr")
-        if isinstance(lr, (int, float)) and not isinstance(lr, bool):
-            need(
-                math.isfinite(lr) and lr >= 0, f"agents.{name}.lr", lr, ">= 0 and finite",
-                "a negative learning rate climbs the loss; try 1e-3 (Adam) or 0.1 (SGD)",
-            )  # fmt: skip
-        clip = acfg.get("grad_clip")
-        if isinstance(clip, (int, float)) and not isinstance(clip, bool):
-            need(clip > 0, f"agents.{name}.grad_clip", clip, "> 0 (or null: no clipping)",
-                 "e.g. agents.<name>.grad_clip=1.0")  # fmt: skip
-    arena = cfg.get("arena") or {}
-    for key in arena:
-        value = arena.get(key)
-        if not isinstance(value, int) or isinstance(value, bool):
-            continue
-        if key in _ARENA_POSITIVE or str(key).endswith("batch_size"):
-            need(value >= 1, f"arena.{key}", value, ">= 1", f"e.g. arena.{key}="
-                 f"{_default_of(cfg.arena, str(key)) or 1}")  # fmt: skip
-        elif key in _ARENA_COUNTS:
-            need(value >= 0, f"arena.{key}", value, ">= 0", f"e.g. arena.{key}=0")
-    trainer = cfg.get("trainer") or {}
-    for key in _TRAINER_COUNTS:
-        value = trainer.get(key)
-        if isinstance(value, (int, float)):
-            need(value >= 0, f"trainer.{key}", value, ">= 0 (0: off / each epoch)",
-                 f"e.g. trainer.{key}=0")  # fmt: skip
-    max_steps = trainer.get("max_steps")
-    if isinstance(max_steps, int):
-        need(max_steps >= 1, "trainer.max_steps", max_steps, ">= 1 (or null: no limit)",
-             "e.g. trainer.max_steps=100")  # fmt: skip
-    data = cfg.get("data") or {}
-    workers = data.get("workers") if isinstance(data, DictConfig) else None
-    if isinstance(workers, int):
-        need(workers >= 0, "data.workers", workers, ">= 0 (0: decode in the main process)",
-             "e.g. data.workers=2")  # fmt: skip
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return
+    need(math.isfinite(value), "a finite number", f"give {key}=<a number>")
+    head, _, rest = key.partition(".")
+    field = rest.rpartition(".")[2]
+    if head == "agents" and rest.count(".") == 1 and field == "lr":
+        need(value >= 0, ">= 0 and finite",
+             "a negative learning rate climbs the loss; try 1e-3 (Adam) or 0.1 (SGD)")  # fmt: skip
+    elif head == "agents" and rest.count(".") == 1 and field == "grad_clip":
+        need(value > 0, "> 0 (or null: no clipping)", f"e.g. {key}=1.0")
+    elif head == "arena" and "." not in rest and isinstance(value, int):
+        if rest in _ARENA_POSITIVE or rest.endswith("batch_size"):
+            need(value >= 1, ">= 1", f"e.g. {key}={default or 1}")
+        elif rest in _ARENA_COUNTS:
+            need(value >= 0, ">= 0", f"e.g. {key}=0")
+    elif head == "trainer" and rest in _TRAINER_COUNTS:
+        need(value >= 0, ">= 0 (0: off / each epoch)", f"e.g. {key}=0")
+    elif key == "trainer.max_steps" and isinstance(value, int):
+        need(value >= 1, ">= 1 (or null: no limit)", "e.g. trainer.max_steps=100")
+    elif key == "data.workers" and isinstance(value, int):
+        need(value >= 0, ">= 0 (0: decode in the main process)", "e.g. data.workers=2")
 
 
 def check_settings(node: Any, who: str, explicit: Sequence[str] = ()) -> None:

@@ -105,6 +105,10 @@ class ReferentialArena(Arena):
         return world
 
     # ------------------------------------------------------------------ data order
+    def check_config(self, cfg: Any) -> None:
+        """The constructor's cross-checks of ``cfg`` (a live ``set`` of ``arena.*``)."""
+        check_settings(cfg)
+
     def steps_per_epoch(self) -> int:
         return self.cfg.steps_per_epoch
 

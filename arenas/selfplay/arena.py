@@ -38,7 +38,7 @@ from ..games import Player, TicTacToe
 from .analysis import game_spec, outcomes, result_rates, tictactoe_losing_lines
 from .archive import ARCHIVE_STREAM, archive_starts
 from .collect import COLLECT_STREAM, LEARNER, Collector
-from .config import SelfPlayConfig, check_settings
+from .config import CrossChecked, SelfPlayConfig, check_settings
 from .final import EpochAverage, ending_metrics
 from .league import (
     LeagueTable,
@@ -62,7 +62,7 @@ log = logging.getLogger("paddlecraft")
 MINIBATCH_STREAM, EVAL_STREAM, SOLVER_EVAL_STREAM = 13, 7, 17
 
 
-class SelfPlayArena(Arena):
+class SelfPlayArena(CrossChecked, Arena):
     """Self-play with an opponent pool, PPO/A2C/AlphaZero updates, a rated league and anchors.
 
     Args:

@@ -302,3 +302,14 @@ def check_settings(cfg: SelfPlayConfig, proofs: bool = False) -> None:
     cfg.league.check()
     cfg.eval.check()
     cfg.workers.check()
+
+
+class CrossChecked:
+    """The self-play arena's `check_config`: the constructor's `check_settings` of a
+    changed ``Config`` (a live ``set`` of ``arena.*``), with the policy's ``search_proofs``."""
+
+    policy: Any
+
+    def check_config(self, cfg: SelfPlayConfig) -> None:
+        """Refuse (`ConfigError`) settings the arena could not have been built with."""
+        check_settings(cfg, proofs=bool(self.policy.cfg.search_proofs))

@@ -36,6 +36,8 @@ class StreamSource:
 
     #: a stop while waiting is re-raised by ``train_step`` before any state changed
     interruptible = True
+    #: every acknowledged sample is in the run's log: a resume with no checkpoint replays it
+    replays_from_start = True
     data: StreamData
     seed: int
     epochs: int
@@ -59,6 +61,11 @@ class StreamSource:
                 "when the stream ends (POST /api/arena/end, or paddlecraft feed --end). "
                 "Leave arena.epochs at 1"
             )
+
+    def steps_per_epoch(self) -> None:
+        """None: a stream has no known length (it ends when its client ends it), so the
+        progress line and ``GET /api/status`` show the step without a total or an ETA."""
+        return None
 
     def open_store(self, run_dir: str) -> None:
         """Bind the sample log of ``run_dir`` (every acknowledged sample comes back)."""

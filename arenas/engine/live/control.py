@@ -64,8 +64,12 @@ class LiveControl(Callback):
 
     key = "LiveControl"
 
-    def __init__(self, cfg: LiveConfig, serve: bool = True, keep: int = 3) -> None:
+    def __init__(
+        self, cfg: LiveConfig, serve: bool = True, keep: int = 3, trainer: Any = None
+    ) -> None:
         self.cfg = cfg
+        #: the run's ``trainer`` settings (a ``TrainerConfig``): what a ``set`` checks against
+        self.trainer = trainer
         self.serve = serve
         self.keep = keep  #: checkpoints kept when a command saves one (trainer.keep_checkpoints)
         #: the bearer token every /api/* request carries (live.json, mode 0600)
@@ -371,7 +375,10 @@ def _finite(metrics: dict[str, Any]) -> dict[str, Any]:
     }
 
 
-def live_callback(cfg: LiveConfig, serve: bool = True, keep: int = 3) -> LiveControl:
+def live_callback(
+    cfg: LiveConfig, serve: bool = True, keep: int = 3, trainer: Any = None
+) -> LiveControl:
     """The live control for ``trainer.live`` (``serve=False``: a data-parallel follower;
-    ``keep``: checkpoints kept when a command saves one)."""
-    return LiveControl(cfg, serve=serve, keep=keep)
+    ``keep``: checkpoints kept when a command saves one; ``trainer``: the run's trainer
+    settings, which a ``set`` is checked against)."""
+    return LiveControl(cfg, serve=serve, keep=keep, trainer=trainer)

@@ -161,7 +161,7 @@ def build_app(control: ServedRun) -> Starlette:
 
                 check_keys(args, control.loop)
             except ConfigError as e:
-                return JSONResponse({"error": str(e)}, status_code=400)
+                return _refused(e)
         try:
             wait = float(request.query_params.get("wait", DEFAULT_WAIT))
         except ValueError:
@@ -177,7 +177,7 @@ def build_app(control: ServedRun) -> Starlette:
         except RunEnded as e:
             return JSONResponse({"error": str(e)}, status_code=409)
         except ConfigError as e:
-            return JSONResponse({"error": str(e)}, status_code=400)
+            return _refused(e)
         return JSONResponse(result)
 
     routes = [
@@ -198,6 +198,11 @@ def build_app(control: ServedRun) -> Starlette:
     app = Starlette(routes=routes)
     app.add_middleware(TokenGate, token=control.token)
     return app
+
+
+def _refused(e: ConfigError) -> JSONResponse:
+    """A refused ``set``: 400, ``{"error", "setting"}`` (the key it names, when one does)."""
+    return JSONResponse({"error": str(e), "setting": getattr(e, "key", None)}, status_code=400)
 
 
 def _set_body(body: bytes) -> dict[str, Any]:

@@ -260,7 +260,8 @@
       say("");
     } catch (e) {
       out.textContent = "";
-      say(name + ": " + e.message, true);
+      // the run's message may already start with the command's name ("set: ...")
+      say(e.message.startsWith(name + ":") ? e.message : name + ": " + e.message, true);
     }
     pollStatus();
   }
@@ -294,6 +295,20 @@
       }
     }
     return grid;
+  }
+
+  // the key to a board's pieces: [[1 or 2, "who"], ...]; discs (red X, yellow O) or marks
+  const PIECE = { 1: ["x", "X", "red"], 2: ["o", "O", "yellow"] };
+  function legend(el, marks, owners) {
+    el.classList.toggle("marks", marks);
+    el.replaceChildren(...owners.map(([v, who]) => {
+      const [cls, mark, colour] = PIECE[v];
+      const key = Object.assign(document.createElement("span"), { className: "key " + cls });
+      const disc = Object.assign(document.createElement("span"), { className: "disc " + cls });
+      disc.textContent = marks ? mark : "";
+      key.append(disc, who + " (" + (marks ? mark : colour + ", " + mark) + ")");
+      return key;
+    }));
   }
 
   function panel(p) {
@@ -333,6 +348,9 @@
       fig.append(table);
     } else if (p.kind === "board") {
       fig.append(board(p, null));
+      const key = Object.assign(document.createElement("p"), { className: "legend" });
+      legend(key, p.rows === 3 && p.cols === 3, [[1, "first player"], [2, "second player"]]);
+      fig.append(key);
       const note = document.createElement("p");
       note.textContent = p.caption || "";
       fig.append(note);
@@ -370,6 +388,7 @@
       count(st.simulations, "simulation") + " per move).";
     if (!g) {
       box.replaceChildren();
+      $("play-legend").replaceChildren();
       return;
     }
     const clickable = g.to_move === "human";
@@ -378,7 +397,10 @@
     box.dataset.toMove = g.to_move || "";
     box.dataset.result = g.result || "";
     box.dataset.moves = String(g.moves.length);
-    const you = g.human_first ? "X" : "O";
+    const marks = st.rows === 3 && st.cols === 3;
+    const mine = g.human_first ? 1 : 2;
+    legend($("play-legend"), marks, [[mine, "you"], [3 - mine, "the policy"]]);
+    const you = PIECE[mine][1] + (marks ? "" : ", " + PIECE[mine][2]);
     $("play-status").textContent = g.result
       ? "Game " + g.number + " is over: " + RESULT_TEXT[g.result]
       : g.to_move === "human"
