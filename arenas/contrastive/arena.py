@@ -64,6 +64,8 @@ class ContrastiveConfig(ArenaConfig):
     """paddlecraft.arenas.ContrastiveArena settings."""
 
     epochs: int = 20  #: passes over the training pairs
+    image_agent: str = "image"  #: the ImageTower's agent name
+    text_agent: str = "text"  #: the TextTower's agent name
     batch_size: int = 128  #: pairs per step (each pair's negatives: the other B-1)
     steps_per_epoch: Optional[int] = None  #: None: one pass over the pairs  # noqa: UP045
     lr_decay: str = "cosine"  #: cosine (each agent's lr decays to 5% over the run) | none
@@ -80,7 +82,8 @@ class ContrastiveArena(Arena):
     """Dual-encoder training; headline ``i2t_recall@1`` on held-out images.
 
     Args:
-        agents: ``image`` (ImageTower) and ``text`` (TextTower).
+        agents: ``image`` (ImageTower) and ``text`` (TextTower), or as ``image_agent`` and
+            ``text_agent`` name them.
         seed: run seed (data, pair order, zero-shot halves).
         **settings: `ContrastiveConfig` fields.
     """
@@ -99,19 +102,21 @@ class ContrastiveArena(Arena):
             raise ConfigError(
                 f"arena.zeroshot.template={c.zeroshot.template!r} has no {{label}} for the class name"
             )
-        self.require_agents("image", "text")
-        self.image, self.text = self.agents["image"], self.agents["text"]
-        for name, kind in (("image", ImageTower), ("text", TextTower)):
+        self.require_agents(c.image_agent, c.text_agent)
+        self.image, self.text = self.agents[c.image_agent], self.agents[c.text_agent]
+        for name, kind in ((c.image_agent, ImageTower), (c.text_agent, TextTower)):
             if not isinstance(self.agents[name], kind):
                 raise ConfigError(
                     f"agents.{name} is a {type(self.agents[name]).__name__}; the contrastive "
-                    f"arena needs a {kind.__name__} there (agent@agents.{name}={name}_tower)"
+                    f"arena needs a {kind.__name__} there (agent@agents.{name}="
+                    f"{'image' if kind is ImageTower else 'text'}_tower)"
                 )
         if self.image.embed_dim != self.text.embed_dim:
             raise ConfigError(
-                f"agents.image embeds to {self.image.embed_dim} and agents.text to "
-                f"{self.text.embed_dim}: give both towers one shared size, e.g. "
-                f"agents.image.embed_dim=64 agents.text.embed_dim=64 (a linear projection)"
+                f"agents.{self.image.name} embeds to {self.image.embed_dim} and "
+                f"agents.{self.text.name} to {self.text.embed_dim}: give both towers one "
+                f"shared size, e.g. agents.{self.image.name}.embed_dim=64 "
+                f"agents.{self.text.name}.embed_dim=64 (a linear projection)"
             )
         self.learners = [a for a in (self.image, self.text) if a.trainable_parameters()]
         self.world: PairWorld = self._build_world()
