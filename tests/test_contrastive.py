@@ -47,9 +47,11 @@ def _np_loss(i, t, scale, mask):
     i = i / np.linalg.norm(i, axis=1, keepdims=True)
     t = t / np.linalg.norm(t, axis=1, keepdims=True)
     logits = scale * i @ t.T - 1e4 * mask
+
     def ce(z):  # noqa: E306 (rows: softmax over columns, the diagonal is the target)
         z = z - z.max(axis=1, keepdims=True)
         return float(np.mean(np.log(np.exp(z).sum(axis=1)) - np.diag(z)))
+
     return 0.5 * (ce(logits) + ce(logits.T))
 
 

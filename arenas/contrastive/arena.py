@@ -95,7 +95,9 @@ class ContrastiveArena(Arena):
         super().__init__(agents, seed=seed, **settings)
         c = self.cfg
         if c.batch_size < 2:
-            raise ConfigError(f"arena.batch_size must be >= 2 (in-batch negatives), got {c.batch_size}")
+            raise ConfigError(
+                f"arena.batch_size must be >= 2 (in-batch negatives), got {c.batch_size}"
+            )
         if c.lr_decay not in LR_DECAYS:
             raise ConfigError(f"arena.lr_decay must be one of {LR_DECAYS}, got {c.lr_decay!r}")
         if "{label}" not in c.zeroshot.template:

@@ -18,6 +18,8 @@ from .metrics import cosine
 
 __all__ = ["Labelled", "linear_probe", "split_halves", "zero_shot"]
 
+HALVES_STREAM = 0x25  #: random-stream id: the labelled set's probe / evaluation halves
+
 
 @dataclass
 class Labelled:
@@ -33,7 +35,7 @@ class Labelled:
 
 def split_halves(n: int, seed: int) -> tuple[np.ndarray, np.ndarray]:
     """A seeded split of ``range(n)``: (probe training indices, evaluation indices)."""
-    order = np.random.default_rng([seed, 0x25]).permutation(n)
+    order = np.random.default_rng([seed, HALVES_STREAM]).permutation(n)
     return np.sort(order[: n // 2]), np.sort(order[n // 2 :])
 
 
