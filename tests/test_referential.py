@@ -515,3 +515,21 @@ def test_mixed_population_of_frozen_loaded_towers_plays_every_pair(compose_confi
     m = arena.evaluate()
     assert {f"crossplay_{i}_{j}" for i in (0, 1) for j in (0, 1)} <= m.keys()
     assert 0.0 <= m["crossplay_gap"] <= 1.0
+
+
+@pytest.mark.slow
+def test_mixed_population_meets_its_crossplay_target(tmp_path):
+    """Acceptance: two encoder families in one 2 x 2 population on shapes (K=4): every
+    cross-play pair within 0.03 of the diagonal (figures: docs/results.json)."""
+    import subprocess
+    import sys
+
+    root = Path(__file__).resolve().parents[1]
+    r = subprocess.run(
+        [sys.executable, str(root / "run.py"), "arena=referential_shapes",
+         "+experiment=referential_mixed", "trainer.progress=false", f"hydra.run.dir={tmp_path}"],
+        cwd=root, capture_output=True, text=True,
+    )  # fmt: skip
+    assert r.returncode == 0, r.stderr[-3000:]
+    m = json.loads((tmp_path / "results.json").read_text())["metrics"]
+    assert m["crossplay_gap"] <= 0.03, m
