@@ -16,6 +16,7 @@ from .recognizer import Recognizer
 from .referential import Receiver, Sender
 from .settings import ConfigError
 from .speaker import Speaker
+from .towers import ImageTower, TextTower
 
 __all__ = [
     "Agent",
@@ -32,6 +33,8 @@ __all__ = [
     "Speaker",
     "Discriminator",
     "Generator",
+    "ImageTower",
+    "TextTower",
     "Policy",
     "UnsafeConfigError",
     "check_targets",

@@ -68,8 +68,11 @@ class _ObjectView(nn.Layer):
         out: int,
         role: str = "",
         image_shape: Any = None,
+        frozen: bool = False,
     ) -> None:
         super().__init__()
+        #: a fixed encoder: no gradients, eval mode (BatchNorm statistics and dropout fixed)
+        self.frozen = bool(frozen and encoder_cfg is not None)
         if encoder_cfg is not None:  # headless, sized from the data: the feature contract
             self.encoder = agent.make_encoder(
                 encoder_cfg,
@@ -85,9 +88,20 @@ class _ObjectView(nn.Layer):
             self.encoder, dim = None, int(input_size)
         head = f"{role}_in" if role else "object"
         self.project = agent.make_head(head, lambda: nn.Linear(dim, out))
+        if self.frozen:
+            for p in self.encoder.parameters():
+                p.stop_gradient = True
 
     def forward(self, x: paddle.Tensor) -> paddle.Tensor:
-        feats = x if self.encoder is None else pooled_features(self.encoder, x)  # [B, D]
+        if self.encoder is None:
+            feats = x
+        elif self.frozen:
+            if self.encoder.training:
+                self.encoder.eval()
+            with paddle.no_grad():
+                feats = pooled_features(self.encoder, x)  # [B, D]
+        else:
+            feats = pooled_features(self.encoder, x)  # [B, D]
         return _linear(self.project, feats)  # [B, out]
 
 
@@ -108,6 +122,9 @@ class MessageAgentConfig(AgentConfig):
     hidden_size: int = 128  #: recurrent state
     embed_size: int = 32  #: symbol embedding
     cell: str = "gru"  #: gru | lstm | transformer | linear (no recurrence: position-wise)
+    #: fix the image encoder (e.g. a loaded ResNet or ViT: encoder.pretrained=FILE): no
+    #: updates, eval mode; the agent's own layers on top of its features still learn
+    frozen_encoder: bool = False
 
 
 @dataclass
@@ -128,7 +145,10 @@ class Sender(Agent):
         self.vocab_size, self.max_len, self.cell = c.vocab_size, c.max_len, c.cell
         h, e, v = c.hidden_size, c.embed_size, c.vocab_size
         with self.seeded():
-            self.view = _ObjectView(self, c.encoder, c.input_size, h, image_shape=c.image_shape)
+            self.view = _ObjectView(
+                self, c.encoder, c.input_size, h, image_shape=c.image_shape,
+                frozen=c.frozen_encoder,
+            )  # fmt: skip
             self.embed = self.make_head("embed", lambda: nn.Linear(v, e, bias_attr=False))
             if c.cell == "gru":
                 self.rnn = self.make_head("rnn", lambda: nn.GRUCell(e, h))
@@ -281,7 +301,10 @@ class Receiver(Agent):
                     "attributes", lambda: nn.Linear(h, c.n_attributes * c.n_values)
                 )
             if c.encoder is not None or c.input_size:
-                self.view = _ObjectView(self, c.encoder, c.input_size, h, image_shape=c.image_shape)
+                self.view = _ObjectView(
+                    self, c.encoder, c.input_size, h, image_shape=c.image_shape,
+                    frozen=c.frozen_encoder,
+                )  # fmt: skip
             self.ear = None if c.ear is None else _ObjectView(self, c.ear, None, h, "ear")
         self.finish()
 

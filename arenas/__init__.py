@@ -11,9 +11,10 @@ import paddlecraft._needs_paddle  # noqa: F401  (no Paddle: one line naming both
 from paddlecraft.craftdata.resolvers import register_resolvers as register_data_resolvers
 from paddlecraft.encoders import SCHEMAS as ENCODER_SCHEMAS
 
-from . import caption, classify, gan, referential, selfplay
+from . import caption, classify, contrastive, gan, referential, selfplay
 from .caption import CaptionArena
 from .classify import ClassifyArena
+from .contrastive import ContrastiveArena
 from .engine import (
     Arena,
     ArenaCheckError,
@@ -35,7 +36,7 @@ from .referential import ReferentialArena
 from .selfplay import SelfPlayArena, search_player
 
 #: the built-in arena families, each a module with a ``SCHEMAS`` dict
-FAMILIES: tuple[ModuleType, ...] = (classify, gan, caption, selfplay, referential)
+FAMILIES: tuple[ModuleType, ...] = (classify, gan, caption, selfplay, referential, contrastive)
 
 
 def register_configs() -> None:
@@ -59,6 +60,7 @@ __all__ = [
     "Callback",
     "CaptionArena",
     "ClassifyArena",
+    "ContrastiveArena",
     "ConfigError",
     "FAMILIES",
     "GanArena",

@@ -3,6 +3,7 @@
     python scripts/referential_targets.py                     # all three, seeds 0 1 2
     python scripts/referential_targets.py --only attributes --seeds 0 1 2
     python scripts/referential_targets.py --only shapes population
+    python scripts/referential_targets.py --only mixed homogeneous --seeds 0
 
 Each game is a plain seed sweep, ``python run.py -m <game's overrides> seed=0,1,2``, into
 ``runs/referential_targets/<game>/seedS`` (seeds whose run finished already are not rerun);
@@ -16,7 +17,11 @@ metric). This script adds only the targets, which must hold on every seed:
 - shapes: ``arena=referential_shapes`` (K=4 candidate images): test accuracy >= 0.95;
 - population: ``arena=referential arena.speakers=3 arena.listeners=3`` with a newcomer
   listener: every off-diagonal cross-play accuracy within 0.05 of the diagonal mean
-  (``crossplay_gap <= 0.05``).
+  (``crossplay_gap <= 0.05``);
+- mixed: ``arena=referential_shapes +experiment=referential_mixed`` (2 x 2, a small CNN and
+  ResNet-18 in one population, K=4): every cross-play pair within 0.03 of the diagonal
+  (``crossplay_gap <= 0.03``); ``homogeneous`` is the same population of CNN agents alone,
+  for its held-out accuracy beside the mixed one's. Neither runs unless named in --only.
 """
 
 from __future__ import annotations
@@ -40,13 +45,19 @@ GAMES: dict[str, list[str]] = {
         "arena.epochs=40",
         "arena.newcomer_steps=1500",
     ],
+    "mixed": ["arena=referential_shapes", "+experiment=referential_mixed"],
+    "homogeneous": ["arena=referential_shapes", "arena.speakers=2", "arena.listeners=2"],
 }
 #: per game: (metric, comparison, target) that must hold on every seed
 TARGETS: dict[str, list[tuple[str, str, float]]] = {
     "attributes": [("train_accuracy", ">=", 0.99), ("test_accuracy", ">=", 0.6)],
     "shapes": [("test_accuracy", ">=", 0.95)],
     "population": [("crossplay_gap", "<=", 0.05)],
+    "mixed": [("crossplay_gap", "<=", 0.03)],
+    "homogeneous": [("crossplay_gap", "<=", 0.03)],
 }
+CROSSPLAY = ["train_accuracy", "test_accuracy", "crossplay_diagonal", "crossplay_off_diagonal"]
+CROSSPLAY += ["crossplay_gap", "crossplay_test_gap"]
 SHOWN = {
     "attributes": [
         "train_accuracy",
@@ -70,6 +81,8 @@ SHOWN = {
         "ease_of_teaching",
         "topsim",
     ],
+    "mixed": CROSSPLAY,
+    "homogeneous": CROSSPLAY,
 }
 
 
@@ -90,7 +103,8 @@ def main() -> None:
     from paddlecraft.arenas.engine.summary import build_summary, find_runs, update_summary
 
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--only", nargs="+", choices=sorted(GAMES), default=sorted(GAMES))
+    default = ["attributes", "population", "shapes"]
+    ap.add_argument("--only", nargs="+", choices=sorted(GAMES), default=default)
     ap.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
     ap.add_argument("--out", default=str(ROOT / "runs" / "referential_targets"))
     args = ap.parse_args()

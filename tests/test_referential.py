@@ -473,3 +473,63 @@ def test_gru_experiment_is_gru_agents_with_entropy_and_iterated_learning(compose
         200,
         64,
     )
+
+
+def test_mixed_population_of_frozen_loaded_towers_plays_every_pair(compose_config, tmp_path):
+    """+experiment=referential_mixed: two encoder families in one population; the second
+    pair's encoders loaded from a weights file and frozen (they do not move, BatchNorm
+    statistics included), every pair in the cross-play table."""
+    from paddlecraft.arenas.engine.app import build_agents, build_arena
+    from paddlecraft.encoders import ResNetEncoder
+
+    src = ResNetEncoder(
+        "src", in_channels=3, depth=18, width=16, small_input=False, num_classes=None
+    ).build()
+    path = tmp_path / "resnet18_w16.safetensors"
+    src.save_pretrained(path)
+    want = {p.name.split(".", 1)[1]: p.numpy() for p in src.parameters()}
+    loaded = [f"agents.{a}.encoder.pretrained={path}" for a in ("speaker_1", "listener_1")]
+    frozen = [f"agents.{a}.frozen_encoder=true" for a in ("speaker_1", "listener_1")]
+    cfg = compose_config(
+        "arena=referential_shapes", "+experiment=referential_mixed", *loaded, *frozen,
+        "data.loader.n_train=64", "data.loader.n_test=32", "arena.eval_size=32",
+        "arena.analysis_size=16", "arena.epochs=1", "arena.steps_per_epoch=4",
+        "arena.batch_size=4", "arena.train_candidates=4",
+    )  # fmt: skip
+    agents = build_agents(cfg)
+    arena = build_arena(cfg, agents)
+    assert [a.name for a in arena.speakers] == ["speaker", "speaker_1"]
+    families = {type(a.view.encoder).__name__ for a in arena.speakers + arena.listeners}
+    assert families == {"ImageCNNEncoder", "ResNetEncoder"}
+    encs = {a: agents[a].view.encoder for a in ("speaker_1", "listener_1")}
+    for enc in encs.values():  # the file's weights, every one
+        got = {p.name.split(".", 2)[2]: p.numpy() for p in enc.parameters()}
+        assert got.keys() == want.keys() and all(np.array_equal(got[k], want[k]) for k in want)
+    for batch in arena.batches(0):
+        arena.train_step(batch)
+    for enc in encs.values():
+        got = {p.name.split(".", 2)[2]: p.numpy() for p in enc.parameters()}
+        assert all(got[k].tobytes() == want[k].tobytes() for k in want)
+    live = agents["speaker"].view.encoder.parameters()[0]
+    assert not live.stop_gradient  # the other family trains
+    m = arena.evaluate()
+    assert {f"crossplay_{i}_{j}" for i in (0, 1) for j in (0, 1)} <= m.keys()
+    assert 0.0 <= m["crossplay_gap"] <= 1.0
+
+
+@pytest.mark.slow
+def test_mixed_population_meets_its_crossplay_target(tmp_path):
+    """Acceptance: two encoder families in one 2 x 2 population on shapes (K=4): every
+    cross-play pair within 0.03 of the diagonal (figures: docs/results.json)."""
+    import subprocess
+    import sys
+
+    root = Path(__file__).resolve().parents[1]
+    r = subprocess.run(
+        [sys.executable, str(root / "run.py"), "arena=referential_shapes",
+         "+experiment=referential_mixed", "trainer.progress=false", f"hydra.run.dir={tmp_path}"],
+        cwd=root, capture_output=True, text=True,
+    )  # fmt: skip
+    assert r.returncode == 0, r.stderr[-3000:]
+    m = json.loads((tmp_path / "results.json").read_text())["metrics"]
+    assert m["crossplay_gap"] <= 0.03, m

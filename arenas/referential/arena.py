@@ -49,7 +49,8 @@ class ReferentialArena(Arena):
     Args:
         agents: ``speaker`` (`paddlecraft.agents.Sender`) and ``listener``
             (`paddlecraft.agents.Receiver`); with ``speakers``/``listeners`` > 1 the
-            arena adds ``speaker_1``... built like ``speaker`` (own weights, own optimizer).
+            arena adds ``speaker_1``... built like ``speaker`` (own weights, own optimizer),
+            or uses the one configured under that name (a mixed population).
         data: the objects: a dataset (``load_shape_objects()``, an image folder loaded in
             memory; the engine builds it from ``data.loader``) or its loader config; None:
             the attribute world of the settings.
@@ -69,9 +70,9 @@ class ReferentialArena(Arena):
         check_settings(c)
         self.world = self._make_world(data)
         check_candidates(c, self.world)
-        self.speakers = population.grow(self.agents["speaker"], c.speakers)
-        self.listeners = population.grow(self.agents["listener"], c.listeners)
-        self._grown = self.speakers[1:] + self.listeners[1:]
+        self.speakers = population.grow(self.agents["speaker"], c.speakers, self.agents)
+        self.listeners = population.grow(self.agents["listener"], c.listeners, self.agents)
+        self._grown = [a for a in self.speakers[1:] + self.listeners[1:] if a.name not in agents]
         for a in self._grown:
             self.agents[a.name] = a
         self.steps_done = 0

@@ -8,13 +8,14 @@ needed to reach the same accuracy. Both are read on a moving average of the batc
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any, Protocol
 
 import numpy as np
 import paddle
 
 from paddlecraft.agents import Agent
+from paddlecraft.agents.settings import ConfigError
 from paddlecraft.arenas.engine.rng import capture_rng, restore_rng
 
 __all__ = ["Game", "crossplay_metrics", "grow", "steps_to_reach", "teach_newcomer"]
@@ -36,12 +37,23 @@ class Game(Protocol):
         """(joint loss, per-target accuracy [B], messages) of one pair on ``batch``."""
 
 
-def grow(first: Agent, size: int) -> list[Agent]:
-    """``first`` plus ``size - 1`` agents built like it (``<name>_1``...): same settings, own
-    weights (the seed mixes in the name), own optimizer."""
+def grow(first: Agent, size: int, given: Mapping[str, Agent] | None = None) -> list[Agent]:
+    """``first`` plus ``size - 1`` agents ``<name>_1``...: the one configured under that name
+    in ``given`` (another encoder family, a frozen loaded tower: a mixed population), else one
+    built like ``first`` (same settings, own weights: the seed mixes in the name; own
+    optimizer)."""
     out = [first]
     for i in range(1, size):
-        out.append(type(first)(f"{first.name}_{i}", **first.config))
+        name = f"{first.name}_{i}"
+        if given is not None and name in given:
+            if type(given[name]) is not type(first):
+                raise ConfigError(
+                    f"agents.{name} is a {type(given[name]).__name__} but agents.{first.name} "
+                    f"a {type(first).__name__}: a population's members are of one kind"
+                )
+            out.append(given[name])
+        else:
+            out.append(type(first)(name, **first.config))
     return out
 
 
