@@ -67,6 +67,10 @@ SECTIONS: dict[str, tuple[str, str]] = {
         "Tiny randomly initialised transformers CLIPModel and CLIP BPE files written offline; "
         "seed case 7.",
     ),
+    "contrastive": (
+        "Image and language: contrastive towers",
+        "`arena=contrastive`: an image agent and a text agent learn one space (seed 0).",
+    ),
     "export": ("Export", "Exported models checked against the eager forward."),
     "names": ("Names API", "The seed's five cases as assertions."),
     "live": (
