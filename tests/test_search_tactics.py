@@ -104,7 +104,9 @@ def test_tactics_search_only_a_winning_root_move():
     assert list(np.flatnonzero(wins)) == [6]
     misled = _misled(ConnectFour)
     for tactics in (False, True):
-        res = MCTS(ConnectFour, misled, 12, discount=GAMMA, tactics=tactics).search(cur, mask)
+        res = MCTS(ConnectFour, misled, simulations=12, discount=GAMMA, tactics=tactics).search(
+            cur, mask
+        )
         if tactics:  # every visit on the win
             assert res.visits[0, 6] == 12 and res.q[0, 6] == 1.0
         else:  # the plain search follows the misleading prior elsewhere
@@ -124,7 +126,7 @@ def test_tactics_score_a_decided_position_exactly_and_never_expand_it(game):
         calls.append(len(planes))
         return uniform_evaluator(planes, masks)
 
-    res = MCTS(game, counted, 200, discount=GAMMA, tactics=True).search(cur, mask)
+    res = MCTS(game, counted, simulations=200, discount=GAMMA, tactics=True).search(cur, mask)
     seen = {"won": 0, "lost": 0}
     for i in range(len(cur)):
         for a in np.flatnonzero(res.legal[i]):
@@ -139,7 +141,7 @@ def test_tactics_score_a_decided_position_exactly_and_never_expand_it(game):
                 seen["lost"] += 1
     assert seen["won"] > 5 and seen["lost"] > 0
     plain = []
-    MCTS(game, lambda p, m: (plain.append(len(p)), uniform_evaluator(p, m))[1], 200,
+    MCTS(game, lambda p, m: (plain.append(len(p)), uniform_evaluator(p, m))[1], simulations=200,
          discount=GAMMA).search(cur, mask)  # fmt: skip
     assert sum(calls) < sum(plain)  # decided positions cost no network call
 
@@ -150,7 +152,7 @@ def test_proofs_find_every_exact_value_and_play_the_best_move():
     a best one (the soonest win, the longest defence)."""
     cur, mask = _positions(TicTacToe, 64, (1, 5), seed=3)
     memo: dict = {}
-    res = MCTS(TicTacToe, uniform_evaluator, 1500, discount=GAMMA, tactics=True,
+    res = MCTS(TicTacToe, uniform_evaluator, simulations=1500, discount=GAMMA, tactics=True,
                proofs=True).search(cur, mask)  # fmt: skip
     assert res.decided.mean() > 0.4  # one or two stones: too open to prove in 1,500
     spread = compared = 0
@@ -175,14 +177,16 @@ def test_proofs_find_every_exact_value_and_play_the_best_move():
 def test_proofs_without_tactics_and_the_plain_search_unchanged():
     cur, mask = _positions(TicTacToe, 12, (4, 6), seed=4)
     memo: dict = {}
-    res = MCTS(TicTacToe, uniform_evaluator, 1500, discount=GAMMA, proofs=True).search(cur, mask)
+    res = MCTS(TicTacToe, uniform_evaluator, simulations=1500, discount=GAMMA, proofs=True).search(
+        cur, mask
+    )
     assert res.decided.mean() > 0.8
     for i in range(len(cur)):
         moves, values = _move_values(TicTacToe, int(cur[i]), int(mask[i]), memo)
         proven = res.proven[i, moves]
         known = ~np.isnan(proven)
         np.testing.assert_allclose(proven[known], np.array(values)[known], atol=1e-12)
-    plain = MCTS(TicTacToe, uniform_evaluator, 50, discount=GAMMA).search(cur, mask)
+    plain = MCTS(TicTacToe, uniform_evaluator, simulations=50, discount=GAMMA).search(cur, mask)
     assert plain.proven is None and plain.decided is None
     assert decided_visits(plain) is plain.visits
 
@@ -236,7 +240,9 @@ def test_a_slow_proven_win_does_not_decide_a_root_where_a_quicker_one_may_be():
 
     roots = [TicTacToe.from_planes(np.frombuffer(k, np.int8).reshape(1, 3, 3, 2)) for k in favour]
     c, m = np.concatenate([r[0] for r in roots]), np.concatenate([r[1] for r in roots])
-    res = MCTS(TicTacToe, misled, 400, discount=GAMMA, tactics=True, proofs=True).search(c, m)
+    res = MCTS(
+        TicTacToe, misled, simulations=400, discount=GAMMA, tactics=True, proofs=True
+    ).search(c, m)
     slow_proven = np.isclose(res.proven, GAMMA**4).any(axis=1)
     assert slow_proven.all() and not res.decided.any()
 
