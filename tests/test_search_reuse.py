@@ -96,7 +96,7 @@ def test_a_kept_subtree_starts_the_next_search_with_its_statistics():
     grand = old.child[kid, grand_a]  # the opponent's most visited reply
     positions = [(old.ncur[kid], old.nmask[kid]), (old.ncur[grand], old.nmask[grand])]
     for (c, m), rows in zip(positions, (kid, grand), strict=True):
-        t = reuse.start(c, m, 5, ConnectFour.num_actions, False)
+        t = reuse.start(c, m, 5, ConnectFour.num_actions)
         assert t.nodes == int((t.count - t.roots).max()) + 5
         assert np.array_equal(t.visits[t.roots], old.visits[rows])
         assert np.array_equal(t.total[t.roots], old.total[rows])
@@ -108,7 +108,7 @@ def test_a_kept_subtree_starts_the_next_search_with_its_statistics():
     one = PUCTSearch(ConnectFour, _net, simulations=1, discount=0.95)
     again = one.search(old.ncur[kid], old.nmask[kid], rng, reuse=reuse)
     assert np.array_equal(again.visits.sum(axis=1), old.visits[kid].sum(axis=1) + 1)
-    fresh = reuse.start(cur, mask, 5, ConnectFour.num_actions, False)  # the old roots: gone
+    fresh = reuse.start(cur, mask, 5, ConnectFour.num_actions)  # the old roots: gone
     assert (fresh.visits == 0).all() and (fresh.count == fresh.roots + 1).all()
 
 

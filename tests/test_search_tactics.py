@@ -10,7 +10,6 @@ import pytest
 from selfplay_kit import replay_arena
 
 from paddlecraft.agents import Agent, Policy
-from paddlecraft.agents.settings import ConfigError
 from paddlecraft.arenas import check_arena
 from paddlecraft.arenas.engine.rng import seed_everything
 from paddlecraft.arenas.games import ConnectFour, TicTacToe, random_legal
@@ -198,19 +197,11 @@ def test_a_run_with_tactics_and_proofs_resumes_bit_identically_and_saves_them(tm
     policy = Policy("policy", encoder=enc, obs_shape=[3, 3, 2], num_actions=9, seed=0,
                     search_tactics=True, search_proofs=True)  # fmt: skip
     assert policy.search_settings()["tactics"] and policy.search_settings()["proofs"]
-    arena = replay_arena(policy, update={"proven_values": True}, search={"simulations": 24})
+    arena = replay_arena(policy, search={"simulations": 24})
     assert "resume from a checkpoint is bit-identical" in check_arena(arena, steps=2)
     policy.save(tmp_path / "policy")
     loaded = Agent.load(tmp_path / "policy", name="loaded")
     assert loaded.search_settings()["tactics"] and loaded.search_settings()["proofs"]
-
-
-def test_proven_values_without_proofs_is_refused_naming_both_settings():
-    enc = {"_target_": "paddlecraft.encoders.ImageMLPEncoder", "input_size": 18,
-           "hidden_size": 8, "num_classes": 8}  # fmt: skip
-    policy = Policy("plain", encoder=enc, obs_shape=[3, 3, 2], num_actions=9, seed=0)
-    with pytest.raises(ConfigError, match="agents.policy.search_proofs=true or arena.update"):
-        replay_arena(policy, update={"proven_values": True})
 
 
 def test_a_slow_proven_win_does_not_decide_a_root_where_a_quicker_one_may_be():
@@ -245,22 +236,3 @@ def test_a_slow_proven_win_does_not_decide_a_root_where_a_quicker_one_may_be():
     ).search(c, m)
     slow_proven = np.isclose(res.proven, GAMMA**4).any(axis=1)
     assert slow_proven.all() and not res.decided.any()
-
-
-def test_a_proven_position_trains_toward_its_exact_value():
-    """`outcome_samples` with ``proven_values``: where the search proved the root
-    (``root_proven``), the value target is the proof's exact value, elsewhere (and without
-    the setting) the game's discounted result."""
-    from paddlecraft.arenas.selfplay.targets import outcome_samples
-
-    obs, mask, pi = np.zeros((3, 3, 3, 2), np.int8), np.ones((3, 9), bool), np.ones((3, 9)) / 9
-    records = [  # one game: plies 0, 1, 2; the first player won with its move at ply 2
-        {"ply": np.array([p]), "game": np.array([0]), "obs": obs[p : p + 1],
-         "mask": mask[p : p + 1], "pi": pi[p : p + 1], "root_value": np.array([v]),
-         "root_proven": np.array([proven])}
-        for p, v, proven in ((0, 0.3, False), (1, -0.9025, True), (2, 1.0, True))
-    ]  # fmt: skip
-    z = outcome_samples(records, np.array([0]), discount=GAMMA, proven_values=True)["z"]
-    np.testing.assert_allclose(z, [GAMMA**2, -0.9025, 1.0], rtol=1e-6)
-    z = outcome_samples(records, np.array([0]), discount=GAMMA)["z"]  # off: the results
-    np.testing.assert_allclose(z, [GAMMA**2, -GAMMA, 1.0], rtol=1e-6)
