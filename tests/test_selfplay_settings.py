@@ -190,11 +190,12 @@ def test_a_removed_setting_loads_at_its_old_default_and_is_refused_otherwise():
 
     saved = {
         "epochs": 2,
-        "search": {"late_moves": 0, "simulations": 5},
+        "search": {"late_moves": 0, "simulations": 5, "cache": True, "network_copy": True},
         "eval": {"average_last": 0},
     }
     SelfPlayArena.upgrade_saved(saved)
-    assert saved == {"epochs": 2, "search": {"simulations": 5}, "eval": {}}
+    kept = {"simulations": 5, "cache": True, "network_copy": True}
+    assert saved == {"epochs": 2, "search": kept, "eval": {}}
     with pytest.raises(CheckpointError) as e:
         SelfPlayArena.upgrade_saved({"search": {"late_moves": 4}})
     assert "arena.search.late_moves=4: saved by an earlier PaddleCraft" in str(e.value)
