@@ -30,12 +30,7 @@ blocks of 32 channels at 6x7, 256 features) over its NumPy copy and over Paddle'
 forward (``cnn_frozen_speedup``), and its copy's cost against the line-feature network's
 copy (``cnn_cost``: lines rate / trunk rate); and the line-feature network's copy with its
 zugzwang features (``gravity=true``) against without (``gravity_cost``: plain rate /
-gravity rate), with the parity features on top (``parity=true``; ``parity_cost``:
-gravity rate / parity rate), and with the zugzwang features and a 256-unit hidden layer in
-the value head (``agents.policy.value_hidden=256``; ``value_hidden_cost``: gravity rate /
-its rate), and with the zugzwang features under a residual MLP of five layers
-(``agents.policy.encoder.residual=true hidden_layers=5``: two blocks with skips;
-``residual_cost``: gravity rate / its rate).
+gravity rate).
 """
 
 from __future__ import annotations
@@ -58,38 +53,22 @@ CONV_TRUNK = {"_target_": "paddlecraft.encoders.ImageCNNEncoder", "channels": [3
               "embedding_dim": 256, "min_spatial": 7, "norm": "none"}  # fmt: skip
 
 
-def _network(
-    lines: bool = False,
-    conv: bool = False,
-    gravity: bool = False,
-    parity: bool = False,
-    value_hidden: int = 0,
-    residual: bool = False,
-):
+def _network(lines: bool = False, conv: bool = False, gravity: bool = False):
     """The Connect Four default's network; ``lines``: the same MLP over `BoardLineEncoder`'s
-    line features (``encoder=lines_256x3``), with ``gravity`` its zugzwang features too
-    and with ``parity`` the parity fill's; ``conv``: the convolutional trunk instead;
-    ``value_hidden``: the value head's hidden layer's width (0: none); ``residual``: five
-    layers in two residual blocks after the first, not three."""
+    line features (``encoder=lines_256x3``), with ``gravity`` its zugzwang features too;
+    ``conv``: the convolutional trunk instead."""
     from paddlecraft.agents import Policy
 
     enc = {"_target_": "paddlecraft.encoders.ImageMLPEncoder", "hidden_size": 256,
            "hidden_layers": 3}  # fmt: skip
     if lines:
         enc = {**enc, "_target_": "paddlecraft.encoders.BoardLineEncoder", "line_length": 4,
-               "gravity": gravity, "parity": parity}  # fmt: skip
-    if residual:
-        enc = {**enc, "hidden_layers": 5, "residual": True}
+               "gravity": gravity}  # fmt: skip
     if conv:
         enc = CONV_TRUNK
     name = "search_bench_conv" if conv else "search_bench_lines" if lines else "search_bench_policy"
     name += "_gravity" if gravity else ""
-    name += "_parity" if parity else ""
-    name += f"_vh{value_hidden}" if value_hidden else ""
-    name += "_res5" if residual else ""
-    return Policy(
-        name, encoder=enc, obs_shape=[6, 7, 2], num_actions=7, seed=0, value_hidden=value_hidden
-    )
+    return Policy(name, encoder=enc, obs_shape=[6, 7, 2], num_actions=7, seed=0)
 
 
 def _training_games(evaluate, games: int) -> tuple[int, float]:
@@ -256,27 +235,19 @@ def bench_conv(size: str = "full") -> dict:
 def bench_gravity(size: str = "full") -> dict:
     """The same cached training games over the line-feature network's NumPy copy with and
     without its zugzwang features (``agents.policy.encoder.gravity=true``: 127 inputs
-    more), with the parity features too (``parity=true``: 168 more) and with the zugzwang
-    features and the value head's 256-unit hidden layer (``value_hidden=256``), and with the
-    zugzwang features under five layers in two residual blocks (``residual=true
-    hidden_layers=5``), played twice each, alternating, so a change in the machine's pace
-    hits all five."""
+    more), played twice each, alternating, so a change in the machine's pace hits both."""
     from paddlecraft.arenas.games.search import CachedEvaluator, NetworkEvaluator
 
     games = {"full": 256, "quick": 64, "tiny": 4}[size]
     plain, gravity = _network(lines=True), _network(lines=True, gravity=True)
-    parity = _network(lines=True, gravity=True, parity=True)
-    hidden = _network(lines=True, gravity=True, value_hidden=256)
-    tower = _network(lines=True, gravity=True, residual=True)
 
     def play(policy) -> tuple[int, float]:
         evaluate = CachedEvaluator(NetworkEvaluator(policy.frozen_evaluator()))
         return _training_games(evaluate, games)
 
     play(gravity)  # warm-up
-    totals = {key: [0, 0.0] for key in ("plain", "gravity", "parity", "hidden", "tower")}
-    players = (("plain", plain), ("gravity", gravity), ("parity", parity), ("hidden", hidden),
-               ("tower", tower))  # fmt: skip
+    totals = {key: [0, 0.0] for key in ("plain", "gravity")}
+    players = (("plain", plain), ("gravity", gravity))
     for _ in range(2):
         for key, policy in players:
             moves, seconds = play(policy)
@@ -284,9 +255,6 @@ def bench_gravity(size: str = "full") -> dict:
             totals[key][1] += seconds
     plain_rate = totals["plain"][0] / totals["plain"][1]
     gravity_rate = totals["gravity"][0] / totals["gravity"][1]
-    parity_rate = totals["parity"][0] / totals["parity"][1]
-    hidden_rate = totals["hidden"][0] / totals["hidden"][1]
-    tower_rate = totals["tower"][0] / totals["tower"][1]
     return {
         "gravity_games": games,
         "gravity_moves_per_s": round(gravity_rate, 1),
@@ -294,18 +262,7 @@ def bench_gravity(size: str = "full") -> dict:
         "gravity_cost": round(plain_rate / gravity_rate, 2),
         "gravity_summary": f"{games} Connect Four training games (cached, NumPy copy) with "
         f"the line features and the zugzwang features: {gravity_rate:,.0f} moves/s against "
-        f"{plain_rate:,.0f} with the line features alone (cost {plain_rate / gravity_rate:.2f}x); "
-        f"with the parity features too {parity_rate:,.0f} (cost {gravity_rate / parity_rate:.2f}x "
-        "over the zugzwang features); with the zugzwang features and the value head's "
-        f"256-unit hidden layer {hidden_rate:,.0f} (cost {gravity_rate / hidden_rate:.2f}x); "
-        f"with the zugzwang features under five layers in two residual blocks "
-        f"{tower_rate:,.0f} (cost {gravity_rate / tower_rate:.2f}x)",
-        "parity_moves_per_s": round(parity_rate, 1),
-        "parity_cost": round(gravity_rate / parity_rate, 2),
-        "value_hidden_moves_per_s": round(hidden_rate, 1),
-        "value_hidden_cost": round(gravity_rate / hidden_rate, 2),
-        "residual_moves_per_s": round(tower_rate, 1),
-        "residual_cost": round(gravity_rate / tower_rate, 2),
+        f"{plain_rate:,.0f} with the line features alone (cost {plain_rate / gravity_rate:.2f}x)",
     }
 
 

@@ -21,16 +21,7 @@ saved, exported like any other layer):
   are zugzwangs decided by those (Allis 1988: the first player wants the lowest threat of a
   column on an odd row, the second on an even one), and the parity of the stone count is
   the one input a ReLU layer cannot read off the planes' sums.
-- with ``parity`` as well: each player's threats on the cells its parity gives it
-  (``C * rows * cols``), and the empty cells of each player's lines two stones short
-  whose two empty cells both lie on its parity (``C * rows * cols``). Counted
-  from the bottom row (1), the odd rows fall to the first player and the even rows to
-  the second when the second answers every move in the same column (Allis' *claimeven*),
-  so these are the lines each would complete if the board filled up by parity: the
-  long-range threats a Connect Four endgame's zugzwang is fought over.
-
-Then ``hidden_layers`` ReLU layers of ``hidden_size`` (logical ``hidden_layer_1`` ..; with
-``residual``, blocks of two with a skip around each after the first) and, with
+Then ``hidden_layers`` ReLU layers of ``hidden_size`` (logical ``hidden_layer_1`` ..) and, with
 ``num_classes``, a ``prediction`` head: the `ImageMLPEncoder` contract on a wider input.
 """
 
@@ -68,9 +59,8 @@ class BoardLineEncoder(ImageMLPEncoder):
     cols]``) and ``in_channels`` come from the agent; ``line_length`` is the game's
     (4 for Connect Four, 3 for tic-tac-toe); ``gravity``: the board's stones fall to the
     lowest empty cell of their column (Connect Four), which adds the playable cells, the
-    side to move and each column's lowest threats; ``parity`` (with ``gravity`` and lines
-    of 3 or more) adds each player's threats and lines two stones short on the rows its
-    parity gives it (the first plane is the mover's, every other one the opponent's).
+    side to move and each column's lowest threats (the first plane is the mover's, every
+    other one the opponent's).
     Outputs as `ImageMLPEncoder`: ``pooled`` [B, hidden_size] and, with ``num_classes``,
     ``prediction`` [B, num_classes].
     """
@@ -86,8 +76,6 @@ class BoardLineEncoder(ImageMLPEncoder):
         hidden_layers: int = 3,
         num_classes: int | None = None,
         gravity: bool = False,
-        parity: bool = False,
-        residual: bool = False,
     ) -> None:
         size = [image_size, image_size] if isinstance(image_size, int) else list(image_size)
         rows, cols = (int(s) for s in size)
@@ -124,23 +112,13 @@ class BoardLineEncoder(ImageMLPEncoder):
             first = (c * (k - 1) + k - 2) * len(lines)
             short[first : first + len(lines), c * cells : (c + 1) * cells] = incidence.T
             stones[:, c * cells : (c + 1) * cells] = np.repeat(np.eye(cells), channels, axis=0)
-        if parity and not (gravity and k >= 3):
-            raise ValueError(
-                f"BoardLineEncoder({scope!r}): parity=True needs gravity=True and lines of "
-                f"3 or more (got gravity={gravity}, line_length={k}): the parity fill is "
-                "Connect Four's; add gravity=true for a game whose stones fall (Connect "
-                "Four, line_length=4), or set parity=false"
-            )
         features = cells * channels + channels * ((k - 1) * len(lines) + cells)
         if gravity:
             features += cells + 1 + channels * cells
-        if parity:
-            features += 2 * channels * cells
         # the seed's MLP over the features (hidden_layer_1 .. and the head, checked there)
-        super().__init__(scope, features, hidden_size, num_classes, hidden_layers, residual)
+        super().__init__(scope, features, hidden_size, num_classes, hidden_layers)
         self.rows, self.cols, self.channels, self.line_length = rows, cols, channels, k
         self.num_lines, self.num_features, self.gravity = len(lines), features, bool(gravity)
-        self.parity = bool(parity)
         buffers = [
             ("held_code", held),
             ("held_offset", offset.astype(np.float32)),
@@ -149,8 +127,6 @@ class BoardLineEncoder(ImageMLPEncoder):
         ]
         if gravity:
             buffers += list(_gravity_matrices(rows, cols, channels).items())
-        if parity:
-            buffers += list(_parity_matrices(rows, cols, channels, incidence, k).items())
         self._fixed_names = [name for name, _ in buffers]
         for name, value in buffers:
             self.register_buffer(name, paddle.to_tensor(value), persistable=False)
@@ -213,29 +189,11 @@ def _gravity_matrices(rows: int, cols: int, channels: int) -> dict[str, np.ndarr
     }
 
 
-def _parity_matrices(
-    rows: int, cols: int, channels: int, incidence: np.ndarray, k: int
-) -> dict[str, np.ndarray]:
-    """The fixed matrices of the parity features: ``incidence`` [N, L] is cell -> the lines
-    through it; channel 0 is the mover's, the others the opponent's."""
-    cells, n_lines = incidence.shape
-    row = np.arange(cells) // cols
-    odd = ((rows - row) % 2 == 1).astype(np.float32)[None, :]  # [1, N]: rows 1, 3, 5 up
-    lines = np.zeros((channels * cells, channels * n_lines), np.float32)  # [CN, CL]
-    pick = np.zeros((channels * (k - 1) * n_lines, channels * n_lines), np.float32)
-    for c in range(channels):
-        lines[c * cells : (c + 1) * cells, c * n_lines : (c + 1) * n_lines] = incidence
-        first = (c * (k - 1) + k - 3) * n_lines  # the held features with k - 2 stones of c
-        pick[first : first + n_lines, c * n_lines : (c + 1) * n_lines] = np.eye(n_lines)
-    return {"parity_odd": odd, "parity_lines": lines, "parity_pick": pick,
-            "parity_cells": np.ascontiguousarray(lines.T)}  # fmt: skip
-
-
 def _line_features(
     x: Any, code: Any, offset: Any, short: Any, stones: Any, *extra: Any, concat: Any
 ) -> Any:
     """The line features of planes ``x`` [B, N * C] (Paddle tensors or NumPy arrays, with
-    the `BoardLineEncoder` buffers of the same kind, the gravity and parity ones when it
+    the `BoardLineEncoder` buffers of the same kind, the gravity ones when it
     has them, and its ``concat``): [B, features]."""
     held = ((x @ code) == offset).astype("float32")  # [B, C(k-1)L]
     near = (held @ short) > 0  # [B, C * N]: on a line one stone short
@@ -250,16 +208,4 @@ def _line_features(
     stones_on = filled @ count  # [B, 1]
     even = (stones_on % 2 == 0).astype("float32")  # [B, 1]: the first player to move
     lowest = threats * ((threats @ shadow) == 0).astype("float32")  # [B, C * N]
-    if len(extra) == 5:
-        return concat([x, held, threats, playable, even, lowest], axis=1)  # [B, features]
-    odd, lines, pick, cells = extra[5:]
-    # the cells each channel's parity gives it: the first player's are the odd rows
-    mine = even * odd + (1 - even) * (1 - odd)  # [B, N]: the mover's
-    # [B, C * N]: the mover's cells for channel 0, the opponent's for the others
-    own = concat([mine] + [1 - mine] * (lines.shape[0] // odd.shape[1] - 1), axis=1)
-    good = threats * own  # [B, C * N]: threats on the channel's own parity
-    open_cells = empty.astype("float32")  # [B, C * N]
-    # lines with k - 2 stones of c, none of the others, and both empty cells c's parity
-    pair = (held @ pick) * ((open_cells * own) @ lines == 2).astype("float32")  # [B, CL]
-    pairs = ((pair @ cells) > 0).astype("float32") * open_cells  # [B, C * N]
-    return concat([x, held, threats, playable, even, lowest, good, pairs], axis=1)
+    return concat([x, held, threats, playable, even, lowest], axis=1)  # [B, features]

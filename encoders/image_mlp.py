@@ -23,12 +23,7 @@ class ImageMLPEncoder(Encoder):
     """A ReLU MLP over flat inputs (images, board planes), with a class head when asked.
 
     Logical layers: ``hidden_layer_1`` .. ``hidden_layer_{hidden_layers}`` (relu) and, with
-    ``num_classes``, ``prediction`` (logits). With ``residual`` the layers after the first
-    form blocks of two with a skip around each, a residual tower's block without batch norm
-    (AlphaZero's, He et al. 2016), ``h = relu(h + L2(relu(L1(h))))`` with ``L1, L2 =
-    hidden_layer_{2k}, hidden_layer_{2k+1}`` for ``k = 1 ..``, so ``hidden_layers`` is odd
-    (3: one block; 5: two). Same layers, names and parameters as the plain MLP of that
-    depth; only the forward adds the skips. Input ``input``: [B, input_size] float32 (any
+    ``num_classes``, ``prediction`` (logits). Input ``input``: [B, input_size] float32 (any
     [B, ...] with ``input_size`` elements is flattened). Outputs: ``prediction``
     [B, num_classes] (primary, when ``num_classes`` is set) and ``pooled`` [B, hidden_size]
     (the last hidden layer; ``feature_dim = hidden_size``). No per-position output: every
@@ -42,21 +37,12 @@ class ImageMLPEncoder(Encoder):
         hidden_size: int = 784,
         num_classes: int | None = 10,
         hidden_layers: int = 2,
-        residual: bool = False,
     ) -> None:
         super().__init__(scope)
         if hidden_layers < 1:
             raise ValueError(f"ImageMLPEncoder({scope!r}): hidden_layers must be >= 1")
-        if residual and (hidden_layers < 3 or hidden_layers % 2 == 0):
-            raise ValueError(
-                f"{type(self).__name__}({scope!r}): residual=True needs an odd hidden_layers of 3 "
-                f"or more (a first layer, then blocks of two with a skip around each); got "
-                f"hidden_layers={hidden_layers}: use hidden_layers=3 (one block) or 5 (two), "
-                "or residual=false"
-            )
         self.input_size, self.hidden_size, self.num_classes = input_size, hidden_size, num_classes
         self.hidden_layers, self.feature_dim = hidden_layers, hidden_size
-        self.residual = bool(residual)
         width = input_size
         for i in range(1, hidden_layers + 1):
             self.declare(f"hidden_layer_{i}", dense(width, hidden_size))
@@ -73,7 +59,7 @@ class ImageMLPEncoder(Encoder):
 
     def _forward(self, x: Tensor) -> dict[str, Tensor]:
         layers = [self.layers[f"hidden_layer_{i}"] for i in range(1, self.hidden_layers + 1)]
-        h = _mlp(x, layers, self.residual, F.relu)  # [B, input_size] -> [B, hidden]
+        h = _mlp(x, layers, F.relu)  # [B, input_size] -> [B, hidden]
         out = {"pooled": h}
         if self.num_classes is not None:
             out["prediction"] = self.layers["prediction"](h)  # [B, num_classes]
@@ -92,7 +78,7 @@ class ImageMLPEncoder(Encoder):
         if any(type(lay) is not nn.Linear or lay.bias is None for lay in layers):
             return None
         weights = [(np.array(lay.weight.numpy()), np.array(lay.bias.numpy())) for lay in layers]
-        zero, residual = np.float32(0.0), self.residual
+        zero = np.float32(0.0)
         dense_layers = [lambda h, w=w, b=b: h @ w + b for w, b in weights]
 
         def relu(h: np.ndarray) -> np.ndarray:
@@ -100,20 +86,15 @@ class ImageMLPEncoder(Encoder):
 
         def pooled(x: np.ndarray) -> np.ndarray:
             x = np.asarray(x, np.float32).reshape(len(x), -1)  # [B, input_size]
-            return _mlp(x, dense_layers, residual, relu)
+            return _mlp(x, dense_layers, relu)
 
         return pooled
 
 
-def _mlp(x: Any, layers: Sequence[Callable[[Any], Any]], residual: bool, relu: Callable) -> Any:
+def _mlp(x: Any, layers: Sequence[Callable[[Any], Any]], relu: Callable) -> Any:
     """The MLP's forward over ``layers`` (Paddle layers or NumPy functions, with the
-    matching ``relu``): [B, input_size] -> [B, hidden]; with ``residual``, the first layer
-    and then blocks of two with a skip around each."""
-    h = relu(layers[0](x))  # [B, hidden]
-    if not residual:
-        for layer in layers[1:]:
-            h = relu(layer(h))  # [B, hidden]
-        return h
-    for first, second in zip(layers[1::2], layers[2::2], strict=True):
-        h = relu(h + second(relu(first(h))))  # [B, hidden]: one residual block
+    matching ``relu``): [B, input_size] -> [B, hidden]."""
+    h = x
+    for layer in layers:
+        h = relu(layer(h))  # [B, hidden]
     return h

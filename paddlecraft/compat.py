@@ -21,8 +21,12 @@ from omegaconf import DictConfig, ListConfig, OmegaConf
 from paddlecraft.errors import CheckpointError, command
 
 __all__ = [
+    "REMOVED",
+    "REMOVED_AT",
     "REMOVED_IN",
     "RENAMED",
+    "drop_removed",
+    "drop_removed_policy",
     "policy_layers_0_1",
     "recognizer_ctc_0_1",
     "renamed_attribute",
@@ -102,6 +106,74 @@ def upgrade_targets(cfg: Any) -> Any:
     if isinstance(cfg, (list, tuple)):
         return [upgrade_targets(v) for v in cfg]
     return cfg
+
+
+#: the last commit that has the settings of `REMOVED` (``git checkout`` it to read a run
+#: that uses one)
+REMOVED_AT = "d7dd544"
+
+#: settings removed as measured not helping, by where they lived, each with the value that
+#: did what the code does now: a saved run or policy holding that value loads without it,
+#: one holding another is refused (`drop_removed`); ``docs/results.json`` has their ablations
+REMOVED: dict[str, dict[str, Any]] = {
+    # a self-play run's ``arena.*``
+    "selfplay_setting": {
+        "update.opponent_policy_coef": 0.15, "update.ownership_coef": 1.5,
+        "update.soft_policy_coef": 1.0, "update.soft_policy_power": 0.25,
+        "update.root_value_weight": 0.0, "update.proven_values": False,
+        "update.explored_values": "outcome", "update.replay_min": 0,
+        "update.surprise_weight": 0.0, "search.opening_dirichlet_alpha": None,
+        "search.policy_temperature": 1.0, "search.opening_policy_temperature": None,
+        "search.temperature_value_cutoff": None, "search.late_moves": 0,
+        "search.late_temperature": 0.5, "search.late_player": None,
+        "search.second_player_simulations": None, "search.ply_simulations": None,
+        "search.policy_target": "visits", "search.full_fraction": 1.0,
+        "search.fast_simulations": 10, "search.archive_starts": 0.0,
+        "search.gumbel_considered": 0, "eval.average_last": 0,
+    },
+    # a `Policy`'s settings (``agents.policy.*``)
+    "policy_setting": {
+        "draw_score": 0.0, "value_bins": 0, "value_sigma": 0.75, "value_hidden": 0,
+        "moves_left": False, "moves_left_weight": 0.0, "opponent_policy": False,
+        "ownership": False, "soft_policy": False, "search_mirror": False,
+        "search_policy_temperature": 1.0,
+    },
+    # an MLP or board-line encoder's settings (``agents.policy.encoder.*``)
+    "encoder_setting": {"parity": False, "residual": False},
+}  # fmt: skip
+
+
+def drop_removed(settings: dict[str, Any], kind: str, where: str) -> list[str]:
+    """Take the settings of ``REMOVED[kind]`` out of saved ``settings`` (a plain dict, edited
+    in place) where they hold the value that does what the code does now; returns their
+    dotted keys. One that holds another value raises `CheckpointError` naming it, ``where``
+    it was saved (a prefix such as ``arena.``) and the commit that reads it."""
+    dropped = []
+    for key, default in REMOVED[kind].items():
+        *groups, leaf = key.split(".")
+        node: Any = settings
+        for g in groups:
+            node = node.get(g) if isinstance(node, dict) else None
+        if not isinstance(node, dict) or leaf not in node:
+            continue
+        value = node[leaf]
+        value = OmegaConf.to_container(value) if OmegaConf.is_config(value) else value
+        if value != default:
+            raise CheckpointError(
+                f"{where}{key}={value!r}: saved by an earlier PaddleCraft with a setting it no "
+                f"longer has (measured as not helping); read it with `git checkout {REMOVED_AT}`"
+            )
+        del node[leaf]
+        dropped.append(key)
+    return dropped
+
+
+def drop_removed_policy(config: dict[str, Any], where: str) -> None:
+    """`drop_removed` for a saved `Policy`'s ``config`` and its encoder's, in place;
+    ``where`` (``agents.policy.``) prefixes the setting in a refusal."""
+    drop_removed(config, "policy_setting", where)
+    if isinstance(config.get("encoder"), dict):
+        drop_removed(config["encoder"], "encoder_setting", f"{where}encoder.")
 
 
 # ---------------------------------------------------------------- settings

@@ -69,44 +69,31 @@ def judge(
     simulations: int = 200,
     games: int = 20,
     deeper: tuple[int, ...] = (),
-    average: tuple[int, ...] = (),
     move: str | None = None,
     reuse: bool = False,
-    mirror: bool = False,
     fpu: float | None = None,
-    policy_temperature: float | None = None,
     c_puct: float | None = None,
     ensemble: tuple[Path, ...] = (),
 ) -> dict[str, Any]:
     """The saved policy of ``run`` judged by the perfect solver (extra ``solver``): move
     rates on ``positions`` positions, and ``games`` games as first player against it (also
-    searching with each of ``deeper`` simulations: games only). For each ``K`` in
-    ``average``, the same for the mean of the weights at the run's last K epoch ends
-    (keys ``avgK_*``: what ``arena.eval.average_last=K`` would have ended with). ``move``:
+    searching with each of ``deeper`` simulations: games only). ``move``:
     the searching player's move rule (`played_moves`; default: the policy's ``search_move``).
     ``reuse``: the games are also played with tree reuse, each move's search adding its
     simulations to the subtree the last one left (keys ``search<N>reuse_first_vs_solver_*``).
-    ``mirror``: the searching player is also judged averaging each position's network
-    results with its mirror image's (`mirror_averaged`; keys ``search<N>mirror_*``, and
-    ``search<N>mirrorreuse_*`` with ``reuse``). ``fpu``: every search is judged with that
-    first-play urgency (``agents.policy.search_fpu``) instead of the policy's own;
-    ``policy_temperature``: with that policy softmax temperature
-    (``agents.policy.search_policy_temperature``); ``c_puct``: the searching player's
+    ``fpu``: every search is judged with that
+    first-play urgency (``agents.policy.search_fpu``) instead of the policy's own; ``c_puct``: the searching player's
     exploration constant (None: `SearchPlayer`'s own, whatever the run trained with).
     ``ensemble``: other runs whose saved policies join this one's as a deep ensemble (the
     raw move and every simulation's network results the members' mean, `ensemble_averaged`;
     the search's settings this run's): judged the same way (tree reuse too, with
     ``reuse``), keys ``ens<K>_*`` with K the members (this run included)."""
     from paddlecraft.arenas.selfplay import load_policy
-    from paddlecraft.arenas.selfplay.final import average_of_run
-    from paddlecraft.arenas.selfplay.league import OpponentPool
 
     policy = load_policy(run / "policy", name=f"judged_{run.name}")
     if fpu is not None:
         policy.cfg.search_fpu = fpu
-    if policy_temperature is not None:
-        policy.cfg.search_policy_temperature = policy_temperature
-    out = judge_policy(policy, positions, simulations, games, deeper, move, reuse, mirror, c_puct)
+    out = judge_policy(policy, positions, simulations, games, deeper, move, reuse, c_puct)
     if ensemble:
         partners = tuple(
             load_policy(other / "policy", name=f"partner{i}_{other.name}_of_{run.name}")
@@ -115,16 +102,6 @@ def judge(
         both = judge_policy(policy, positions, simulations, games, (), move, reuse,
                             c_puct=c_puct, partners=partners)  # fmt: skip
         out.update({f"ens{len(partners) + 1}_{k}": v for k, v in both.items()})
-    for k in average:
-        OpponentPool.load_into(policy, average_of_run(run, k))
-        out.update(
-            {
-                f"avg{k}_{key}": v
-                for key, v in judge_policy(
-                    policy, positions, simulations, games, (), move, c_puct=c_puct
-                ).items()
-            }
-        )
     return out
 
 
@@ -136,7 +113,6 @@ def judge_policy(
     deeper: tuple[int, ...] = (),
     move: str | None = None,
     reuse: bool = False,
-    mirror: bool = False,
     c_puct: float | None = None,
     partners: tuple[Any, ...] = (),
 ) -> dict[str, Any]:
@@ -162,9 +138,6 @@ def judge_policy(
         ("raw", PolicyPlayer(policy, partners=partners)),
         (f"search{simulations}", searcher(simulations)),
     ]
-    if mirror:
-        player = searcher(simulations, mirror=True)
-        players.append((f"search{simulations}mirror", player))
     for label, player in players:
         actions = judged_moves(player, pos)
         for k, v in move_rates(pos.values, actions).items():
@@ -178,23 +151,16 @@ def judge_policy(
     for n in (simulations, *deeper) if reuse else ():  # the visits kept from move to move
         player = searcher(n, reuse=True)
         _games(out, f"search{n}reuse", player, games)
-        if mirror:
-            player = searcher(n, reuse=True, mirror=True)
-            _games(out, f"search{n}mirrorreuse", player, games)
     return out
 
 
 def variant_tag(
-    fpu: float | None = None,
-    policy_temperature: float | None = None,
-    c_puct: float | None = None,
-    move: str | None = None,
+    fpu: float | None = None, c_puct: float | None = None, move: str | None = None
 ) -> str:
     """The name of a judgement whose searching player is not the policy's own (``--fpu``,
-    ``--policy-temperature``, ``--c-puct``, ``--search-move``): ``"fpu0"``, ``"pt1.6"``,
-    ``"cpuct2.5"``, ``"lcb"``, joined in that order; ``""`` for the policy's own player."""
+    ``--c-puct``, ``--search-move``): ``"fpu0"``, ``"cpuct2.5"``, ``"lcb"``, joined in that
+    order; ``""`` for the policy's own player."""
     parts = [] if fpu is None else [f"fpu{fpu:g}"]
-    parts += [] if policy_temperature is None else [f"pt{policy_temperature:g}"]
     parts += [] if c_puct is None else [f"cpuct{c_puct:g}"]
     return "".join([*parts, *([] if move is None else [move])])
 
@@ -242,20 +208,12 @@ def main() -> None:
                     help="also play those games searching with these simulations")  # fmt: skip
     ap.add_argument("--reuse", action="store_true",
                     help="also play those games with tree reuse (search<N>reuse_*)")  # fmt: skip
-    ap.add_argument("--mirror", action="store_true",
-                    help="also judge the searching player averaging each position with its "
-                    "mirror image (search<N>mirror_*)")  # fmt: skip
     ap.add_argument("--fpu", type=float, default=None,
                     help="judge every search with this first-play urgency reduction "
                     "(agents.policy.search_fpu; default: each policy's own)")  # fmt: skip
-    ap.add_argument("--policy-temperature", type=float, default=None,
-                    help="judge every search with this policy softmax temperature "
-                    "(agents.policy.search_policy_temperature; default: each policy's own)")  # fmt: skip
     ap.add_argument("--c-puct", type=float, default=None,
                     help="judge every search with this exploration constant (default: the "
                     "searching player's, 1.5; training's arena.search.c_puct is not read)")  # fmt: skip
-    ap.add_argument("--average-last", type=int, nargs="*", default=[],
-                    help="also judge the mean weights of each run's last K epoch ends (avgK_*)")  # fmt: skip
     ap.add_argument("--search-move", choices=["visits", "lcb"], default=None,
                     help="the searching player's move rule (default: each policy's search_move)")  # fmt: skip
     ap.add_argument("--ensemble", type=Path, nargs="*", default=[],
@@ -266,9 +224,6 @@ def main() -> None:
     args = ap.parse_args()
     if args.fpu is not None and not args.fpu >= 0:
         ap.error(f"--fpu {args.fpu}: the reduction must be >= 0 (0: the node's mean value)")
-    if args.policy_temperature is not None and not args.policy_temperature > 0:
-        ap.error(f"--policy-temperature {args.policy_temperature}: must be > 0 (1: the priors "
-                 "as the network gives them)")  # fmt: skip
     if args.c_puct is not None and not args.c_puct > 0:
         ap.error(f"--c-puct {args.c_puct}: the exploration constant must be > 0 (default 1.5)")
     for other in args.ensemble:  # before any training: a typo costs nothing
@@ -300,10 +255,7 @@ def main() -> None:
         row["raw_score_vs_mcts100"] = m.get("score_vs_mcts100", float("nan"))
         if args.solver:
             judged = judge(run, args.solver, games=args.solver_games, deeper=tuple(args.deeper),
-                           average=tuple(args.average_last), move=args.search_move,
-                           reuse=args.reuse, mirror=args.mirror, fpu=args.fpu,
-                           policy_temperature=args.policy_temperature,
-                           c_puct=args.c_puct, ensemble=tuple(args.ensemble))  # fmt: skip
+                           move=args.search_move, reuse=args.reuse, fpu=args.fpu, c_puct=args.c_puct, ensemble=tuple(args.ensemble))  # fmt: skip
             row.update(judged)
             # its numbers for the sweep summary; the position lists (where the solver
             # games were given away) beside them, as details
@@ -311,7 +263,7 @@ def main() -> None:
                        if isinstance(v, (int, float)) and not isinstance(v, bool)}  # fmt: skip
             lines = {k: v for k, v in judged.items() if k.endswith("_given_away_lines")}
             by = " ".join(["scripts/selfplay_targets.py", *sys.argv[1:]])
-            tag = variant_tag(args.fpu, args.policy_temperature, args.c_puct, args.search_move)
+            tag = variant_tag(args.fpu, args.c_puct, args.search_move)
             record_judgement(run, tagged(numbers, tag), by, details=tagged(lines, tag))
         if args.tournament:
             cmd = [sys.executable, "-m", "paddlecraft.arenas.selfplay.tournament", "--game", "connect_four",

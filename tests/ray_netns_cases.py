@@ -135,23 +135,6 @@ def test_slices_are_bit_identical_to_playing_them_here_with_the_same_seeds(pool)
     assert pool.bytes_sent > sum(v.nbytes for v in weights_of(policy).values())
 
 
-def test_each_slice_starts_its_games_where_the_learner_says(pool):
-    """Go-Exploit's archive starts travel with the slices: game 4 (the second worker's)
-    starts two stones in, the others from the empty board."""
-    n = 6
-    board = TicTacToe.after("40")
-    cur, mask = np.zeros(n, np.uint64), np.zeros(n, np.uint64)
-    cur[4], mask[4] = board.cur[0], board.mask[0]
-    _, records, _ = pool.play(
-        np.zeros((n, 2), np.int64), [("anchor", "random")], seed=[0, 11, 6], starts=(cur, mask)
-    )
-    first = {int(g): (int(p), o) for r in records for g, p, o in zip(r["game"], r["ply"], r["obs"])
-             if int(p) == int(TicTacToe.popcount(mask[g : g + 1])[0])}  # fmt: skip
-    assert sorted(first) == list(range(n))
-    assert first[4][0] == 2 and (first[4][1] == TicTacToe.planes(cur[4:5], mask[4:5])[0]).all()
-    assert all(first[g][0] == 0 and not first[g][1].any() for g in (0, 1, 2, 3, 5))
-
-
 def test_a_raising_worker_is_one_line_and_the_workers_survive(pool):
     seats = np.zeros((4, 2), np.int64)
     with pytest.raises(CollectorError) as e:

@@ -47,45 +47,6 @@ def ttt_policy(name: str, **kw: object) -> object:
     return Policy(name, encoder=TTT_MLP, obs_shape=[3, 3, 2], num_actions=9, seed=0, **kw)
 
 
-def check_head_off(make_scope: object, tmp_path: object, setting: str, output: str) -> None:
-    """A training-only head (``agents.policy.<setting>``: ``<setting>_head``, its output
-    ``output`` from ``heads``, ``<setting>_loss`` in a step's metrics) saves and loads with
-    the policy; without the setting the policy has the same other weights, no such layer,
-    output or loss, and its searches evaluate exactly as with it."""
-    import gc
-
-    import numpy as np
-
-    from paddlecraft.agents import Agent
-    from paddlecraft.arenas.selfplay.alphazero import alphazero_step
-    from paddlecraft.arenas.selfplay.config import UpdateConfig
-
-    name = make_scope("off")
-    head = ttt_policy(name, **{setting: True})
-    with_head = {k: v.numpy() for k, v in head.state_dict().items()}
-    obs, mask = np.zeros((2, 3, 3, 2), np.float32), np.ones((2, 9), bool)
-    obs[1, 1, 1, 0] = 1
-    searched = [x.copy() for x in head.search_settings(frozen=True)["evaluate"](obs, mask)]
-    head.save(tmp_path / "p")
-    loaded = Agent.load(tmp_path / "p", name=make_scope("loaded"))
-    assert getattr(loaded, setting) and np.array_equal(
-        loaded.heads(obs)[output].numpy(), head.heads(obs)[output].numpy()
-    )
-    del head
-    gc.collect()
-    plain = ttt_policy(name)  # the same name and seed: the same initial weights
-    assert not hasattr(plain, f"{setting}_head") and output not in plain.heads(obs)
-    without = {k: v.numpy() for k, v in plain.state_dict().items()}
-    assert set(with_head) - set(without) == {f"{setting}_head.weight", f"{setting}_head.bias"}
-    assert all(np.array_equal(v, with_head[k]) for k, v in without.items())
-    # a search's evaluator is the same function with and without the head
-    got = plain.search_settings(frozen=True)["evaluate"](obs, mask)
-    assert all(np.array_equal(a, b) for a, b in zip(searched, got))
-    batch = {"obs": obs, "mask": mask, "pi": np.full((2, 9), 1 / 9, np.float32),
-             "z": np.zeros(2, np.float32)}  # fmt: skip
-    assert f"{setting}_loss" not in alphazero_step(plain, batch, UpdateConfig())
-
-
 def script(name: str) -> object:
     """``scripts/<name>.py`` imported as a module (it is no package's)."""
     import importlib.util

@@ -150,77 +150,6 @@ def test_gravity_features_of_a_hand_made_position(make_scope):
     np.testing.assert_array_equal(lowest, want)
 
 
-def _parity_reference(planes: np.ndarray) -> np.ndarray:
-    """The parity features from their definition, one Connect Four position at a time:
-    planes [6, 7, 2] (the mover's stones, the opponent's) -> each player's threats on its
-    own parity's cells, then the empty cells of its lines two stones short whose two empty
-    cells both lie on its parity. Rows count from the bottom (row 0 on top is row 6): the
-    first player's are the odd ones, and the mover is the first player after an even
-    number of stones."""
-    stones = planes.sum(axis=-1)  # [6, 7]
-    first_to_move = stones.sum() % 2 == 0
-    height = 6 - np.arange(6)[:, None] * np.ones((1, 7), int)  # [6, 7]: 1 at the bottom
-    first_cells = height % 2 == 1
-    own = [first_cells if first_to_move else ~first_cells]  # the mover's, then the other's
-    own.append(~own[0])
-    threats = _reference(planes, 6, 7, 4)[-84:].reshape(2, 6, 7).astype(bool)
-    good = [threats[c] & own[c] for c in range(2)]
-    pairs = [np.zeros((6, 7), bool) for _ in range(2)]
-    for line in line_cells(6, 7, 4):
-        r, c = np.divmod(line, 7)
-        for ch in range(2):
-            mine, theirs = planes[r, c, ch], planes[r, c, 1 - ch]
-            empty = stones[r, c] == 0
-            if mine.sum() == 2 and theirs.sum() == 0 and own[ch][r[empty], c[empty]].all():
-                pairs[ch][r[empty], c[empty]] = True
-    return np.concatenate([np.ravel(good), np.ravel(pairs)]).astype(np.float32)
-
-
-def test_parity_features_match_their_definition_on_connect_four_positions(make_scope):
-    enc = BoardLineEncoder(
-        make_scope("lines"), image_size=[6, 7], in_channels=2, gravity=True, parity=True
-    )
-    enc.build()
-    assert enc.num_features == 84 + 2 * 3 * 69 + 2 * 42 + 42 + 1 + 2 * 42 + 4 * 42
-    planes = _random_positions(np.random.default_rng(5), 200)
-    got = enc.line_features(paddle.to_tensor(planes.reshape(200, -1))).numpy()
-    lines = np.stack([_reference(p, 6, 7, 4) for p in planes])
-    gravity = np.stack([_gravity_reference(p) for p in planes])
-    parity = np.stack([_parity_reference(p) for p in planes])
-    np.testing.assert_array_equal(got, np.concatenate([lines, gravity, parity], axis=1))
-    # the sample tells the features apart: threats off their player's parity (so "good"
-    # is not the threat map again), and pairs on both players' parities
-    good, pairs = parity[:, :84], parity[:, 84:].reshape(-1, 2, 42)
-    assert 0 < good.sum() < lines[:, -84:].sum()
-    assert pairs[:, 0].sum() > 0 and pairs[:, 1].sum() > 0
-
-
-def test_parity_features_of_a_hand_made_position(make_scope):
-    game = ConnectFour(1)
-    for column in (2, 6, 3, 6):  # X on c2 and c3 of the bottom row, O twice on c6
-        game.step([column])
-    planes = game.observe()[0].astype(np.float32)  # X (first) to move: [0] X's, [1] O's
-    enc = BoardLineEncoder(
-        make_scope("lines"), image_size=[6, 7], in_channels=2, gravity=True, parity=True
-    )
-    enc.build()
-    feats = enc.line_features(paddle.to_tensor(planes.reshape(1, -1))).numpy()[0]
-    good, pairs = feats[-168:-84].reshape(2, 6, 7), feats[-84:].reshape(2, 6, 7)
-    assert good.sum() == 0  # no one is a stone short of a line
-    # X's bottom-row lines with c2 and c3 and two empty cells: c0-c3, c1-c4, c2-c5 (c3-c6
-    # holds O); the bottom row is odd, the first player's: every such cell is X's pair
-    want = np.zeros((2, 6, 7))
-    want[0, 5, [0, 1, 4, 5]] = 1
-    # O's vertical in c6 (rows 1-2) has its empty cells on rows 3 and 4: one odd, no pair
-    np.testing.assert_array_equal(pairs, want)
-
-
-def test_parity_features_need_the_gravity_features(make_scope):
-    with pytest.raises(ValueError, match="parity=True needs gravity=True") as err:
-        BoardLineEncoder(make_scope("lines"), image_size=[6, 7], in_channels=2, parity=True)
-    assert "add gravity=true" in str(err.value) and "set parity=false" in str(err.value)
-
-
 def test_a_policy_with_board_lines_plays_trains_and_saves_only_its_layers(compose_config, tmp_path):
     paddle.seed(0)
     agents = build_agents(
@@ -266,14 +195,6 @@ def _ttt_lines_policy(name: str, **kw: object) -> Policy:
 
 def test_a_board_lines_policy_exports(make_scope, tmp_path):
     policy = _ttt_lines_policy(make_scope("policy"))
-    record = export_layer(policy, tmp_path / "policy")
-    assert record["checks"]["paddle_inference_max_abs_diff"] <= 1e-5
-
-
-def test_a_connect_four_policy_with_the_parity_features_exports(make_scope, tmp_path):
-    encoder = {"_target_": "paddlecraft.encoders.BoardLineEncoder", "line_length": 4,
-               "hidden_size": 16, "gravity": True, "parity": True}  # fmt: skip
-    policy = Policy(make_scope("policy"), encoder=encoder, obs_shape=[6, 7, 2], num_actions=7)
     record = export_layer(policy, tmp_path / "policy")
     assert record["checks"]["paddle_inference_max_abs_diff"] <= 1e-5
 

@@ -18,7 +18,6 @@ from paddlecraft.arenas.selfplay.player import SearchPlayer, evaluation_searcher
 LINES = {"_target_": "paddlecraft.encoders.BoardLineEncoder", "line_length": 4,
          "hidden_size": 32, "hidden_layers": 2}  # fmt: skip
 GRAVITY = {**LINES, "gravity": True}
-PARITY = {**GRAVITY, "parity": True}
 MLP = {"_target_": "paddlecraft.encoders.ImageMLPEncoder", "hidden_size": 32, "hidden_layers": 3}
 CNN = {"_target_": "paddlecraft.encoders.ImageCNNEncoder", "channels": [4, 8],
        "embedding_dim": 16, "arch": "lenet"}  # fmt: skip
@@ -29,9 +28,8 @@ DCGAN = {**CNN, "arch": "dcgan", "min_spatial": 3}  # k4 s2, then k3 s1; LeakyRe
 CONVS = {"trunk": TRUNK, "lenet-bn": CNN, "resnet": RESNET, "dcgan": DCGAN}
 
 
-def _policy(make_scope, encoder, moves_left=False) -> Policy:
-    return Policy(make_scope("frozen"), encoder=encoder, obs_shape=[6, 7, 2], num_actions=7,
-                  seed=0, moves_left=moves_left)  # fmt: skip
+def _policy(make_scope, encoder) -> Policy:
+    return Policy(make_scope("frozen"), encoder=encoder, obs_shape=[6, 7, 2], num_actions=7, seed=0)
 
 
 def _positions(n: int = 48) -> tuple[np.ndarray, np.ndarray]:
@@ -63,9 +61,7 @@ def _perturb(policy: Policy) -> None:
             p.set_value(p * 1.5 + 0.05)
 
 
-@pytest.mark.parametrize(
-    "encoder", [MLP, LINES, GRAVITY, PARITY], ids=["mlp", "lines", "gravity", "parity"]
-)
+@pytest.mark.parametrize("encoder", [MLP, LINES, GRAVITY], ids=["mlp", "lines", "gravity"])
 def test_numpy_forward_is_the_encoders_forward(encoder, make_scope):
     enc = _policy(make_scope, encoder).encoder
     planes = _positions()[0].reshape(48, -1)
@@ -76,25 +72,21 @@ def test_numpy_forward_is_the_encoders_forward(encoder, make_scope):
     assert (want > 0).mean() > 0.2  # the ReLUs pass values: not a trivial comparison
 
 
-@pytest.mark.parametrize("moves_left", [False, True], ids=["value", "moves-left"])
 @pytest.mark.parametrize("encoder", [MLP, LINES, CNN], ids=["mlp", "lines", "cnn"])
-def test_the_frozen_evaluator_gives_the_live_priors_and_values(encoder, moves_left, make_scope):
-    policy = _policy(make_scope, encoder, moves_left)
+def test_the_frozen_evaluator_gives_the_live_priors_and_values(encoder, make_scope):
+    policy = _policy(make_scope, encoder)
     _running_statistics(policy)
     planes, masks = _positions()
     live = policy.search_settings()["evaluate"](planes, masks)
     frozen = policy.search_settings(frozen=True)["evaluate"]
-    assert frozen not in (policy.priors_and_values, policy.priors_values_and_moves_left)
+    assert frozen != policy.priors_and_values
     got = frozen(planes, masks)
-    assert len(got) == len(live) == (3 if moves_left else 2)
+    assert len(got) == len(live) == 2
     assert all(a.dtype == np.float64 for a in got)
     np.testing.assert_array_equal(got[0][~masks], 0.0)  # no prior on an illegal move
     np.testing.assert_allclose(got[0].sum(axis=1), 1.0, rtol=1e-6)  # float32 softmax
     np.testing.assert_allclose(got[0], live[0], atol=1e-6)
     np.testing.assert_allclose(got[1], live[1], atol=1e-6)
-    if moves_left:  # plies left, 0..42
-        np.testing.assert_allclose(got[2], live[2], rtol=1e-5)
-        assert 0 < got[2].min() and got[2].max() < 42
 
 
 @pytest.mark.parametrize("name", list(CONVS))
@@ -148,9 +140,9 @@ def test_what_has_no_numpy_copy_gets_the_live_evaluator(make_scope):
     dilated.encoder.layers["conv_2"].conv = paddle.nn.Conv2D(4, 8, 3, padding=2, dilation=2)
     assert dilated.encoder.numpy_forward() is None
     assert dilated.frozen_evaluator() == dilated.priors_and_values
-    with_head = _policy(make_scope, MLP, moves_left=True)
-    with_head.device = "gpu:0"  # a GPU policy keeps its network on the device
-    assert with_head.frozen_evaluator() == with_head.priors_values_and_moves_left
+    on_gpu = _policy(make_scope, MLP)
+    on_gpu.device = "gpu:0"  # a GPU policy keeps its network on the device
+    assert on_gpu.frozen_evaluator() == on_gpu.priors_and_values
     adapted = _policy(make_scope, MLP)
     adapted.encoder.layers["hidden_layer_2"] = paddle.nn.Sequential(paddle.nn.Linear(32, 32))
     assert adapted.encoder.numpy_forward() is None  # not a plain Linear: no copy

@@ -48,8 +48,6 @@ TABLE: list[tuple[str, list[str], list[str]]] = [
     ("batch_size_float", ["arena.batch_size=1.5"], ["arena.batch_size=1.5", "Integer"]),
     ("seed_not_int", ["seed=abc"], ["seed=abc"]),
     ("unparsable", ["arena.epochs=[1"], ["cannot parse"]),
-    ("list_of_pairs_flat", ["arena=selfplay", "arena.search.ply_simulations=[8,60]"],
-     ["arena.search.ply_simulations=[8,60]", "not a ListConfig", "declared type"]),
     # values no run can use, refused before any work
     ("epochs_zero", ["arena.epochs=0"], ["arena.epochs=0", ">= 1"]),
     ("epochs_negative", ["arena.epochs=-1"], ["arena.epochs=-1", ">= 1"]),

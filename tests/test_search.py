@@ -15,9 +15,7 @@ from paddlecraft.arenas.games.search import (
     NetworkEvaluator,
     PUCTSearch,
     RandomRolloutEvaluator,
-    SearchResult,
     choose_moves,
-    completed_q_policy,
     search_one,
     uniform_evaluator,
 )
@@ -166,38 +164,6 @@ def test_choose_moves_temperature():
     assert set(np.unique(ties)) == {0, 1}  # ties broken at random, never the unvisited move
 
 
-@pytest.mark.parametrize("game, moves, best, why", KNOWN, ids=[k[3] for k in KNOWN])
-def test_completed_q_target_puts_its_mass_on_the_known_move(game, moves, best, why):
-    """Gumbel AlphaZero's target is sharp where visit counts are not: at 48 simulations
-    with root noise the visits still give the known move 33-90%, the target over 90%."""
-    cur, mask = _position(game, moves)
-    search = PUCTSearch(game, uniform_evaluator, simulations=48, noise_fraction=0.25)
-    res = search.search(np.repeat(cur, 4), np.repeat(mask, 4), np.random.default_rng(0), True)
-    target = completed_q_policy(res)
-    visits = res.visits / res.visits.sum(1, keepdims=True)
-    assert np.allclose(target.sum(1), 1) and (target[~res.legal] == 0).all()
-    assert (target.argmax(1) == best).all(), (why, target)
-    assert (target[:, best] > 0.9).all() and (target[:, best] > visits[:, best]).all(), why
-
-
-def _result(visits, q, priors, value=0.0):
-    visits, q, priors = (np.array([x], np.float64) for x in (visits, q, priors))
-    return SearchResult(visits, q[:, :1], priors, q, priors, np.array([value]), priors > 0)
-
-
-def test_completed_q_target_keeps_the_prior_where_search_tells_nothing():
-    priors = [0.5, 0.3, 0.2, 0.0]
-    # every visited move has the same Q and the root's mixed value equals it: no signal
-    same = completed_q_policy(_result([3, 2, 0, 0], [0.1, 0.1, 0.0, 0.0], priors, 0.1))
-    assert np.allclose(same[0], priors)
-    # an unvisited move keeps the prior's ratio to another unvisited move; a better Q
-    # raises its move above its prior, by (50 + max visits) x 0.1 logits at the most
-    res = _result([6, 0, 0, 0], [0.5, 0.0, 0.0, 0.0], [0.2, 0.5, 0.3, 0.0], -0.5)
-    t = completed_q_policy(res)[0]
-    assert t[1] / t[2] == pytest.approx(0.5 / 0.3) and t[3] == 0
-    assert t[0] / t[1] == pytest.approx(0.2 / 0.5 * np.exp(5.6))
-
-
 # ---------------------------------------------------------------------- one tree, any mix
 
 
@@ -229,7 +195,9 @@ def test_uct_tries_every_root_move_once_before_any_twice(game):
         g.step(random_legal(g.legal_mask(), rng))
     legal = g.legal(g.mask)
     sims = int(legal.sum(axis=1).min())  # every root has at least this many moves
-    res = MCTS(game, RandomRolloutEvaluator(), sims, selection="uct").search(g.cur, g.mask, rng)
+    res = MCTS(game, RandomRolloutEvaluator(), simulations=sims, selection="uct").search(
+        g.cur, g.mask, rng
+    )
     assert res.visits.max() == 1 and (res.visits.sum(axis=1) == sims).all()
     assert (res.visits[~legal] == 0).all()
     assert (res.net_value == 0).all()  # the roots themselves are not rolled out
@@ -263,14 +231,16 @@ def test_a_selection_rule_is_any_function_and_names_are_checked():
         return children.legal.argmax(axis=1)
 
     cur, mask = _position(ConnectFour, [0, 1])
-    res = MCTS(ConnectFour, uniform_evaluator, 12, selection=lowest_legal).search(cur, mask)
+    res = MCTS(ConnectFour, uniform_evaluator, simulations=12, selection=lowest_legal).search(
+        cur, mask
+    )
     assert res.visits[0, 0] == 12 and res.visits[0, 1:].sum() == 0
     with pytest.raises(ValueError, match="selection rule"):
         MCTS(ConnectFour, uniform_evaluator, selection="ucb2")
     with pytest.raises(ValueError, match="rng"):  # uct and rollouts draw random numbers
-        MCTS(ConnectFour, uniform_evaluator, 4, selection="uct").search(cur, mask)
+        MCTS(ConnectFour, uniform_evaluator, simulations=4, selection="uct").search(cur, mask)
     with pytest.raises(ValueError, match="rng"):
-        MCTS(ConnectFour, RandomRolloutEvaluator(), 4).search(cur, mask)
+        MCTS(ConnectFour, RandomRolloutEvaluator(), simulations=4).search(cur, mask)
 
 
 def _counting(game):

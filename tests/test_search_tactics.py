@@ -10,7 +10,6 @@ import pytest
 from selfplay_kit import replay_arena
 
 from paddlecraft.agents import Agent, Policy
-from paddlecraft.agents.settings import ConfigError
 from paddlecraft.arenas import check_arena
 from paddlecraft.arenas.engine.rng import seed_everything
 from paddlecraft.arenas.games import ConnectFour, TicTacToe, random_legal
@@ -104,7 +103,9 @@ def test_tactics_search_only_a_winning_root_move():
     assert list(np.flatnonzero(wins)) == [6]
     misled = _misled(ConnectFour)
     for tactics in (False, True):
-        res = MCTS(ConnectFour, misled, 12, discount=GAMMA, tactics=tactics).search(cur, mask)
+        res = MCTS(ConnectFour, misled, simulations=12, discount=GAMMA, tactics=tactics).search(
+            cur, mask
+        )
         if tactics:  # every visit on the win
             assert res.visits[0, 6] == 12 and res.q[0, 6] == 1.0
         else:  # the plain search follows the misleading prior elsewhere
@@ -124,7 +125,7 @@ def test_tactics_score_a_decided_position_exactly_and_never_expand_it(game):
         calls.append(len(planes))
         return uniform_evaluator(planes, masks)
 
-    res = MCTS(game, counted, 200, discount=GAMMA, tactics=True).search(cur, mask)
+    res = MCTS(game, counted, simulations=200, discount=GAMMA, tactics=True).search(cur, mask)
     seen = {"won": 0, "lost": 0}
     for i in range(len(cur)):
         for a in np.flatnonzero(res.legal[i]):
@@ -139,7 +140,7 @@ def test_tactics_score_a_decided_position_exactly_and_never_expand_it(game):
                 seen["lost"] += 1
     assert seen["won"] > 5 and seen["lost"] > 0
     plain = []
-    MCTS(game, lambda p, m: (plain.append(len(p)), uniform_evaluator(p, m))[1], 200,
+    MCTS(game, lambda p, m: (plain.append(len(p)), uniform_evaluator(p, m))[1], simulations=200,
          discount=GAMMA).search(cur, mask)  # fmt: skip
     assert sum(calls) < sum(plain)  # decided positions cost no network call
 
@@ -150,7 +151,7 @@ def test_proofs_find_every_exact_value_and_play_the_best_move():
     a best one (the soonest win, the longest defence)."""
     cur, mask = _positions(TicTacToe, 64, (1, 5), seed=3)
     memo: dict = {}
-    res = MCTS(TicTacToe, uniform_evaluator, 1500, discount=GAMMA, tactics=True,
+    res = MCTS(TicTacToe, uniform_evaluator, simulations=1500, discount=GAMMA, tactics=True,
                proofs=True).search(cur, mask)  # fmt: skip
     assert res.decided.mean() > 0.4  # one or two stones: too open to prove in 1,500
     spread = compared = 0
@@ -175,14 +176,16 @@ def test_proofs_find_every_exact_value_and_play_the_best_move():
 def test_proofs_without_tactics_and_the_plain_search_unchanged():
     cur, mask = _positions(TicTacToe, 12, (4, 6), seed=4)
     memo: dict = {}
-    res = MCTS(TicTacToe, uniform_evaluator, 1500, discount=GAMMA, proofs=True).search(cur, mask)
+    res = MCTS(TicTacToe, uniform_evaluator, simulations=1500, discount=GAMMA, proofs=True).search(
+        cur, mask
+    )
     assert res.decided.mean() > 0.8
     for i in range(len(cur)):
         moves, values = _move_values(TicTacToe, int(cur[i]), int(mask[i]), memo)
         proven = res.proven[i, moves]
         known = ~np.isnan(proven)
         np.testing.assert_allclose(proven[known], np.array(values)[known], atol=1e-12)
-    plain = MCTS(TicTacToe, uniform_evaluator, 50, discount=GAMMA).search(cur, mask)
+    plain = MCTS(TicTacToe, uniform_evaluator, simulations=50, discount=GAMMA).search(cur, mask)
     assert plain.proven is None and plain.decided is None
     assert decided_visits(plain) is plain.visits
 
@@ -194,19 +197,11 @@ def test_a_run_with_tactics_and_proofs_resumes_bit_identically_and_saves_them(tm
     policy = Policy("policy", encoder=enc, obs_shape=[3, 3, 2], num_actions=9, seed=0,
                     search_tactics=True, search_proofs=True)  # fmt: skip
     assert policy.search_settings()["tactics"] and policy.search_settings()["proofs"]
-    arena = replay_arena(policy, update={"proven_values": True}, search={"simulations": 24})
+    arena = replay_arena(policy, search={"simulations": 24})
     assert "resume from a checkpoint is bit-identical" in check_arena(arena, steps=2)
     policy.save(tmp_path / "policy")
     loaded = Agent.load(tmp_path / "policy", name="loaded")
     assert loaded.search_settings()["tactics"] and loaded.search_settings()["proofs"]
-
-
-def test_proven_values_without_proofs_is_refused_naming_both_settings():
-    enc = {"_target_": "paddlecraft.encoders.ImageMLPEncoder", "input_size": 18,
-           "hidden_size": 8, "num_classes": 8}  # fmt: skip
-    policy = Policy("plain", encoder=enc, obs_shape=[3, 3, 2], num_actions=9, seed=0)
-    with pytest.raises(ConfigError, match="agents.policy.search_proofs=true or arena.update"):
-        replay_arena(policy, update={"proven_values": True})
 
 
 def test_a_slow_proven_win_does_not_decide_a_root_where_a_quicker_one_may_be():
@@ -236,25 +231,8 @@ def test_a_slow_proven_win_does_not_decide_a_root_where_a_quicker_one_may_be():
 
     roots = [TicTacToe.from_planes(np.frombuffer(k, np.int8).reshape(1, 3, 3, 2)) for k in favour]
     c, m = np.concatenate([r[0] for r in roots]), np.concatenate([r[1] for r in roots])
-    res = MCTS(TicTacToe, misled, 400, discount=GAMMA, tactics=True, proofs=True).search(c, m)
+    res = MCTS(
+        TicTacToe, misled, simulations=400, discount=GAMMA, tactics=True, proofs=True
+    ).search(c, m)
     slow_proven = np.isclose(res.proven, GAMMA**4).any(axis=1)
     assert slow_proven.all() and not res.decided.any()
-
-
-def test_a_proven_position_trains_toward_its_exact_value():
-    """`outcome_samples` with ``proven_values``: where the search proved the root
-    (``root_proven``), the value target is the proof's exact value, elsewhere (and without
-    the setting) the game's discounted result."""
-    from paddlecraft.arenas.selfplay.targets import outcome_samples
-
-    obs, mask, pi = np.zeros((3, 3, 3, 2), np.int8), np.ones((3, 9), bool), np.ones((3, 9)) / 9
-    records = [  # one game: plies 0, 1, 2; the first player won with its move at ply 2
-        {"ply": np.array([p]), "game": np.array([0]), "obs": obs[p : p + 1],
-         "mask": mask[p : p + 1], "pi": pi[p : p + 1], "root_value": np.array([v]),
-         "root_proven": np.array([proven])}
-        for p, v, proven in ((0, 0.3, False), (1, -0.9025, True), (2, 1.0, True))
-    ]  # fmt: skip
-    z = outcome_samples(records, np.array([0]), discount=GAMMA, proven_values=True)["z"]
-    np.testing.assert_allclose(z, [GAMMA**2, -0.9025, 1.0], rtol=1e-6)
-    z = outcome_samples(records, np.array([0]), discount=GAMMA)["z"]  # off: the results
-    np.testing.assert_allclose(z, [GAMMA**2, -GAMMA, 1.0], rtol=1e-6)

@@ -13,12 +13,7 @@ from paddlecraft.arenas import check_arena
 from paddlecraft.arenas.engine.rng import seed_everything
 from paddlecraft.arenas.selfplay import SearchPlayer
 from paddlecraft.arenas.selfplay.alphazero import search_controller
-from paddlecraft.arenas.selfplay.replay import (
-    ReplayBuffer,
-    average_duplicates,
-    position_ids,
-    window,
-)
+from paddlecraft.arenas.selfplay.replay import ReplayBuffer, average_duplicates, position_ids
 from paddlecraft.arenas.selfplay.targets import outcome_samples
 
 TTT_MLP = {"_target_": "paddlecraft.encoders.ImageMLPEncoder", "hidden_size": 32}
@@ -33,8 +28,7 @@ def _records(moves: dict[int, list[int]]) -> list[dict[str, np.ndarray]]:
             n = len(games)
             out.append({"ply": np.full(n, ply), "game": np.array(games),
                         "obs": np.zeros((n, 3, 3, 2), np.int8), "mask": np.ones((n, 9), bool),
-                        "pi": np.full((n, 9), 1 / 9, np.float32),
-                        "root_value": np.linspace(-0.5, 0.5, n).astype(np.float32)})  # fmt: skip
+                        "pi": np.full((n, 9), 1 / 9, np.float32)})  # fmt: skip
     return out
 
 
@@ -62,9 +56,6 @@ def test_discounted_outcomes_count_the_plies_to_the_deciding_move():
         assert z[k] == pytest.approx(v, abs=1e-6), k
     plain = outcome_samples(recs, winner)  # undiscounted: the outcome alone
     assert np.array_equal(plain["z"], np.sign(data["z"]))
-    q = np.concatenate([r["root_value"] for r in recs])
-    mixed = outcome_samples(recs, winner, discount=g, root_value_weight=0.25)
-    assert np.allclose(mixed["z"], 0.75 * data["z"] + 0.25 * q, atol=1e-6)
 
 
 def test_replay_buffer_keeps_the_newest_rows_and_round_trips():
@@ -97,11 +88,9 @@ def test_duplicate_positions_train_toward_their_mean_targets():
     assert count == 4 and ids[0] == ids[3] == ids[5] and len({ids[1], ids[2], ids[4], ids[0]}) == 4
     pi = np.eye(9, dtype=np.float32)[[0, 1, 2, 3, 4, 6]]
     data = {"obs": obs, "mask": obs[..., 0].reshape(6, 9) == 0, "pi": pi,
-            "z": np.array([1, 0.5, -1, -1, 0, 0.5], np.float32),
-            "moves_left": np.array([3, 4, 5, 6, 7, 9], np.float32)}  # fmt: skip
+            "z": np.array([1, 0.5, -1, -1, 0, 0.5], np.float32)}  # fmt: skip
     out = average_duplicates(data)
     assert np.allclose(out["z"], [1 / 6, 0.5, -1, 1 / 6, 0, 1 / 6])
-    assert np.allclose(out["moves_left"], [6, 4, 5, 6, 7, 6])
     expect = np.zeros(9)
     expect[[0, 3, 6]] = 1 / 3  # the three visit distributions, averaged
     assert np.allclose(out["pi"][[0, 3, 5]], expect) and np.array_equal(out["pi"][1], pi[1])
@@ -144,16 +133,6 @@ def test_replay_discount_and_position_averaging_resume_bit_identically():
     assert "resume from a checkpoint is bit-identical" in passed
 
 
-def test_search_values_before_explored_moves_resume_bit_identically():
-    seed_everything(0)
-    policy = Policy(
-        "policy", encoder=TTT_MLP, obs_shape=[3, 3, 2], num_actions=9, seed=0, value_discount=0.9
-    )
-    arena = _arena(policy, update={"explored_values": "search"})
-    passed = check_arena(arena, steps=2)
-    assert "resume from a checkpoint is bit-identical" in passed
-
-
 def test_a_resume_with_another_buffer_size_is_refused_naming_the_saved_one(make_scope):
     seed_everything(0)
     policy = Policy(make_scope("rs"), encoder=TTT_MLP, obs_shape=[3, 3, 2], num_actions=9)
@@ -188,50 +167,3 @@ def test_value_discount_is_checked_saved_and_searched_with(make_scope, tmp_path)
     arena = _arena(policy)
     act = search_controller(policy, arena.spec.rules, arena.cfg.search, np.random.default_rng(0))
     assert act.search.discount == 0.95  # the training search is discounted the same way
-
-
-def test_a_growing_window_follows_katagos_power_law_and_draws_the_newest():
-    c, cap = 30_000, 200_000
-    assert window(20_000, cap, c) == 20_000  # under the start: everything added so far
-    n = 160_000  # ten updates of ~16k samples: 5.33 x the start
-    expect = c * (1 + 0.4 * ((n / c) ** 0.75 - 1) / 0.75)
-    assert window(n, cap, c) == int(expect) and 60_000 < expect < 80_000
-    assert window(5_000_000, cap, c) == cap and window(n, cap) == n  # capped; 0: no growth
-    grown = [window(k * 16_000, cap, c) for k in range(1, 80)]
-    assert grown == sorted(grown)  # the window never shrinks
-    buf = ReplayBuffer(10, start=4)
-    for i in range(5):
-        buf.add({"x": np.arange(3) + 3 * i})  # samples 0..14; the ring holds 5..14
-    w = window(15, 10, 4)
-    assert buf.added == 15 and len(buf) == w < 10
-    drawn = np.concatenate([m["x"] for m in buf.minibatches(20, w, np.random.default_rng(0))])
-    assert set(drawn.tolist()) == set(range(15 - w, 15))  # only the newest w samples
-    again = ReplayBuffer(10, start=4)
-    again.load_state(buf.state())
-    assert again.added == 15 and len(again) == w
-    old = buf.state()
-    del old["added"]  # a checkpoint from before growing windows
-    again.load_state(old)
-    assert again.added == 10
-
-
-def test_a_growing_window_trains_on_fewer_samples_and_resumes_bit_identically():
-    seed_everything(0)
-    policy = Policy("policy", encoder=TTT_MLP, obs_shape=[3, 3, 2], num_actions=9, seed=0)
-    arena = _arena(policy, update={"replay": 300, "replay_min": 40})
-    total = 0
-    for i in range(3):
-        m = arena.train_step(i)
-        total += 2 * int(m["positions"])
-        assert m["replay_size"] == window(total, 300, 40) < min(total, 300)
-    seed_everything(0)
-    again = Policy("policy", encoder=TTT_MLP, obs_shape=[3, 3, 2], num_actions=9, seed=0)
-    passed = check_arena(_arena(again, update={"replay_min": 40}), steps=2)
-    assert "resume from a checkpoint is bit-identical" in passed
-
-
-def test_replay_min_is_checked_against_replay(make_scope):
-    policy = Policy(make_scope("rm"), encoder=TTT_MLP, obs_shape=[3, 3, 2], num_actions=9)
-    for bad in (-1, 301):
-        with pytest.raises(ConfigError, match=rf"arena.update.replay_min={bad}: must be in \[0"):
-            _arena(policy, update={"replay_min": bad})

@@ -19,7 +19,7 @@ from paddlecraft.agents.settings import ConfigError, make_settings
 from paddlecraft.arenas.engine.app import run_config
 from paddlecraft.arenas.engine.resume import CHANGES_FILE, upgrade_saved_config
 from paddlecraft.arenas.selfplay.config import SelfPlayConfig, check_settings
-from paddlecraft.compat import upgrade_settings
+from paddlecraft.compat import REMOVED, upgrade_settings
 
 #: SelfPlayConfig of PaddleCraft 0.2 (one flat dataclass): every field and its default
 FLAT_DEFAULTS = {
@@ -39,18 +39,11 @@ FLAT_DEFAULTS = {
 
 #: settings added after 0.2 (no flat name): their place and default
 ADDED = {
-    "update.replay": 0, "update.root_value_weight": 0.0, "update.average_duplicates": False,
-    "update.proven_values": False, "update.replay_min": 0, "search.full_fraction": 1.0,
-    "search.fast_simulations": 10, "eval.average_last": 0, "search.cache": True,
-    "search.reuse": False, "search.network_copy": True, "update.explored_values": "outcome",
-    "search.late_moves": 0, "search.late_temperature": 0.5, "search.second_player_simulations": None,
-    "search.forced_playouts": 0.0, "update.opponent_policy_coef": 0.15, "update.ownership_coef": 1.5,
-    "search.opening_dirichlet_alpha": None, "search.policy_temperature": 1.0,
-    "search.opening_policy_temperature": None, "search.late_player": None,
-    "search.ply_simulations": None, "update.surprise_weight": 0.0, "search.archive_starts": 0.0,
-    "search.gumbel_considered": 0, "update.soft_policy_coef": 1.0, "update.soft_policy_power": 0.25,
-    "search.temperature_value_cutoff": None,
+    "update.replay": 0, "update.average_duplicates": False, "search.cache": True,
+    "search.reuse": False, "search.network_copy": True, "search.forced_playouts": 0.0,
 }  # fmt: skip
+#: 0.2's flat settings removed since (`paddlecraft.compat.REMOVED`): their places
+GONE = {"policy_target": "search.policy_target"}
 
 
 def flat(arena: dict) -> dict:
@@ -58,13 +51,16 @@ def flat(arena: dict) -> dict:
     out = {k: v for k, v in arena.items() if not isinstance(v, dict) or k in FLAT_DEFAULTS}
     for old, new in SelfPlayConfig.RENAMED.items():
         group, leaf = new.split(".")
-        out[old] = arena[group][leaf]
+        out[old] = arena[group][leaf] if old not in GONE else FLAT_DEFAULTS[old]
     return out
 
 
 def test_every_flat_setting_has_its_place_and_its_default():
     nested = OmegaConf.structured(SelfPlayConfig)
     for old, default in FLAT_DEFAULTS.items():
+        if old in GONE:  # removed: its 0.2 default is what the code does now
+            assert REMOVED["selfplay_setting"][GONE[old]] == default, old
+            continue
         value = OmegaConf.select(nested, SelfPlayConfig.RENAMED.get(old, old))
         value = OmegaConf.to_container(value) if OmegaConf.is_config(value) else value
         assert value == default, old
@@ -78,7 +74,7 @@ def test_every_flat_setting_has_its_place_and_its_default():
         + sum(len(OmegaConf.to_container(nested[f.name])) for f in groups)
     )
     # nothing lost; what was added since is listed
-    assert leaves == len(FLAT_DEFAULTS) + len(ADDED) == 41 + len(ADDED)
+    assert leaves == len(FLAT_DEFAULTS) - len(GONE) + len(ADDED) == 40 + len(ADDED)
 
 
 def test_upgrade_moves_flat_keys_into_their_groups():
@@ -104,32 +100,12 @@ def test_an_old_key_in_python_names_its_new_place():
         ({"algo": "dqn"}, "arena.algo must be one of"),
         ({"update": {"epochs": 0}}, "arena.update.epochs=0: must be >= 1"),
         ({"update": {"minibatch_size": 0}}, "arena.update.minibatch_size=0: must be >= 1"),
-        ({"update": {"opponent_policy_coef": -0.1}}, "arena.update.opponent_policy_coef=-0.1: must be >= 0"),
-        ({"update": {"soft_policy_coef": -1.0}}, "arena.update.soft_policy_coef=-1.0: must be >= 0"),
-        ({"update": {"soft_policy_power": 0.0}}, "arena.update.soft_policy_power=0.0: must be in (0, 1]"),
-        ({"update": {"ownership_coef": -1.0}}, "arena.update.ownership_coef=-1.0: must be >= 0"),
         ({"search": {"simulations": 0}}, "arena.search.simulations=0: must be >= 1"),
         ({"search": {"temperature_moves": -1}}, "arena.search.temperature_moves=-1: must be >= 0"),
-        ({"search": {"late_moves": -1}}, "arena.search.late_moves=-1: must be >= 0"),
-        ({"search": {"late_player": 2}}, "arena.search.late_player=2: must be null (both"),
-        ({"search": {"late_temperature": 0.0}}, "arena.search.late_temperature=0.0: must be in (0, 1]"),
-        ({"search": {"late_temperature": 2.0}}, "arena.search.late_temperature=2.0: must be in (0, 1]"),
-        ({"search": {"second_player_simulations": 0}},
-         "arena.search.second_player_simulations=0: must be >= 1"),
-        ({"search": {"second_player_simulations": 60, "full_fraction": 0.5}},
-         "arena.search.second_player_simulations sizes full searches by side"),
-        ({"search": {"ply_simulations": [[8, 60], [8, 15]]}},
-         "arena.search.ply_simulations=[[8, 60], [8, 15]]: must be [ply >= 0, simulations >= 1] pairs"),
-        ({"search": {"ply_simulations": [[8, 0]]}}, "arena.search.ply_simulations=[[8, 0]]: must be"),
-        ({"search": {"ply_simulations": [[8, 60]], "second_player_simulations": 40}},
-         "arena.search.ply_simulations sizes the training searches by ply"),
         ({"search": {"updates": 5}}, "arena.search.updates must be in [0, epochs x steps_per_epoch = 4]"),
         ({"search": {"games_per_step": 0}}, "arena.search.games_per_step must be >= 1"),
         ({"search": {"lr": -1.0}}, "arena.search.lr must be > 0"),
         ({"search": {"every": 0}}, "arena.search.every must be >= 1"),
-        ({"search": {"gumbel_considered": -1}}, "arena.search.gumbel_considered=-1: must be >= 0"),
-        ({"search": {"policy_target": "counts"}},
-         "arena.search.policy_target must be one of ('visits', 'completed_q')"),
         ({"league": {"latest_ratio": 1.5}}, "arena.league.latest_ratio must be in [0, 1]"),
         ({"league": {"pool_size": 0}}, "arena.league.pool_size=0: must be >= 1"),
         ({"league": {"snapshot_every": -1}}, "arena.league.snapshot_every=-1: must be >= 0"),
@@ -201,3 +177,51 @@ def test_a_run_saved_with_flat_keys_resumes_bit_identically(compose_config, tmp_
     assert record["changes"] == {"trainer.max_steps": {"from": 2, "to": None}}
     # the changed config.yaml is written in today's names
     assert yaml.safe_load((old / "config.yaml").read_text())["arena"]["search"]["updates"] == 1
+
+
+# ------------------------------------------------------------------ removed settings
+def test_a_removed_setting_loads_at_its_old_default_and_is_refused_otherwise():
+    """A run saved before a setting was removed (`paddlecraft.compat.REMOVED`) resumes
+    where the setting did what the code does now, and is refused in one line naming it and
+    the commit that reads it where it did not."""
+    from paddlecraft.arenas import SelfPlayArena
+    from paddlecraft.compat import REMOVED_AT
+    from paddlecraft.errors import CheckpointError
+
+    saved = {
+        "epochs": 2,
+        "search": {"late_moves": 0, "simulations": 5, "cache": True, "network_copy": True},
+        "eval": {"average_last": 0},
+    }
+    SelfPlayArena.upgrade_saved(saved)
+    kept = {"simulations": 5, "cache": True, "network_copy": True}
+    assert saved == {"epochs": 2, "search": kept, "eval": {}}
+    with pytest.raises(CheckpointError) as e:
+        SelfPlayArena.upgrade_saved({"search": {"late_moves": 4}})
+    assert "arena.search.late_moves=4: saved by an earlier PaddleCraft" in str(e.value)
+    assert f"git checkout {REMOVED_AT}" in str(e.value) and "\n" not in str(e.value)
+
+
+def test_a_policy_saved_with_a_removed_setting_loads_or_is_refused(make_scope, tmp_path):
+    """A saved policy whose ``agent.json`` holds a removed setting at its old default loads
+    as today's; with another value, `Agent.load` refuses it naming the setting."""
+    from selfplay_kit import ttt_policy
+
+    from paddlecraft.agents import Agent
+    from paddlecraft.compat import REMOVED_AT
+    from paddlecraft.errors import CheckpointError
+
+    policy = ttt_policy(make_scope("removed"))
+    policy.save(tmp_path / "p")
+    meta_file = tmp_path / "p" / "agent.json"
+    meta = json.loads(meta_file.read_text())
+    meta["config"].update(value_bins=0, moves_left=False)
+    meta["config"]["encoder"]["residual"] = False
+    meta_file.write_text(json.dumps(meta))
+    loaded = Agent.load(tmp_path / "p", name=make_scope("loaded"))
+    obs = np.zeros((1, 3, 3, 2), np.float32)
+    assert np.array_equal(loaded(obs)[1].numpy(), policy(obs)[1].numpy())
+    meta["config"]["value_bins"] = 51
+    meta_file.write_text(json.dumps(meta))
+    with pytest.raises(CheckpointError, match=rf"agents\.\w+\.value_bins=51: .*{REMOVED_AT}"):
+        Agent.load(tmp_path / "p", name=make_scope("refused"))

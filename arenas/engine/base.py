@@ -11,7 +11,7 @@ import numpy as np
 
 from paddlecraft.agents import Agent
 from paddlecraft.agents.settings import ConfigError, make_settings
-from paddlecraft.compat import settings_as_saved, upgrade_settings
+from paddlecraft.compat import drop_removed, settings_as_saved, upgrade_settings
 
 from .interrupt import StepGate
 
@@ -96,10 +96,14 @@ class Arena:
         The base moves the keys its ``Config`` lists in ``RENAMED`` (``{old key: new dotted
         key}``, see `upgrade_settings`) and gives the settings its ``Config`` lists in
         ``AS_BEFORE`` (``{dotted key: the value before the setting existed}``) that value
-        where the run saved none (`settings_as_saved`; logged); an arena whose saved
-        settings changed otherwise overrides this.
+        where the run saved none (`settings_as_saved`; logged); the settings its ``Config``'s
+        ``REMOVED`` names as a `paddlecraft.compat.REMOVED` table leave or refuse the run
+        (`drop_removed`); an arena whose saved settings changed otherwise overrides this.
         """
         moved = upgrade_settings(cls.Config, config)
+        kind = getattr(cls.Config, "REMOVED", None)
+        if kind:
+            drop_removed(config, kind, "arena.")
         for key, value in settings_as_saved(cls.Config, config).items():
             log.info("resume: the run was saved before arena.%s existed; it keeps %r", key, value)
         return moved

@@ -73,12 +73,29 @@ def upgrade_saved_config(saved: dict[str, Any]) -> dict[str, str]:
     if not (isinstance(cls, type) and issubclass(cls, Arena)):
         return {}
     moved = {f"arena.{k}": f"arena.{v}" for k, v in cls.upgrade_saved(arena).items()}
+    for name, agent in (saved.get("agents") or {}).items():  # their own upgrade rules
+        upgrade = getattr(_agent_class(agent), "upgrade_saved_settings", None)
+        if upgrade is not None:
+            upgrade(agent, f"agents.{name}.")
     if moved:
         log.info(
             "resume: the run was saved by an older PaddleCraft; settings renamed (%s)",
             ", ".join(f"{k} -> {v}" for k, v in moved.items()),
         )
     return moved
+
+
+def _agent_class(agent: Any) -> Any:
+    """The class an agent config's ``_target_`` names (None: none, or one not importable)."""
+    from hydra.utils import get_object
+
+    target = agent.get("_target_") if isinstance(agent, dict) else None
+    if not isinstance(target, str) or not target.startswith("paddlecraft."):
+        return None
+    try:
+        return get_object(target)
+    except Exception:  # noqa: BLE001 (validate reports an agent that cannot be imported)
+        return None
 
 
 def may_change(key: str) -> bool:

@@ -211,7 +211,9 @@ class MCTSPlayer(Player):
             raise ValueError(f"MCTSPlayer: simulations must be >= 1, got {simulations}")
         self.game, self.simulations, self.c = game, int(simulations), float(c)
         self.name = f"mcts{self.simulations}"
-        self.tree = MCTS(game, RandomRolloutEvaluator(), self.simulations, "uct", self.c)
+        self.tree = MCTS(
+            game, RandomRolloutEvaluator(), selection="uct", simulations=self.simulations, c=self.c
+        )
 
     def act(self, observations: Any, action_masks: Any, rng: Any = None) -> np.ndarray:
         legal = self._masks(action_masks)

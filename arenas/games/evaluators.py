@@ -4,8 +4,7 @@ is worth and which of its moves to try first, as OpenSpiel's ``Evaluator``.
 An evaluator gets a batch of positions as bitboards from the mover's side (``cur``,
 ``mask``: ``uint64 [n]``) with their legal moves (``bool [n, A]``) and returns
 ``(priors [n, A], values [n])``: a distribution over the legal moves and the value in
-[-1, 1] for the player to move; an evaluator may add a third array, the plies left until
-the game ends ``[n]`` (the search's moves-left utility reads it). The tree calls `Evaluator.evaluate` once per
+[-1, 1] for the player to move. The tree calls `Evaluator.evaluate` once per
 simulation on the new leaves of all its games, and `Evaluator.root` once per search.
 
 - `NetworkEvaluator`: a network (or any function of the observation planes), e.g.
@@ -15,10 +14,8 @@ simulation on the new leaves of all its games, and `Evaluator.root` once per sea
 - `CachedEvaluator`: a deterministic evaluator's results kept by position, so a position
   met again (in the next move's search, or in another game) costs no network call.
 
-`mirror_averaged` wraps a network so that each position's results are the mean of its own
-and its left-right mirror image's (both games are symmetric that way); `ensemble_averaged`
-takes the mean of several networks' results (independently trained policies searching as
-one); `prior_tempered` flattens (or sharpens) a network's priors.
+`ensemble_averaged` takes the mean of several networks' results (independently trained
+policies searching as one).
 """
 
 from __future__ import annotations
@@ -58,30 +55,6 @@ def mirror_actions(rows: int, cols: int, actions: int) -> np.ndarray:
     return r * cols + (cols - 1 - c)
 
 
-def mirror_averaged(network: NetworkFn) -> NetworkFn:
-    """``network`` averaged over each position and its left-right mirror image, in one
-    call on twice the boards: the priors (the mirror's mapped back to the position's
-    moves), the values and any plies left are the means of the two. The results of a
-    position and of its mirror image are then each other's mirror image, whatever the
-    network learnt (test-time symmetry averaging; AlphaGo Zero evaluated a random one of
-    Go's eight symmetries, this takes the mean of the board's two)."""
-
-    def evaluate(planes: np.ndarray, masks: np.ndarray) -> tuple[np.ndarray, ...]:
-        planes, masks = np.asarray(planes), np.asarray(masks, bool)  # [n, rows, cols, 2], [n, A]
-        n, rows, cols = planes.shape[:3]
-        perm = mirror_actions(rows, cols, masks.shape[1])
-        both = network(np.concatenate([planes, planes[:, :, ::-1]]),
-                       np.concatenate([masks, masks[:, perm]]))  # fmt: skip
-        p = np.asarray(both[0], np.float64)  # [2n, A]
-        out = [(p[:n] + p[n:, perm]) / 2]
-        for a in both[1:]:  # values, plies left: [2n]
-            a = np.asarray(a, np.float64).reshape(-1)
-            out.append((a[:n] + a[n:]) / 2)
-        return tuple(out)
-
-    return evaluate
-
-
 def ensemble_averaged(networks: list[NetworkFn] | tuple[NetworkFn, ...]) -> NetworkFn:
     """The mean of ``networks``' results on the same positions: priors, values and any plies
     left, each averaged over the members (a deep ensemble: independently trained networks,
@@ -107,33 +80,6 @@ def ensemble_averaged(networks: list[NetworkFn] | tuple[NetworkFn, ...]) -> Netw
             for k in range(1, len(outs[0]))
         ]
         return (p, *rest)
-
-    return evaluate
-
-
-def powered(p: np.ndarray, power: float, dtype: type = np.float64) -> np.ndarray:
-    """Distributions ``p [n, A]`` to ``power``, renormalised per row, computed in ``dtype``:
-    0 stays 0, and a row of zeros stays zeros."""
-    q = np.asarray(p, dtype) ** power  # [n, A]
-    s = q.sum(axis=-1, keepdims=True)  # [n, 1]
-    return q / np.where(s > 0, s, 1.0)
-
-
-def prior_tempered(network: NetworkFn, temperature: float) -> NetworkFn:
-    """``network`` with its priors taken to the power ``1 / temperature`` and renormalised
-    (a softmax of the logits divided by ``temperature``; Leela Chess Zero's policy softmax
-    temperature): above 1 a search spreads its first visits over more moves, below 1 it
-    trusts the network's favourite more. Illegal moves stay at 0; values and any plies
-    left pass through. ``temperature == 1``: ``network`` itself."""
-    if not temperature > 0:
-        raise ValueError(f"prior_tempered: temperature={temperature!r}, expected > 0")
-    if temperature == 1:
-        return network
-    power = 1.0 / float(temperature)
-
-    def evaluate(planes: np.ndarray, masks: np.ndarray) -> tuple[np.ndarray, ...]:
-        out = network(planes, masks)
-        return (powered(out[0], power), *out[1:])
 
     return evaluate
 

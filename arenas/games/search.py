@@ -23,8 +23,7 @@ win is worth 1 to the player who made it). Values are backed up with alternating
 the statistics live on the edges: ``N(s, a)`` and ``W(s, a)`` (for the player to move at
 ``s``, values in [-1, 1]). Training games add Dirichlet noise to the root priors
 (``noise=True``) and sample moves from the visit counts (`choose_moves` with a
-temperature); `completed_q_policy` turns a result into Gumbel AlphaZero's policy
-target, and ``gumbel_considered`` gives the root its search (`GumbelRoot`).
+temperature). `SearchSettings` holds a search's settings.
 `search_one` is the PUCT search written plainly for one position (reference for tests
 and the benchmark).
 
@@ -34,6 +33,7 @@ network or heuristic can guide it.
 
 from __future__ import annotations
 
+from dataclasses import dataclass, replace
 from functools import partial
 from typing import Any
 
@@ -48,32 +48,20 @@ from .evaluators import (
     RandomRolloutEvaluator,
     uniform_evaluator,
 )
-from .gumbel import GumbelRoot
 from .search_reference import search_one
 from .search_results import (
     MOVE_RULES,
     SearchResult,
     choose_moves,
-    completed_q_policy,
     decided_visits,
     played_moves,
     pruned_visits,
 )
 from .search_tree import Tree, TreeReuse
-from .selection import (
-    MOVES_LEFT_MAX_EFFECT,
-    Children,
-    SelectionRule,
-    forced_moves,
-    moves_left_utility,
-    puct,
-    selection_rule,
-    uct,
-)
+from .selection import Children, SelectionRule, forced_moves, puct, selection_rule, uct
 
 __all__ = [
     "MCTS",
-    "MOVES_LEFT_MAX_EFFECT",
     "MOVE_RULES",
     "CachedEvaluator",
     "Children",
@@ -83,10 +71,10 @@ __all__ = [
     "PUCTSearch",
     "RandomRolloutEvaluator",
     "SearchResult",
+    "SearchSettings",
     "SelectionRule",
     "TreeReuse",
     "choose_moves",
-    "completed_q_policy",
     "decided_visits",
     "played_moves",
     "pruned_visits",
@@ -99,6 +87,73 @@ __all__ = [
 # ---------------------------------------------------------------------- the tree
 
 
+@dataclass(frozen=True)
+class SearchSettings:
+    """What a search does, apart from its rules, evaluator and selection rule."""
+
+    simulations: int = 100
+    """Simulations per search (>= 1; each adds at most one node per tree)."""
+    c: float = 1.5
+    """Exploration constant of the selection rule (>= 0; PUCT's ``c_puct``: > 0)."""
+    dirichlet_alpha: float = 1.0
+    """Root noise concentration (> 0; AlphaZero: 0.3 chess, ~10 / moves)."""
+    noise_fraction: float = 0.25
+    """Share of the root priors replaced by noise when ``noise=True``, in [0, 1]."""
+    discount: float = 1.0
+    """Per-ply discount of backed-up values, in (0, 1] (1: none). Below 1 a move's value is
+    ``r`` for a move that ends the game and ``-discount * V(next)`` otherwise, so a sooner
+    win and a later loss are worth more (the solver's exact scores order moves the same
+    way); the evaluator's values must then be discounted values."""
+    tactics: bool = False
+    """Score the positions the rules decide within two plies exactly and search no further
+    below them (a shallow proof at expansion, as Baier and Winands' MCTS-minimax hybrids):
+    a new node whose mover has a winning move is worth ``1`` to that mover (its parent's
+    move into it: ``-discount``), one whose opponent has two winning moves the mover cannot
+    both block is a loss in two plies (``-discount`` to its mover); at the root, only the
+    winning moves are searched when there are any. Off: the plain search."""
+    proofs: bool = False
+    """MCTS-Solver backups (Winands, Bjornsson and Saito 2008) with exact discounted values:
+    a node whose every legal move has a proven value, or one of whose moves is proven at
+    least as good as any unproven move could be, is proven at the best of them; its parent
+    edge then carries that exact value (Q replaced, not averaged), a search stops at proven
+    nodes as at finished ones, and `SearchResult.proven` holds the root moves' exact
+    values. With ``tactics``, an unproven move of a node whose mover cannot win at once is
+    worth at most ``discount ** 2``, so a forced win in three plies is proof enough."""
+    forced_playouts: float = 0.0
+    """KataGo's forced playouts in searches with root noise (``noise=True``, training):
+    every root move the search has visited gets at least about ``sqrt(k P(s, a) N(s))``
+    visits (``k`` this, >= 0, KataGo's 2; 0: off), so a move the noise lifts is looked at
+    more than once; `pruned_visits` takes those visits back out of the policy target."""
+    fpu_reduction: float | None = None
+    """PUCT's value of an unvisited move (first-play urgency): None 0, a number ``r >= 0``
+    the node's mean ``Q`` minus ``r * sqrt(visited prior)`` (see `puct`)."""
+
+    def check(self) -> None:
+        """Raise ``ValueError`` for a value no search can use."""
+        if int(self.simulations) < 1:
+            raise ValueError(f"search simulations must be >= 1, got {self.simulations}")
+        if self.c < 0 or self.dirichlet_alpha <= 0 or not 0 <= self.noise_fraction <= 1:
+            raise ValueError(
+                f"search: need c >= 0, dirichlet_alpha > 0 and noise_fraction in [0, 1], "
+                f"got {self.c}, {self.dirichlet_alpha}, {self.noise_fraction}"
+            )
+        if not 0 < self.discount <= 1:
+            raise ValueError(f"search: need discount in (0, 1], got {self.discount}")
+        if not self.forced_playouts >= 0:
+            raise ValueError(f"search: need forced_playouts >= 0, got {self.forced_playouts}")
+        if self.fpu_reduction is not None and not self.fpu_reduction >= 0:
+            raise ValueError(f"search: need fpu_reduction >= 0 or None, got {self.fpu_reduction}")
+
+
+def _settings(settings: SearchSettings | None, fields: dict[str, Any]) -> SearchSettings:
+    """``settings`` (default: `SearchSettings()`) with ``fields`` replaced (``c_puct``: ``c``)."""
+    if "c_puct" in fields:
+        fields["c"] = fields.pop("c_puct")
+    out = replace(settings or SearchSettings(), **fields)
+    out.check()
+    return out
+
+
 class MCTS:
     """Batched Monte-Carlo tree search over a native `BoardGame`.
 
@@ -106,99 +161,32 @@ class MCTS:
         game: the rules (``ConnectFour``, ``TicTacToe``).
         evaluator: an `Evaluator`, or a network function
             ``(planes, masks) -> (priors, values)`` (wrapped in ``NetworkEvaluator``).
-        simulations: simulations per search (each adds at most one node per tree).
-        selection: ``"puct"``, ``"uct"`` (see `puct`, `uct`) or a
-            `SelectionRule`.
-        c: exploration constant of the selection rule.
-        dirichlet_alpha: root noise concentration (AlphaZero: 0.3 chess, ~10 / moves).
-        noise_fraction: share of the root priors replaced by noise when ``noise=True``.
-        discount: per-ply discount of backed-up values (1: none). Below 1 a move's value is
-            ``r`` for a move that ends the game and ``-discount * V(next)`` otherwise, so a
-            sooner win and a later loss are worth more (the solver's exact scores order
-            moves the same way); the evaluator's values must then be discounted values.
-        moves_left_weight: Leela Chess Zero's moves-left utility (0: off). Every edge also
-            averages the plies from its node to the game's end (a finished game: 0 from its
-            last position; a new leaf: the evaluator's third output, its predicted plies
-            left, or 0 where it gives none), and selection adds to a visited move's ``Q``
-            ``-Q * clip(weight * (M(s, a) - M(s)), +-MOVES_LEFT_MAX_EFFECT)`` (``M(s)``:
-            the node's own mean): a winning move that ends the game sooner and a losing
-            one that puts the end off gain, scaled by how certain the value is. It only
-            steers the visits; backed-up values are unchanged.
-        tactics: score the positions the rules decide within two plies exactly and search
-            no further below them (a shallow proof at expansion, as Baier and Winands'
-            MCTS-minimax hybrids): a new node whose mover has a winning move is worth
-            ``1`` to that mover (its parent's move into it: ``-discount``), one whose
-            opponent has two winning moves the mover cannot both block is a loss in two
-            plies (``-discount`` to its mover); at the root, only the winning moves are
-            searched when there are any. Off: the plain search.
-        proofs: MCTS-Solver backups (Winands, Bjornsson and Saito 2008) with exact
-            discounted values: a node whose every legal move has a proven value, or one of
-            whose moves is proven at least as good as any unproven move could be, is
-            proven at the best of them; its parent edge then carries that exact value (Q
-            replaced, not averaged), a search stops at proven nodes as at finished ones,
-            and `SearchResult.proven` holds the root moves' exact values. With
-            ``tactics``, an unproven move of a node whose mover cannot win at once is
-            worth at most ``discount ** 2``, so a forced win in three plies is proof enough.
-        forced_playouts: KataGo's forced playouts in searches with root noise
-            (``noise=True``, training): every root move the search has visited gets at
-            least about ``sqrt(k P(s, a) N(s))`` visits (``k`` this, KataGo's 2; 0: off),
-            so a move the noise lifts is looked at more than once; `pruned_visits` takes
-            those visits back out of the policy target.
-        gumbel_considered: ``m >= 1``: Gumbel AlphaZero's root (`GumbelRoot`): the root
-            samples ``m`` moves by Gumbel-top-k (``search(noise=True)``; without noise
-            its top ``m`` by prior), shares the simulations among them by sequential
-            halving and returns its choice in `SearchResult.gumbel_move`; no Dirichlet
-            noise, no forced playouts. 0: the selection rule at the root too.
-        draw_score: a draw's worth to the first player, its negative to the second
-            (Leela Chess Zero's draw score, contempt; 0: AlphaZero's), in ``[-1, 1]``: a
-            full board's mover has it (or its negative), discounted up as any result.
+        settings: the search's `SearchSettings` (default: its defaults).
+        selection: ``"puct"``, ``"uct"`` (see `puct`, `uct`) or a `SelectionRule`;
+            ``"puct"`` with ``settings.fpu_reduction`` reduces an unvisited move's value.
+        **fields: `SearchSettings` fields to replace in ``settings`` (``c_puct``: ``c``).
     """
 
     def __init__(
         self,
         game: type[BoardGame],
         evaluator: Evaluator | NetworkFn,
-        simulations: int = 100,
+        settings: SearchSettings | None = None,
         selection: str | SelectionRule = "puct",
-        c: float = 1.5,
-        dirichlet_alpha: float = 1.0,
-        noise_fraction: float = 0.25,
-        discount: float = 1.0,
-        moves_left_weight: float = 0.0,
-        tactics: bool = False,
-        proofs: bool = False,
-        forced_playouts: float = 0.0,
-        gumbel_considered: int = 0,
-        draw_score: float = 0.0,
+        **fields: Any,
     ) -> None:
-        if int(simulations) < 1:
-            raise ValueError(f"search simulations must be >= 1, got {simulations}")
-        if c < 0 or dirichlet_alpha <= 0 or not 0 <= noise_fraction <= 1:
-            raise ValueError(
-                f"search: need c >= 0, dirichlet_alpha > 0 and noise_fraction in [0, 1], "
-                f"got {c}, {dirichlet_alpha}, {noise_fraction}"
-            )
-        if not (0 < discount <= 1 and -1 <= draw_score <= 1):
-            raise ValueError(f"search: need discount in (0, 1], draw_score in [-1, 1], got "
-                             f"{discount}, {draw_score}")  # fmt: skip
-        if not moves_left_weight >= 0:
-            raise ValueError(f"search: need moves_left_weight >= 0, got {moves_left_weight}")
-        if not forced_playouts >= 0:
-            raise ValueError(f"search: need forced_playouts >= 0, got {forced_playouts}")
-        if int(gumbel_considered) < 0:
-            raise ValueError(f"search: need gumbel_considered >= 0, got {gumbel_considered}")
+        self.settings = cfg = _settings(settings, fields)
         if not isinstance(evaluator, Evaluator):
             evaluator = NetworkEvaluator(evaluator)
         self.game, self.evaluator = game, evaluator
+        if selection == "puct" and cfg.fpu_reduction is not None:
+            selection = partial(puct, fpu_reduction=float(cfg.fpu_reduction))
         self.select = selection_rule(selection)
-        self.simulations, self.c = int(simulations), float(c)
-        self.dirichlet_alpha, self.noise_fraction = float(dirichlet_alpha), float(noise_fraction)
-        self.discount = float(discount)
-        self.moves_left_weight = float(moves_left_weight)
-        self.tactics, self.proofs = bool(tactics), bool(proofs)
-        self.forced_playouts = float(forced_playouts)
-        self.gumbel_considered = int(gumbel_considered)
-        self.draw_score = float(draw_score)
+        self.simulations, self.c = int(cfg.simulations), float(cfg.c)
+        self.dirichlet_alpha, self.noise_fraction = cfg.dirichlet_alpha, cfg.noise_fraction
+        self.discount = float(cfg.discount)
+        self.tactics, self.proofs = bool(cfg.tactics), bool(cfg.proofs)
+        self.forced_playouts = float(cfg.forced_playouts)
 
     def search(
         self,
@@ -222,23 +210,17 @@ class MCTS:
         legal0 = g.legal(mask) if legal is None else np.asarray(legal, bool)
         if not legal0.any(axis=1).all():
             raise ValueError("search: a root position has no legal move (is the game over?)")
-        ml = self.moves_left_weight > 0
-        gumbel = self.gumbel_considered > 0  # Gumbel AlphaZero's root instead of root noise
-        forcing = noise and self.forced_playouts > 0 and not gumbel  # KataGo's, at the roots
+        forcing = noise and self.forced_playouts > 0  # KataGo's, at the roots
         # node i of game b is row b * N + i of the tree's arrays (`Tree`)
-        tree = Tree.empty(B, S + 1, A, ml) if reuse is None else reuse.start(cur, mask, S, A, ml)
+        tree = Tree.empty(B, S + 1, A) if reuse is None else reuse.start(cur, mask, S, A)
         ncur, nmask, prior, legal_at = tree.ncur, tree.nmask, tree.prior, tree.legal_at
         child, visits, total, exact = tree.child, tree.visits, tree.total, tree.exact
         flat_visits, flat_total = visits.reshape(-1), total.reshape(-1)  # [B * N * A] views
         roots, count = tree.roots, tree.count
         ncur[roots], nmask[roots] = cur, mask
-        net_p0, v0, *m0 = self.evaluator.root(g, cur, mask, legal0, rng)
-        if ml:  # plies to the end: each node's evaluator estimate, each edge's running sum
-            node_m, mtotal = tree.node_m, tree.mtotal
-            node_m[roots] = np.asarray(m0[0], np.float64).reshape(-1) if m0 else 0.0
-            flat_mtotal = mtotal.reshape(-1)
+        net_p0, v0, *_ = self.evaluator.root(g, cur, mask, legal0, rng)
         p0 = net_p0
-        if noise and self.noise_fraction > 0 and not gumbel:
+        if noise and self.noise_fraction > 0:
             if rng is None:
                 raise ValueError("search(noise=True) needs an rng (np.random.Generator)")
             gam = np.where(legal0, rng.standard_gamma(self.dirichlet_alpha, (B, A)), 0.0)
@@ -252,19 +234,13 @@ class MCTS:
             # (a kept subtree never starts at such a root: a node whose mover can win was
             # scored exactly when it was made and never expanded, so it comes back bare)
         prior[roots], legal_at[roots] = p0, legal0
-        root = None  # with noise its Gumbel variables are drawn, without none: the mode
-        if gumbel:
-            scale = 1.0 if noise else 0.0
-            root = GumbelRoot(p0, v0, visits[roots], self.gumbel_considered, S, rng, scale)
         gamma = self.discount
         # signs[k]: what a leaf value is worth k plies up, (-1)^k gamma^(k - 1) (k >= 1)
         signs = _signs(g.max_moves + 2, gamma)
         # the value, for the player to move there, that a leaf of each kind backs up
-        # a draw: the draw score to the first player, whose move it is after even max_moves
-        drawn = self.draw_score if g.max_moves % 2 == 0 or not self.draw_score else -self.draw_score
-        leaf_value = np.array([np.nan, -1.0, drawn, gamma, -gamma * gamma])
+        leaf_value = np.array([np.nan, -1.0, 0.0, gamma, -gamma * gamma])
         # exact: each node's exact leaf value (NaN: not known); an edge into it is worth -exact
-        for s in range(S):
+        for _ in range(S):
             node = roots.copy()  # [B] row of each game's current node
             path: list[tuple[np.ndarray, np.ndarray]] = []  # per depth: (games, edge rows)
             depth = np.zeros(B, np.int64)
@@ -274,18 +250,10 @@ class MCTS:
                 b = np.flatnonzero(active)
                 n = node[b]
                 kids = child[n]  # [b, A]
-                w = total[n]
-                if ml:
-                    util = moves_left_utility(
-                        self.moves_left_weight, visits[n], total[n], mtotal[n], node_m[n]
-                    )
-                    w = w + visits[n] * util
-                here = Children(visits[n], w, prior[n], legal_at[n], kids >= 0, not path)
+                here = Children(visits[n], total[n], prior[n], legal_at[n], kids >= 0, not path)
                 a = self.select(here, self.c, rng)
                 if forcing and not path:
                     a = forced_moves(here, self.forced_playouts, a)
-                elif root is not None and not path:  # every game at its root: rows 0..B-1
-                    a = root.select(s, here.visits, total[n])
                 path.append((b, n * A + a))
                 depth[b] += 1
                 c = kids[np.arange(len(b)), a]
@@ -301,8 +269,6 @@ class MCTS:
                     kind = np.where(won, 1, np.where(full, 2, 0))
                     if self.tactics:
                         kind = np.where(kind == 0, self._decide(c2, m2), kind)
-                        if ml:
-                            node_m[idx] = np.where(kind >= 3, kind - 2.0, node_m[idx])
                     exact[idx] = leaf_value[kind]
                     child[nn, an] = idx
                     c[new] = idx
@@ -318,10 +284,8 @@ class MCTS:
                 ne = node[e]
                 ce, me = ncur[ne], nmask[ne]
                 lg = g.legal(me)
-                p, v, *m = self.evaluator.evaluate(g, ce, me, lg, rng)
+                p, v, *_ = self.evaluator.evaluate(g, ce, me, lg, rng)
                 prior[ne], legal_at[ne] = p, lg
-                if ml and m:
-                    node_m[ne] = np.asarray(m[0], np.float64).reshape(-1)
                 value[e] = v if gamma == 1.0 else gamma * v  # one ply further than a result
             # back up: the mover at depth d sees the leaf value with sign (-1)^(L - d)
             # (discounted: times gamma^(L - d - 1))
@@ -331,18 +295,13 @@ class MCTS:
                 sign = signs[depth[b] - d]
                 flat_visits[edge] += 1.0  # one edge per game: no repeated index
                 flat_total[edge] += sign * value[b]
-                if ml:  # plies from this edge's node to the end: the path below + the leaf's
-                    flat_mtotal[edge] += (depth[b] - d) + node_m[node[b]]
             if self.proofs:
                 self._prove(path, ~np.isnan(exact[node]), exact, child, legal_at, flat_visits,
                             flat_total)  # fmt: skip
         root_n = visits[roots]
         root_value = total[roots].sum(axis=1) / np.maximum(root_n.sum(axis=1), 1.0)
         root_q = total[roots] / np.maximum(root_n, 1.0)
-        root_m = mtotal[roots] / np.maximum(root_n, 1.0) if ml else None
-        res = SearchResult(root_n, root_value, p0, root_q, net_p0, v0, legal0, root_m)
-        if root is not None:
-            res.gumbel_move = root.chosen(root_n, total[roots])
+        res = SearchResult(root_n, root_value, p0, root_q, net_p0, v0, legal0)
         if reuse is not None:
             reuse.last = tree
         if self.proofs:
@@ -403,45 +362,26 @@ def _signs(n: int, gamma: float) -> np.ndarray:
 
 
 class PUCTSearch(MCTS):
-    """AlphaZero's search: `MCTS` with a network's priors and value and `puct`. Its other
-    arguments are `MCTS`'s (with ``moves_left_weight`` ``evaluate`` may return a third
-    array, the plies left ``[n]``).
+    """AlphaZero's search: `MCTS` with a network's priors and value and `puct`.
 
     Args:
         game: the rules (``ConnectFour``, ``TicTacToe``).
         evaluate: the network (or heuristic), see `NetworkFn`, e.g.
             ``paddlecraft.agents.Policy.priors_and_values`` or `uniform_evaluator`; or an
             `Evaluator` around one (e.g. a `CachedEvaluator`, which searches may share).
-        c_puct: exploration constant.
-        fpu_reduction: an unvisited move's ``Q`` (first-play urgency): None 0, a number
-            ``r`` the node's mean ``Q`` minus ``r * sqrt(visited prior)`` (see `puct`).
+        settings: the search's `SearchSettings`.
+        **fields: `SearchSettings` fields to replace in ``settings`` (``c_puct``: ``c``).
     """
 
     def __init__(
         self,
         game: type[BoardGame],
         evaluate: NetworkFn | Evaluator,
-        simulations: int = 100,
-        c_puct: float = 1.5,
-        dirichlet_alpha: float = 1.0,
-        noise_fraction: float = 0.25,
-        discount: float = 1.0,
-        moves_left_weight: float = 0.0,
-        tactics: bool = False,
-        proofs: bool = False,
-        forced_playouts: float = 0.0,
-        fpu_reduction: float | None = None,
-        gumbel_considered: int = 0,
-        draw_score: float = 0.0,
+        settings: SearchSettings | None = None,
+        **fields: Any,
     ) -> None:
-        if c_puct <= 0:
-            raise ValueError(f"search: need c_puct > 0, got {c_puct}")
-        if fpu_reduction is not None and not fpu_reduction >= 0:
-            raise ValueError(f"search: need fpu_reduction >= 0 or None, got {fpu_reduction}")
-        rule = "puct" if fpu_reduction is None else partial(puct, fpu_reduction=fpu_reduction)
-        super().__init__(
-            game, evaluate, simulations, rule, c_puct, dirichlet_alpha,  # MCTS wraps a function
-            noise_fraction, discount, moves_left_weight, tactics, proofs, forced_playouts,
-            gumbel_considered, draw_score,
-        )  # fmt: skip
-        self.evaluate, self.c_puct = evaluate, float(c_puct)
+        settings = _settings(settings, fields)
+        if settings.c <= 0:
+            raise ValueError(f"search: need c_puct > 0, got {settings.c}")
+        super().__init__(game, evaluate, settings)  # MCTS wraps a function
+        self.evaluate, self.c_puct = evaluate, float(settings.c)

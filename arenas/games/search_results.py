@@ -1,7 +1,6 @@
 """What a search returns and what is made of it: `SearchResult`, the move choice
-(`choose_moves`), the move a player plays after its search (`played_moves`), Gumbel
-AlphaZero's policy target (`completed_q_policy`), the visits left to the moves a
-search proved best (`decided_visits`) and KataGo's policy target pruning
+(`choose_moves`), the move a player plays after its search (`played_moves`), the
+visits left to the moves a search proved best (`decided_visits`) and KataGo's policy target pruning
 (`pruned_visits`)."""
 
 from __future__ import annotations
@@ -15,8 +14,6 @@ __all__ = [
     "MOVE_RULES",
     "SearchResult",
     "choose_moves",
-    "completed_q_policy",
-    "completed_q_sigma",
     "decided_visits",
     "played_moves",
     "pruned_visits",
@@ -39,73 +36,12 @@ class SearchResult:
     net_priors: np.ndarray  #: [B, A] the evaluator's root priors (before any noise)
     net_value: np.ndarray  #: [B] the evaluator's value of the root (rollouts: 0)
     legal: np.ndarray  #: [B, A] legal root moves
-    #: [B, A] mean plies from the root to the game's end through each move (0 where
-    #: unvisited); only with ``moves_left_weight > 0``
-    moves_left: np.ndarray | None = None
     #: [B, A] the exact value of each root move for the mover where the search proved it
     #: (NaN: not proven); only with ``proofs``
     proven: np.ndarray | None = None
     #: [B] whether the search proved the root's value (then the moves with the best
     #: ``proven`` value are the best moves); only with ``proofs``
     decided: np.ndarray | None = None
-    #: [B] the move a Gumbel root's sequential halving chose (`.gumbel`); only with one
-    gumbel_move: np.ndarray | None = None
-
-
-def completed_q_sigma(
-    visits: np.ndarray,
-    q: np.ndarray,
-    prior: np.ndarray,
-    value: np.ndarray,
-    legal: np.ndarray,
-    visit_offset: float = 50.0,
-    value_scale: float = 0.1,
-) -> np.ndarray:
-    """``sigma(completed Q)`` of Gumbel AlphaZero (Danihelka et al., ICLR 2022, eq. 8 and
-    appendix D) for root moves: ``[B, A]`` from their ``visits``, mean values ``q`` (for
-    the mover), ``prior`` and legality ``[B, A]`` and the evaluator's root ``value [B]``.
-
-    Visited moves keep their Q; unvisited ones get the mixed value of the root (the
-    evaluator's value blended with the prior-weighted Q of the visited moves). The
-    completed Q values are min-max scaled to [0, 1] over the legal moves and multiplied by
-    ``(visit_offset + max_a N(a)) * value_scale``."""
-    seen = visits > 0
-    prior = np.maximum(prior, 1e-12)
-    psum = np.where(seen, prior, 0.0).sum(axis=1)
-    weighted_q = np.where(seen, prior * q, 0.0).sum(axis=1) / np.maximum(psum, 1e-12)
-    total = visits.sum(axis=1)
-    mixed = (value + total * weighted_q) / (total + 1.0)  # [B]
-    q = np.where(seen, q, mixed[:, None])
-    lo = np.where(legal, q, np.inf).min(axis=1, keepdims=True)
-    hi = np.where(legal, q, -np.inf).max(axis=1, keepdims=True)
-    q = (q - lo) / np.maximum(hi - lo, 1e-8)
-    return (visit_offset + visits.max(axis=1, keepdims=True)) * value_scale * q
-
-
-def completed_q_policy(
-    res: SearchResult,
-    visit_offset: float = 50.0,
-    value_scale: float = 0.1,
-    prior: np.ndarray | None = None,
-) -> np.ndarray:
-    """The improved policy ``softmax(log prior + sigma(completed Q))`` of Gumbel AlphaZero
-    (Danihelka et al., ICLR 2022, eq. 10-11 and appendix D), from a search: ``[B, A]``.
-
-    ``sigma`` is `completed_q_sigma`. The prior is the network's, before root noise
-    (``prior``: another, e.g. a Gumbel root's, whose winning moves alone may have mass), so
-    the target does not learn the noise; where the search finds nothing to separate the
-    moves, the target is the network's own policy. Unlike visit counts, it stays sharp with
-    few simulations.
-    """
-    legal = res.legal
-    prior = np.maximum(res.net_priors if prior is None else prior, 1e-12)
-    sigma = completed_q_sigma(
-        res.visits, res.q, prior, res.net_value, legal, visit_offset, value_scale
-    )
-    logits = np.where(legal, np.log(prior) + sigma, -np.inf)
-    logits -= logits.max(axis=1, keepdims=True)
-    p = np.exp(logits)
-    return p / p.sum(axis=1, keepdims=True)
 
 
 def choose_moves(visits: np.ndarray, temperature: np.ndarray | float, rng: Any) -> np.ndarray:
@@ -127,18 +63,6 @@ def choose_moves(visits: np.ndarray, temperature: np.ndarray | float, rng: Any) 
         ok = v[hot][np.arange(len(pick)), pick] > 0
         out[np.flatnonzero(hot)[ok]] = pick[ok]  # rounding edge: keep the best move
     return out.astype(np.int64)
-
-
-def near_best_visits(visits: np.ndarray, q: np.ndarray, cutoff: float | None) -> np.ndarray:
-    """The root ``visits [B, A]`` kept only on the moves whose mean value ``q [B, A]`` is
-    within ``cutoff`` of the most visited move's (Leela Chess Zero's temperature value
-    cutoff: what a training move is sampled from; the most visited always stays).
-    ``cutoff`` None: the visits as they are."""
-    if cutoff is None:
-        return visits
-    v = np.asarray(visits)
-    best = q[np.arange(len(v)), v.argmax(axis=1)]  # [B] the most visited move's Q
-    return np.where(q >= best[:, None] - cutoff, v, 0)
 
 
 def decided_visits(res: SearchResult) -> np.ndarray:

@@ -43,11 +43,9 @@ class Tree:
     visits: np.ndarray  #: [B * nodes, A] N(s, a)
     total: np.ndarray  #: [B * nodes, A] W(s, a)
     exact: np.ndarray  #: [B * nodes] exact value for the mover (NaN: not known)
-    node_m: np.ndarray | None = None  #: [B * nodes] estimated plies left (moves-left)
-    mtotal: np.ndarray | None = None  #: [B * nodes, A] summed plies left (moves-left)
 
     @classmethod
-    def empty(cls, games: int, nodes: int, actions: int, moves_left: bool = False) -> Tree:
+    def empty(cls, games: int, nodes: int, actions: int) -> Tree:
         """``games`` trees of ``nodes`` rows each, every one a bare root."""
         rows = games * nodes
         return cls(
@@ -61,8 +59,6 @@ class Tree:
             visits=np.zeros((rows, actions)),
             total=np.zeros((rows, actions)),
             exact=np.full(rows, np.nan),
-            node_m=np.zeros(rows) if moves_left else None,
-            mtotal=np.zeros((rows, actions)) if moves_left else None,
         )
 
     @property
@@ -116,9 +112,7 @@ class TreeReuse:
             keys.setdefault((int(tree.ncur[row]), int(tree.nmask[row])), row)
         self._kept = [(tree, keys), *self._kept[:1]]
 
-    def start(
-        self, cur: np.ndarray, mask: np.ndarray, simulations: int, actions: int, moves_left: bool
-    ) -> Tree:
+    def start(self, cur: np.ndarray, mask: np.ndarray, simulations: int, actions: int) -> Tree:
         """Trees for a search of ``(cur, mask) [B]`` with ``simulations``: each position
         found among the kept subtrees starts from a copy of its subtree (its root's
         statistics included), the others from a bare root."""
@@ -140,7 +134,7 @@ class TreeReuse:
                 found.append((tree, g, owner, sub))
         self.searched += len(cur)
         self.reused += len(cur) - int(left.sum())
-        out = Tree.empty(len(cur), int(sizes.max()) + simulations, actions, moves_left)
+        out = Tree.empty(len(cur), int(sizes.max()) + simulations, actions)
         for tree, g, owner, sub in found:
             _copy(tree, out, g, owner, sub)
         return out
@@ -161,8 +155,5 @@ def _copy(src: Tree, dst: Tree, games: np.ndarray, owner: np.ndarray, rows: np.n
     remapped = np.where(has, new[order][np.minimum(pos, len(rows) - 1)], -1)
     for name in ("ncur", "nmask", "prior", "legal_at", "visits", "total", "exact"):
         getattr(dst, name)[new] = getattr(src, name)[rows]
-    if dst.node_m is not None and src.node_m is not None and src.mtotal is not None:
-        dst.node_m[new] = src.node_m[rows]
-        dst.mtotal[new] = src.mtotal[rows]  # type: ignore[index]
     dst.child[new] = remapped
     dst.count[games] = games * dst.nodes + np.bincount(owner, minlength=len(games))

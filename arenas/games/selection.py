@@ -28,9 +28,6 @@ class Children(NamedTuple):
     at_root: bool  #: every s is a root (N(s) = sum_a N(s, a)) or none is (N(s) = 1 + that)
 
 
-#: the largest moves-left utility a move can get (value units, as Lc0's MovesLeftMaxEffect)
-MOVES_LEFT_MAX_EFFECT = 0.1
-
 #: ``(children, c, rng) -> moves int64 [b]``: one legal move per row
 SelectionRule = Callable[[Children, float, Any], np.ndarray]
 
@@ -93,27 +90,6 @@ def forced_moves(root: Children, k: float, moves: np.ndarray) -> np.ndarray:
     short = root.legal & (nsa > 0) & (nsa < need)
     gap = np.where(short, need - nsa, -np.inf)
     return np.where(short.any(axis=1), gap.argmax(axis=1), moves)
-
-
-def moves_left_utility(
-    weight: float,
-    nsa: np.ndarray,
-    total: np.ndarray,
-    mtotal: np.ndarray,
-    node_m: np.ndarray,
-) -> np.ndarray:
-    """Leela Chess Zero's moves-left utility ``[b, A]`` of the moves at ``b`` nodes (0 where
-    unvisited; `MCTS` ``moves_left_weight``): ``-Q * clip(weight * (M(s, a) - M(s)),
-    +-MOVES_LEFT_MAX_EFFECT)`` from the edges' visits, value totals and plies-left totals
-    ``[b, A]`` and the nodes' own plies-left estimates ``node_m [b]``."""
-    seen = nsa > 0
-    q = total / np.maximum(nsa, 1.0)
-    m = mtotal / np.maximum(nsa, 1.0)
-    # the node's mean plies left: its own estimate counts as one visit
-    parent = (node_m + mtotal.sum(axis=1)) / (1.0 + nsa.sum(axis=1))  # [b]
-    cap = MOVES_LEFT_MAX_EFFECT
-    effect = np.clip(weight * (m - parent[:, None]), -cap, cap)
-    return np.where(seen, -q * effect, 0.0)
 
 
 def selection_rule(selection: str | SelectionRule) -> SelectionRule:

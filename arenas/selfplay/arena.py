@@ -36,10 +36,9 @@ from paddlecraft.encoders.tensorio import atomic_write_json
 from ..engine import Arena
 from ..games import Player, TicTacToe
 from .analysis import game_spec, outcomes, result_rates, tictactoe_losing_lines
-from .archive import ARCHIVE_STREAM, archive_starts
 from .collect import COLLECT_STREAM, LEARNER, Collector
 from .config import CrossChecked, SelfPlayConfig, check_settings
-from .final import EpochAverage, ending_metrics
+from .final import ending_metrics
 from .league import (
     LeagueTable,
     OpponentPool,
@@ -76,8 +75,8 @@ class SelfPlayArena(CrossChecked, Arena):
             seats alternating; ``eval.search_games`` are played in the final evaluation
             by the policy with ``eval.simulations`` PUCT simulations per move (metrics
             ``search_*``). ``eval.keep_best`` (an evaluation metric) ends the run with the
-            best-evaluated policy, as AlphaGo Zero gated networks against a fixed bar;
-            ``eval.average_last`` with the mean weights of the last epochs (`.final`).
+            best-evaluated policy, as AlphaGo Zero gated networks against a fixed bar
+            (`.final`).
     """
 
     Config = SelfPlayConfig
@@ -108,7 +107,7 @@ class SelfPlayArena(CrossChecked, Arena):
                 f"game config (game={self.spec.short_name}) or set agents.policy.obs_shape / "
                 "num_actions and the encoder's input size"
             )
-        check_settings(cfg, proofs=bool(self.policy.cfg.search_proofs))
+        check_settings(cfg)
         total = cfg.epochs * cfg.steps_per_epoch
         self.search_from = total - cfg.search.updates  # first update trained with search
         rules = self.spec.rules
@@ -149,8 +148,7 @@ class SelfPlayArena(CrossChecked, Arena):
         self.last_snapshot = 0
         self.best: Snapshot | None = None  # keep_best: the best-scoring policy so far
         self.best_value = -math.inf
-        self.replay = ReplayBuffer(u.replay, u.replay_min) if (u := cfg.update).replay else None
-        self.average = EpochAverage(cfg.eval.average_last) if cfg.eval.average_last else None
+        self.replay = ReplayBuffer(cfg.update.replay) if cfg.update.replay else None
         self.collector = Collector(
             self.policy,
             self.spec,
@@ -195,11 +193,8 @@ class SelfPlayArena(CrossChecked, Arena):
     def _collect(self) -> dict[str, Any]:
         """Play this update's training games; record them in the league and, against pool
         snapshots, in the snapshot rule's scores."""
-        n, share = self.games_now(), self.cfg.search.archive_starts  # Go-Exploit's starts
-        share = share if self.algo_now() == "alphazero" else 0.0  # search updates only
-        starts = archive_starts(self.replay, n, share, self.spec.rules, self.stream(ARCHIVE_STREAM))
         rollout, played = self.collector.collect(
-            self.updates, n, self.algo_now(), self.stream(COLLECT_STREAM), self.pool, starts
+            self.updates, self.games_now(), self.algo_now(), self.stream(COLLECT_STREAM), self.pool
         )
         pool_scores = []
         for name, o in played:
@@ -240,18 +235,14 @@ class SelfPlayArena(CrossChecked, Arena):
 
     def evaluate(self) -> dict[str, float]:
         final = self.updates >= self.epochs * self.steps_per_epoch_
-        if self.average is not None and self.updates % self.steps_per_epoch_ == 0:
-            self.average.record(self.policy, self.updates)  # epoch ends, not live evaluations
         keep_best = self.cfg.eval.keep_best
-        if not final or not (keep_best or self.average is not None):
+        if not final or not keep_best:
             return self._evaluate(self.final_eval_games if final else self.eval_games, final)
         last = self._evaluate(self.eval_games, False)  # the last policy, for comparison
-        chosen = self.best if self.average is None else self.average.average()
-        assert chosen is not None  # the run ends with the best or the average (`.final`)
-        OpponentPool.load_into(self.policy, chosen)
+        assert self.best is not None  # the run ends with the best one (`.final`)
+        OpponentPool.load_into(self.policy, self.best)
         out = self._evaluate(self.final_eval_games, True)
-        n = 0 if self.average is None else len(self.average.kept)
-        return ending_metrics(out, last, chosen, keep_best, self.best_value, self.headline, n)
+        return ending_metrics(out, last, self.best, keep_best, self.best_value)
 
     def _evaluate(self, plan: Mapping[str, int], final: bool) -> dict[str, float]:
         rng = np.random.default_rng([self.seed, EVAL_STREAM, self.evaluations])
@@ -318,7 +309,6 @@ class SelfPlayArena(CrossChecked, Arena):
             "best": None if self.best is None else snapshot_state(self.best),
             "best_value": self.best_value if self.best is not None else None,
             "replay": None if self.replay is None else self.replay.state(),
-            "average": None if self.average is None else self.average.state(),
         }
 
     def load_arena_state(self, state: dict) -> None:
@@ -341,8 +331,6 @@ class SelfPlayArena(CrossChecked, Arena):
             )
         if self.replay is not None:
             self.replay.load_state(saved)
-        if self.average is not None:
-            self.average.load_state(state.get("average"))
 
     def artifacts(self, run_dir: str) -> dict[str, str]:
         """The policy (loadable with ``Agent.load``), ``league.json`` and ``ratings.png``."""

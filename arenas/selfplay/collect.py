@@ -67,12 +67,10 @@ class Collector:
         algo: str,
         rng: np.random.Generator,
         pool: OpponentPool,
-        starts: tuple[np.ndarray, np.ndarray] | None = None,
     ) -> tuple[dict[str, Any], list[tuple[str, np.ndarray]]]:
         """Play ``n`` games of update ``updates`` (``algo``: its algorithm): the learner vs
         its latest self, snapshots sampled from ``pool`` and the anchors; every draw comes
-        from ``rng``. ``starts``: the bitboards ``(cur [n], mask [n])`` each game starts
-        from (Go-Exploit's archive starts, `.archive`; None: the empty board).
+        from ``rng``.
 
         Returns the rollout (``records``, ``winner``, ``n``, ``metrics``) and, in plan order,
         each opponent's name with the learner's outcomes against it (+1 / 0 / -1 per game),
@@ -113,19 +111,17 @@ class Collector:
                 seed=[self.seed, COLLECT_STREAM, updates],
                 record=0,
                 check=self.check_interrupt,  # a stop or pause cancels the workers' slices
-                starts=starts,
             )
         else:
             controllers = [self._controller(k, entry, rng) for k, entry in enumerate(plan)]
             winner, records, moves = play_games(
-                self.spec, n, seats, controllers, 0, self.check_interrupt, starts
+                self.spec, n, seats, controllers, 0, self.check_interrupt
             )
         won = outcomes(winner, learner_seat)
         metrics: dict[str, float] = {
             **cache_metrics(controllers),
             "moves_per_game": moves / n,
             "positions": float(sum(len(r["game"]) for r in records)),
-            **({} if starts is None else {"games_from_archive": float((starts[1] != 0).sum())}),
             "games_vs_self": float((opp == 0).sum()),  # matchup counts of this update
             "games_vs_pool": float(((opp > 0) & (opp <= len(snaps))).sum()),
         }

@@ -28,7 +28,6 @@ from paddlecraft.compat import RENAMED
 from ..engine import ArenaConfig
 from .search_config import SearchConfig
 from .search_config import need as _need
-from .targets import EXPLORED_VALUES
 
 ALGOS = ("ppo", "a2c", "alphazero")
 
@@ -52,55 +51,16 @@ class UpdateConfig:
     policy_coef: float = 1.0
     """Search updates (``algo=alphazero`` and the search phase): weight of the visit-count
     loss (0: train the value head only)."""
-    opponent_policy_coef: float = 0.15
-    """Search updates with a policy that has the opponent-policy head
-    (``agents.policy.opponent_policy``): weight of its cross-entropy to the opponent's
-    search at the reply (KataGo's 0.15); unused without the head."""
-    ownership_coef: float = 1.5
-    """Search updates with a policy that has the ownership head (``agents.policy.ownership``):
-    weight of its per-cell cross-entropy, averaged over the cells (KataGo's 1.5 / cells x
-    the sum); unused without the head."""
-    soft_policy_coef: float = 1.0
-    """Search updates with a policy that has the soft policy head
-    (``agents.policy.soft_policy``): weight of its cross-entropy, against the main
-    policy's 1 (KataGo's is 8, which lowered every figure of this project's small trunk:
-    docs/guide/selfplay-scale-and-solver.md); unused without the head."""
-    soft_policy_power: float = 0.25
-    """The soft policy head's target: the visit distribution to this power, renormalised
-    (KataGo's 1/4; 1: the main target again)."""
     entropy_coef: float = 0.01
     """PPO/A2C: entropy bonus."""
-    root_value_weight: float = 0.0
-    """Search updates: the value target is ``(1 - w) x`` the game's (discounted) outcome
-    ``+ w x`` the search's value of the position (0: the outcome alone, as AlphaZero)."""
-    proven_values: bool = False
-    """Search updates with a policy that proves positions (``agents.policy.search_proofs``):
-    where the search proved a position, its value target is the proof's exact value (the
-    soonest win, the longest defence) instead of the game's outcome. Refused without
-    ``search_proofs``."""
-    explored_values: str = "outcome"
-    """Search updates: the value target of the positions of a game up to its last move
-    sampled away from the most visited one (training games sample their first
-    ``arena.search.temperature_moves`` plies from the visits): ``outcome``, the game's
-    (discounted) result, as every other position; ``search``, the search's value of the
-    position, since the result that followed came after a move its search rated lower."""
     replay: int = 0
     """Search updates: keep the last N samples (mirror images included) and draw every
     minibatch from them, ``epochs`` x the update's new samples per update (0: train on the
     update's own samples only). PPO and A2C learn from their own update's games only."""
-    replay_min: int = 0
-    """With ``replay``: the window grows from this many samples to ``replay`` as the run
-    adds samples (KataGo's power law, `replay.window`; 0: full-size from the start)."""
     average_duplicates: bool = False
     """Search updates: train each sample toward the mean targets (visit distribution,
     outcome) of every sample of the same position in the replay window, or in the update's
     own samples without one (the Oracle series' position averaging)."""
-    surprise_weight: float = 0.0
-    """Search updates: KataGo's policy surprise weighting. Within each game, this share of
-    the samples' frequency goes to the positions in proportion to how far the search's
-    target moved from the network's prior (KL divergence), the rest uniformly; a position
-    is written into the update's samples that many times on average (`.surprise`; KataGo:
-    0.5; 0: each once)."""
 
     def check(self, at: str = "arena.update") -> None:
         """Refuse values no update can use, naming ``<at>.<key>``."""
@@ -112,26 +72,8 @@ class UpdateConfig:
             ">= 1",
             f"e.g. {at}.minibatch_size=512",
         )
-        _need(self.opponent_policy_coef >= 0, f"{at}.opponent_policy_coef",
-              self.opponent_policy_coef, ">= 0", f"e.g. {at}.opponent_policy_coef=0.15")  # fmt: skip
-        _need(self.ownership_coef >= 0, f"{at}.ownership_coef", self.ownership_coef, ">= 0",
-              f"e.g. {at}.ownership_coef=1.5")  # fmt: skip
-        _need(self.soft_policy_coef >= 0, f"{at}.soft_policy_coef", self.soft_policy_coef,
-              ">= 0", f"e.g. {at}.soft_policy_coef=1")  # fmt: skip
-        _need(0.0 < self.soft_policy_power <= 1.0, f"{at}.soft_policy_power",
-              self.soft_policy_power, "in (0, 1]", f"e.g. {at}.soft_policy_power=0.25")  # fmt: skip
-        _need(0.0 <= self.root_value_weight <= 1.0, f"{at}.root_value_weight",
-              self.root_value_weight, "in [0, 1]", f"e.g. {at}.root_value_weight=0.5")  # fmt: skip
-        _need(self.explored_values in EXPLORED_VALUES, f"{at}.explored_values",
-              self.explored_values, f"one of {', '.join(EXPLORED_VALUES)}",
-              f"e.g. {at}.explored_values=search")  # fmt: skip
-        _need(0.0 <= self.surprise_weight <= 1.0, f"{at}.surprise_weight",
-              self.surprise_weight, "in [0, 1] (0: off)", f"e.g. {at}.surprise_weight=0.5")  # fmt: skip
         _need(self.replay >= 0, f"{at}.replay", self.replay, ">= 0 (0: no replay buffer)",
               f"e.g. {at}.replay=200000")  # fmt: skip
-        _need(0 <= self.replay_min <= self.replay or self.replay_min == 0, f"{at}.replay_min",
-              self.replay_min, f"in [0, {at}.replay] (a window growing from it to replay; 0: off)",
-              f"e.g. {at}.replay_min=30000 with {at}.replay=200000")  # fmt: skip
 
 
 @dataclass
@@ -187,12 +129,6 @@ class EvalConfig:
     """The run's headline metric (null: chosen by the final opponents)."""
     keep_best: Optional[str] = None  # noqa: UP045
     """End with the policy best on this per-epoch metric instead of the last one."""
-    average_last: int = 0
-    """End with the mean of the policy's weights at its last N evaluated epoch ends
-    (stochastic weight averaging; 0: the last weights). With ``trainer.eval_every=0``, the
-    default, every epoch end is evaluated; an evaluation between them (a live run's) does
-    not count. Training is unchanged; the final evaluation plays the average and the run
-    saves it; ``last_<metric>`` report the last policy's figures beside it."""
 
     def check(self, at: str = "arena.eval") -> None:
         """Refuse values no evaluation can use, naming ``<at>.<key>``."""
@@ -200,13 +136,6 @@ class EvalConfig:
               f"e.g. {at}.simulations=200")  # fmt: skip
         _need(self.solver_positions >= 0, f"{at}.solver_positions", self.solver_positions,
               ">= 0 (0: off)", f"e.g. {at}.solver_positions=400")  # fmt: skip
-        _need(self.average_last >= 0, f"{at}.average_last", self.average_last,
-              ">= 0 (0: the last weights)", f"e.g. {at}.average_last=4")  # fmt: skip
-        if self.average_last and self.keep_best:
-            raise ConfigError(
-                f"{at}.keep_best and {at}.average_last each choose the policy the run ends "
-                f"with; set one of them ({at}.keep_best=null or {at}.average_last=0)"
-            )
 
 
 @dataclass
@@ -263,12 +192,13 @@ class SelfPlayConfig(ArenaConfig):
     #: settings added since whose default changed how a run plays, and the value a run
     #: saved before them resumes with (`paddlecraft.compat.settings_as_saved`)
     AS_BEFORE: ClassVar[dict[str, Any]] = {"search.cache": False, "search.network_copy": False}
+    #: the `paddlecraft.compat.REMOVED` table of the settings removed since
+    REMOVED: ClassVar[str] = "selfplay_setting"
 
 
-def check_settings(cfg: SelfPlayConfig, proofs: bool = False) -> None:
+def check_settings(cfg: SelfPlayConfig) -> None:
     """Refuse settings out of range, naming the setting, before anything is built (run.py
-    prints these as one ``error:`` line): the algorithm, then each group's own checks.
-    ``proofs``: whether the policy's searches prove positions (``search_proofs``)."""
+    prints these as one ``error:`` line): the algorithm, then each group's own checks."""
     if cfg.algo not in ALGOS:
         raise ConfigError(f"arena.algo must be one of {ALGOS}, got {cfg.algo!r}")
     cfg.update.check()
@@ -286,18 +216,6 @@ def check_settings(cfg: SelfPlayConfig, proofs: bool = False) -> None:
             f"arena.algo={cfg.algo} with arena.search.updates=0 makes none; set "
             "arena.algo=alphazero or arena.search.updates, or "
             "arena.update.average_duplicates=false"
-        )
-    if cfg.search.archive_starts > 0 and not cfg.update.replay:
-        raise ConfigError(
-            f"arena.search.archive_starts={cfg.search.archive_starts} starts games from "
-            "positions of the replay window, and arena.update.replay is 0 (no window); set "
-            "arena.update.replay (e.g. 200000) or arena.search.archive_starts=0"
-        )
-    if cfg.update.proven_values and not proofs:
-        raise ConfigError(
-            "arena.update.proven_values=true trains proven positions toward their proofs, but "
-            "agents.policy.search_proofs is false, so its searches prove nothing; set "
-            "agents.policy.search_proofs=true or arena.update.proven_values=false"
         )
     cfg.league.check()
     cfg.eval.check()

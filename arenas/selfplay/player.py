@@ -22,7 +22,7 @@ from paddlecraft.errors import ConfigError
 
 from ..games import GAMES, Player
 from ..games.core import BoardGame
-from ..games.evaluators import ensemble_averaged, mirror_averaged, prior_tempered
+from ..games.evaluators import ensemble_averaged
 from ..games.search import (
     MOVE_RULES,
     CachedEvaluator,
@@ -65,11 +65,10 @@ def _rules(game: str | type[BoardGame]) -> type[BoardGame]:
 
 def _check_partners(policy: Policy, partners: tuple[Policy, ...]) -> None:
     """Raise unless every partner can average its network's results with ``policy``'s: the
-    same boards and moves, the same value discount and draw score (the values mean the
-    same thing) and the same heads (a moves-left head on all or none)."""
+    same boards and moves and the same value discount (the values mean the same thing)."""
 
     def key(p: Policy) -> tuple[Any, ...]:
-        return tuple(p.obs_shape), p.num_actions, p.value_discount, p.draw_score, p.moves_left
+        return tuple(p.obs_shape), p.num_actions, p.value_discount
 
     mine = key(policy)
     for other in partners:
@@ -77,7 +76,7 @@ def _check_partners(policy: Policy, partners: tuple[Policy, ...]) -> None:
         if mine != theirs:
             raise ValueError(
                 f"partners: Policy({other.name!r}) cannot join Policy({policy.name!r})'s "
-                "ensemble: (board, moves, value_discount, draw_score, moves_left) differ, "
+                "ensemble: (board, moves, value_discount) differ, "
                 f"{theirs} against {mine}; pass policies trained with the same game and "
                 "value settings"
             )
@@ -110,8 +109,7 @@ class SearchPlayer(Player):
     most visited move, ties at random from ``rng``; or the best lower confidence bound).
     No root noise, temperature 0. Batched: one search over
     all the boards of a call, one network call per simulation. Values are backed up with
-    the policy's ``value_discount`` and its moves-left utility (``moves_left_weight``), the
-    ones it was trained with. With ``cache`` (the default) the network's results are kept
+    the policy's ``value_discount``, the one it was trained with. With ``cache`` (the default) the network's results are kept
     by position for the player's life (`CachedEvaluator`): the next move's search reuses
     the last one's; and, with ``network_copy`` too (the default), the network is a NumPy
     copy of the weights as they were when the player was made (`Policy.frozen_evaluator`);
@@ -120,10 +118,7 @@ class SearchPlayer(Player):
     the opponent's reply (`TreeReuse`, as AlphaZero plays its games), so ``simulations``
     add to the visits kept there; found by position, so it holds across batches whose
     games end at different moves. Off by default: an evaluation's ``search200`` is 200
-    fresh simulations per move. With ``mirror`` (by default the policy's ``search_mirror``)
-    the network's results for each position are averaged with its mirror image's
-    (`mirror_averaged`), and with the policy's ``search_policy_temperature`` above or
-    below 1 its priors are flattened or sharpened (`prior_tempered`). With ``partners``
+    fresh simulations per move. With ``partners``
     (other policies of the same game, value discount and heads) every simulation's
     network results are the mean of the policy's and the partners' (`ensemble_averaged`:
     a deep ensemble; one network call per member); the search's other settings are the
@@ -141,7 +136,6 @@ class SearchPlayer(Player):
         move: str | None = None,
         network_copy: bool = True,
         reuse: bool = False,
-        mirror: bool | None = None,
         partners: tuple[Policy, ...] = (),
     ) -> None:
         self.policy, self.rules = policy, _rules(game)
@@ -161,12 +155,6 @@ class SearchPlayer(Player):
         if self.partners:
             others = [p.search_settings(frozen=frozen)["evaluate"] for p in self.partners]
             settings["evaluate"] = ensemble_averaged([settings["evaluate"], *others])
-        self.mirror = bool(policy.cfg.search_mirror if mirror is None else mirror)
-        if self.mirror:
-            settings["evaluate"] = mirror_averaged(settings["evaluate"])
-        #: Leela Chess Zero's policy softmax temperature (1: the network's priors)
-        self.policy_temperature = float(policy.cfg.search_policy_temperature)
-        settings["evaluate"] = prior_tempered(settings["evaluate"], self.policy_temperature)
         if cache:
             settings["evaluate"] = CachedEvaluator(NetworkEvaluator(settings["evaluate"]))
         self.search = PUCTSearch(self.rules, simulations=simulations, c_puct=c_puct, **settings)

@@ -37,7 +37,6 @@ def play_games(
     controllers: Sequence[Controller],
     record: int | None = None,
     check: Callable[[], None] | None = None,
-    starts: tuple[np.ndarray, np.ndarray] | None = None,
 ) -> tuple[np.ndarray, list[dict[str, np.ndarray]], int]:
     """Play ``n`` games of ``spec`` to the end, all at once.
 
@@ -46,20 +45,9 @@ def play_games(
     to move on. Returns ``(winner [n], records, total moves)``, where ``records`` holds,
     per move, the boards, masks, actions and recorded arrays of controller ``record``.
     ``check`` is called before each move (the arena's ``check_interrupt``: a stop or a
-    pause abandons the collection there). ``starts`` ``(cur [n], mask [n])``: the bitboards
-    each game starts from (the mover's stones, all stones; ``0, 0`` the empty board; none
-    finished), Go-Exploit's archive starts (`.archive`). A record's ``ply`` is the stones on
-    the board, so a game's plies count from the empty board wherever it started.
+    pause abandons the collection there). A record's ``ply`` is the stones on the board.
     """
     game = spec.make(n)
-    if starts is not None:
-        cur, mask = (np.asarray(a, np.uint64).reshape(-1) for a in starts)
-        if len(cur) != n or len(mask) != n:
-            raise ValueError(
-                f"play_games: starts hold {len(cur)} and {len(mask)} boards for {n} games"
-            )
-        game.cur, game.mask = cur.copy(), mask.copy()
-        game.moves = game.popcount(mask)
     records: list[dict[str, np.ndarray]] = []
     moves = 0
     while not game.done.all():
@@ -147,8 +135,7 @@ def play_task(
             OpponentPool.load_into(actor, Snapshot(kind, 0, weights))
         controllers.append(make_controller(kind, actor, rng, spec.rules, search))
     seats = np.asarray(task["seats"])
-    starts = task.get("starts")  # (cur, mask) of the slice's games, or None
-    return play_games(spec, len(seats), seats, controllers, task["record"], check, starts)
+    return play_games(spec, len(seats), seats, controllers, task["record"], check)
 
 
 def _with_info(out: tuple[np.ndarray, np.ndarray, np.ndarray]) -> tuple[np.ndarray, Any]:

@@ -64,9 +64,8 @@ def mirror_samples(
 ) -> dict[str, np.ndarray]:
     """Left-right mirror images of training samples (both games are symmetric that way).
 
-    Boards flip their columns; per-action arrays (``mask``, search targets ``pi`` and
-    ``opponent_pi``) and ``action`` follow the mirrored action numbering, per-cell ones
-    (``ownership``) flip their columns with the board; everything else
+    Boards flip their columns; per-action arrays (``mask``, search targets ``pi``) and
+    ``action`` follow the mirrored action numbering; everything else
     (advantages, returns, outcomes) carries over, since a mirrored position has the same
     value.
 
@@ -82,11 +81,8 @@ def mirror_samples(
     out["mask"] = np.ascontiguousarray(data["mask"][:, perm])
     if "action" in data:
         out["action"] = perm[data["action"]]
-    for key in ("pi", "opponent_pi"):  # per-action targets
-        if key in data:
-            out[key] = np.ascontiguousarray(data[key][:, perm])
-    if "ownership" in data:  # per-cell targets [N, rows, cols, 3]
-        out["ownership"] = np.ascontiguousarray(data["ownership"][:, :, ::-1])
+    if "pi" in data:  # per-action targets
+        out["pi"] = np.ascontiguousarray(data["pi"][:, perm])
     return out
 
 

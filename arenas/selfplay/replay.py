@@ -7,19 +7,11 @@ the search updates keep the last ``N`` samples (mirror images included) and each
 gradient steps draws its minibatch uniformly from that window; an update makes as many
 steps as ``arena.update.epochs`` passes over its own new samples would (at least one).
 
-With ``arena.update.average_duplicates`` every minibatch's targets (``pi``, ``z`` and the
-moves-left, opponent-policy and ownership heads') are the means over all the window's
+With ``arena.update.average_duplicates`` every minibatch's targets (``pi``, ``z``) are the means over all the window's
 samples of the same position (the Oracle Connect Four series' "position averaging"): an
 opening reached in hundreds of games trains toward its average result and search, not
 toward one game's. The stored samples stay as played; the means are computed once per
 update, from the window as it then is.
-
-With ``arena.update.replay_min=C`` the window grows with the run instead of being full-size
-from the start (KataGo's training window, Wu 2019; the Oracle series' growing window): after
-``N`` samples have been added it is the newest ``min(N, C * (1 + beta * ((N / C) ** alpha -
-1) / alpha))`` of them, alpha 0.75 and beta 0.4 (KataGo's), capped at ``replay``. Early
-updates then train on the few recent games of a fast-changing policy rather than on the
-stale first ones.
 
 The buffer is part of the arena's checkpointed state (its arrays go to
 ``arena.safetensors``), so a resumed run draws the same minibatches as an uninterrupted one.
@@ -34,11 +26,8 @@ import numpy as np
 
 from paddlecraft.errors import ConfigError
 
-#: KataGo's growing-window exponent and slope (`window`)
-GROWTH_ALPHA, GROWTH_BETA = 0.75, 0.4
-
 #: the arrays that are targets (averaged over duplicate positions); the rest are inputs
-TARGETS = ("pi", "z", "moves_left", "opponent_pi", "ownership")
+TARGETS = ("pi", "z")
 
 
 def position_ids(obs: np.ndarray) -> tuple[np.ndarray, int]:
@@ -72,47 +61,22 @@ def average_duplicates(arrays: Mapping[str, np.ndarray]) -> dict[str, np.ndarray
     return out
 
 
-def window(added: int, capacity: int, start: int = 0) -> int:
-    """How many of the newest samples the window holds after ``added`` were added: all of
-    them up to ``capacity`` where ``start`` is 0, else KataGo's power law from ``start``
-    (`GROWTH_ALPHA`, `GROWTH_BETA`), never more than were added or than ``capacity``."""
-    if start <= 0 or added <= start:
-        return min(added, capacity)
-    grown = start * (1 + GROWTH_BETA * ((added / start) ** GROWTH_ALPHA - 1) / GROWTH_ALPHA)
-    return int(min(capacity, added, grown))
-
-
 class ReplayBuffer:
     """The last ``capacity`` samples, a ring of arrays by name (``obs``, ``mask``, ``pi``,
-    ``z``): rows are added in order and the oldest are overwritten first. With ``start``
-    the minibatches come from a window of the newest samples that grows from ``start``
-    (`window`); ``len`` is that window's size."""
+    ``z``): rows are added in order and the oldest are overwritten first; ``len`` is the
+    number of samples held."""
 
-    def __init__(self, capacity: int, start: int = 0) -> None:
+    def __init__(self, capacity: int) -> None:
         if capacity < 1:
             raise ValueError(f"ReplayBuffer: capacity must be >= 1, got {capacity}")
         self.capacity = int(capacity)
-        self.start = int(start)
         self.arrays: dict[str, np.ndarray] = {}
         self.size = 0  # rows holding samples
         self.head = 0  # the row the next sample goes to
-        self.added = 0  # samples ever added (the growing window's clock)
+        self.added = 0  # samples ever added
 
     def __len__(self) -> int:
-        return window(self.added, self.size, self.start)
-
-    def _window_rows(self) -> np.ndarray:
-        """Rows of the newest `len` samples, oldest first ([W] int64)."""
-        w = len(self)
-        return (self.head - w + np.arange(w)) % self.capacity
-
-    def window_sample(self, key: str, k: int, rng: np.random.Generator) -> np.ndarray:
-        """``k`` rows of array ``key`` drawn uniformly (with replacement) from the window
-        (Go-Exploit's archive starts, `.archive`); the buffer is not changed."""
-        if not len(self):
-            raise ValueError("ReplayBuffer.window_sample: the window is empty")
-        rows = self._window_rows()[rng.integers(0, len(self), k)]
-        return self.arrays[key][rows].copy()
+        return self.size
 
     def add(self, samples: Mapping[str, np.ndarray]) -> None:
         """Append ``samples`` (arrays with one row per sample, the same names every time)."""
@@ -141,15 +105,11 @@ class ReplayBuffer:
     ) -> Iterator[dict[str, np.ndarray]]:
         """``steps`` minibatches of ``size`` samples drawn uniformly (with replacement
         across minibatches, without within one when the buffer holds enough). With
-        ``average`` their targets are the window's means per position
+        ``average`` their targets are the buffer's means per position
         (`average_duplicates`)."""
         w = len(self)
         size = min(size, w)
-        if w == self.size:  # the whole buffer (in storage order, as before windows grew)
-            arrays = {k: v[: self.size] for k, v in self.arrays.items()}
-        else:
-            rows = self._window_rows()
-            arrays = {k: v[rows] for k, v in self.arrays.items()}
+        arrays = {k: v[: self.size] for k, v in self.arrays.items()}  # in storage order
         if average:
             arrays = average_duplicates(arrays)
         for _ in range(steps):
@@ -177,8 +137,6 @@ class ReplayBuffer:
                 f"arena.update.replay={state['capacity']}"
             )
         self.size, self.head = int(state["size"]), int(state["head"])
-        # a checkpoint from before growing windows (whose window is always the whole
-        # buffer): as many added as held
         self.added = int(state.get("added", self.size))
         self.arrays = {}
         for k, v in state["arrays"].items():

@@ -4,7 +4,6 @@
 the search phase) to an `UpdateRule`: the training samples a step's games give
 (`.ppo`'s GAE advantages, `.alphazero`'s search targets and outcomes) and the
 gradient step on a minibatch of them. `apply_update` runs any of them the same way:
-search samples written out by their surprise (``arena.update.surprise_weight``, `.surprise`),
 mirrored samples (``arena.augment_mirror``), then ``arena.update.epochs`` shuffled passes
 in minibatches (A2C: one step on everything), or, for search updates with a replay buffer
 (``arena.update.replay``), as many steps on minibatches drawn from the buffer.
@@ -23,14 +22,7 @@ from .alphazero import alphazero_step
 from .config import SelfPlayConfig, UpdateConfig
 from .ppo import a2c_step, average, gae_samples, minibatches, mirror_samples, ppo_step
 from .replay import ReplayBuffer, average_duplicates
-from .surprise import repeat_by_frequency, surprise_frequency
-from .targets import (
-    full_search_rows,
-    moves_left_targets,
-    opponent_policy_targets,
-    outcome_samples,
-    ownership_targets,
-)
+from .targets import outcome_samples
 
 #: (a step's rollout (``records``, ``winner``, ``n``), the game, ``arena.update``, the
 #: policy) -> training samples (arrays by name)
@@ -64,25 +56,9 @@ def _gae(
 def _outcomes(
     rollout: dict[str, Any], spec: GameSpec, u: UpdateConfig, policy: Any
 ) -> dict[str, np.ndarray]:
-    data = outcome_samples(
-        rollout["records"], rollout["winner"], policy.value_discount, u.root_value_weight,
-        proven_values=u.proven_values, explored_values=u.explored_values,
-        draw_score=policy.draw_score, max_moves=spec.max_moves,
-    )  # fmt: skip
-    if policy.moves_left:  # the moves-left head's targets (default: no such samples)
-        data["moves_left"] = moves_left_targets(
-            rollout["records"], rollout["winner"], spec.max_moves
-        )
-    if getattr(policy, "opponent_policy", False):  # the replies, fast searches' included
-        data["opponent_pi"] = opponent_policy_targets(rollout["records"])
-    if getattr(policy, "ownership", False):  # each cell's holder at the game's end
-        data["ownership"] = ownership_targets(rollout["records"], spec.rules)
-    keep = full_search_rows(rollout["records"])
-    if u.surprise_weight > 0:  # each sample's frequency (`apply_update` writes it out)
-        data["frequency"] = surprise_frequency(rollout["records"], u.surprise_weight, keep)
-    if keep is not None:  # playout cap randomisation: the full searches' samples only
-        data = {k: v[keep] for k, v in data.items()}
-    return data
+    return outcome_samples(
+        rollout["records"], rollout["winner"], policy.value_discount, spec.max_moves
+    )
 
 
 #: the update of each algorithm
@@ -108,9 +84,6 @@ def apply_update(
     gradient steps."""
     rule, u = UPDATES[algo], cfg.update
     data = rule.samples(rollout, spec, u, policy)
-    frequency = data.pop("frequency", None)
-    if frequency is not None:  # policy surprise weighting: surprising samples more often
-        data = repeat_by_frequency(data, frequency, rng)
     if cfg.augment_mirror:
         extra = mirror_samples(data, spec.obs_shape)
         data = {k: np.concatenate([v, extra[k]]) for k, v in data.items()}
@@ -118,14 +91,10 @@ def apply_update(
     n = len(data["obs"])
     if replay is not None and rule.replays:
         replay.add(data)
-        if not len(replay):  # nothing to train on yet: every move so far a fast search
-            return {"replay_size": 0.0}
         steps = max(1, round(u.epochs * n / u.minibatch_size))
         batches = replay.minibatches(steps, u.minibatch_size, rng, u.average_duplicates)
         stats = [rule.step(policy, b, u) for b in batches]
         return {**average(stats), "replay_size": float(len(replay))}
-    if n == 0:  # no samples (playout cap randomisation: every move a fast search)
-        return {}
     if u.average_duplicates and rule.replays:
         data = average_duplicates(data)
     epochs, size = (1, n) if rule.full_batch else (u.epochs, u.minibatch_size)

@@ -198,10 +198,8 @@ class RayCollectors:
         seed: Sequence[int],
         record: int | None = 0,
         check: Callable[[], None] | None = None,
-        starts: tuple[np.ndarray, np.ndarray] | None = None,
     ) -> tuple[np.ndarray, list[dict[str, np.ndarray]], int]:
-        """Play the games of ``seats [n, 2]`` (indices into ``plan``) across the workers,
-        each from its ``starts`` bitboards if given (`play_games`).
+        """Play the games of ``seats [n, 2]`` (indices into ``plan``) across the workers.
 
         Games are split into contiguous slices, one per worker; worker ``w`` samples
         with ``np.random.default_rng([*seed, w])``. Returns what `play_games`
@@ -217,8 +215,6 @@ class RayCollectors:
             lo, hi = int(bounds[w]), int(bounds[w + 1])
             if hi > lo:
                 tasks[w] = {"seats": seats[lo:hi], "seed": [*seed, w], "record": record}
-                if starts is not None:
-                    tasks[w]["starts"] = (starts[0][lo:hi], starts[1][lo:hi])
         self.bytes_sent = len(pickle.dumps(list(plan))) + sum(
             len(pickle.dumps(t)) for t in tasks.values()
         )
