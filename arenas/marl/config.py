@@ -31,9 +31,9 @@ class MarlConfig(ArenaConfig):
     #: mappo: each group's critic reads every agent's observation (concatenated) and the
     #: agent's one-hot index; ippo: its own observation only
     algo: str = "mappo"
-    #: ``{group: [agent names]}``; null: BenchMARL's default (``<group>_<i>`` names), one
+    #: ``{group: [agent names]}``; empty: BenchMARL's default (``<group>_<i>`` names). One
     #: policy per group, agents.<group> configured for each
-    groups: Optional[dict[str, list[str]]] = None  # noqa: UP045
+    groups: dict[str, list[str]] = field(default_factory=dict)
     steps_per_epoch: int = 50  #: updates per epoch (the run has epochs x steps_per_epoch)
     num_envs: int = 32  #: environment copies stepped as one batch
     rollout_steps: int = 25  #: steps of each copy per update (MPE: one 25-step episode)

@@ -21,7 +21,8 @@ from omegaconf import MISSING
 from paddle import nn
 
 from paddlecraft.agents import Agent, AgentConfig
-from paddlecraft.agents.plug import image_inputs
+from paddlecraft.agents.instantiate import to_plain
+from paddlecraft.agents.plug import constructor_params, image_inputs
 from paddlecraft.agents.settings import ConfigError
 
 HEADS = ("auto", "categorical", "gaussian")
@@ -129,6 +130,14 @@ class GroupPolicy(Agent):
             else {"input_size": self.obs_shape[0]}
         )
         setting = f"agents.{self.name}.encoder"
+        target = to_plain(c.encoder).get("_target_") if c.encoder is not None else None
+        params = constructor_params(target)
+        if not image and "input_size" not in params and {"in_channels", "image_size"} & params:
+            raise ConfigError(
+                f"{setting}: {str(target).rsplit('.', 1)[-1]} reads images, but the group's "
+                f"observations are vectors of {self.obs_shape[0]}; choose a vector encoder, "
+                f"e.g. encoder@{setting}=mlp"
+            )
         with self.seeded():
             self.encoder = self.make_encoder(c.encoder, inputs=inputs, headless=True, features=True)
             first = next(iter(self.encoder.input_specs.values()))
