@@ -6,12 +6,13 @@ raw PettingZoo observations). Modules: `.envs` (which environment, the groups), 
 (batched copies), `.rollout`, `.gae`, `.losses`, `.update`, `.media`, `.deploy`.
 """
 
+from paddlecraft.agents.group_policy import GroupPolicy
+
 from .arena import MarlArena
 from .config import EnvConfig, MarlConfig
 from .deploy import DeployedPolicy, load_policy
 from .envs import default_groups, make_env
 from .gae import ValueNorm, gae
-from .policy import GroupPolicy
 
 #: Hydra schemas this family adds (see arenas.engine.register_schemas)
 SCHEMAS = {

@@ -19,13 +19,13 @@ from typing import Any
 import numpy as np
 
 from paddlecraft.agents import Agent
+from paddlecraft.agents.group_policy import GroupPolicy
 from paddlecraft.agents.settings import ConfigError
 
 from ..engine import Arena
 from .config import MarlConfig, check_settings
 from .envs import check_groups, default_groups, make_env
 from .gae import ValueNorm
-from .policy import GroupPolicy
 from .rollout import collect, critic_size
 from .update import update_group
 from .vector import BatchedEnv

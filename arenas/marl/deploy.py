@@ -17,10 +17,10 @@ from typing import Any
 import numpy as np
 
 from paddlecraft.agents import Agent
+from paddlecraft.agents.group_policy import GroupPolicy
 from paddlecraft.agents.settings import ConfigError
 
 from ..engine.checkpoint import latest_good_checkpoint
-from .policy import GroupPolicy
 
 
 class DeployedPolicy:

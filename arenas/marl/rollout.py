@@ -7,8 +7,9 @@ from typing import Any
 
 import numpy as np
 
+from paddlecraft.agents.group_policy import GroupPolicy
+
 from .gae import ValueNorm
-from .policy import GroupPolicy
 from .vector import BatchedEnv
 
 

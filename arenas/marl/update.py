@@ -7,10 +7,11 @@ from typing import Any
 
 import numpy as np
 
+from paddlecraft.agents.group_policy import GroupPolicy
+
 from .config import MarlConfig
 from .gae import ValueNorm, gae
 from .losses import ppo_terms
-from .policy import GroupPolicy
 
 
 def advantages(

@@ -1,4 +1,4 @@
-"""GroupPolicy: the one policy every agent of a group acts with (parameter sharing).
+"""GroupPolicy: the one policy every agent of a group acts with in arena=marl (parameter sharing).
 
 An `paddlecraft.agents.Agent` (own scope, optimizer, device, seed) holding an observation
 encoder (any encoder of the feature contract, ``encoder@agents.<group>.encoder=...``), an
@@ -20,10 +20,10 @@ import paddle.nn.functional as F
 from omegaconf import MISSING
 from paddle import nn
 
-from paddlecraft.agents import Agent, AgentConfig
-from paddlecraft.agents.instantiate import to_plain
-from paddlecraft.agents.plug import constructor_params, image_inputs
-from paddlecraft.agents.settings import ConfigError
+from .base import Agent, AgentConfig
+from .instantiate import to_plain
+from .plug import constructor_params, image_inputs
+from .settings import ConfigError
 
 HEADS = ("auto", "categorical", "gaussian")
 
