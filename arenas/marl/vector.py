@@ -1,11 +1,14 @@
 """Many copies of one Parallel environment stepped as one batch, arrays by group.
 
 Own batching (a list of environments stepped in turn in this process) rather than
-SuperSuit's ``concat_vec_envs_v1`` or gymnasium's vector API: both flatten every agent into
-one gymnasium env index (agents lose their group and name), SuperSuit's needs the
-environment's agents fixed and pins old gymnasium versions, and neither steps the Python
-MPE simulator faster than a loop does in one process (the simulator itself is the cost:
-bench/marl_bench.py measures it). Arrays come out as ``[envs, agents of the group, ...]``.
+SuperSuit's vector wrappers or gymnasium's vector API: SuperSuit's
+``pettingzoo_env_to_vec_env_v1`` turns every agent into one index of a gymnasium vector
+env, so agents lose their names and groups, and it needs every agent to share one
+observation and action space (simple_tag's two teams and simple_speaker_listener's two
+roles do not); gymnasium's vector API takes single-agent envs only. In one process both
+would step the same Python simulator one copy after another, which is the cost
+(bench/marl_bench.py: the training loop over the bare batched envs stepping random
+actions). Arrays come out as ``[envs, agents of the group, ...]``.
 """
 
 from __future__ import annotations
