@@ -23,7 +23,6 @@ from paddlecraft.arenas.marl.envs import default_groups
 from paddlecraft.arenas.marl.losses import ppo_terms
 from paddlecraft.arenas.marl.vector import BatchedEnv
 
-pytest.importorskip("mpe2")  # the extra mpe is in the test extra; a bare install skips here
 ROOT = Path(__file__).resolve().parents[1]
 MLP = {"_target_": "paddlecraft.encoders.ImageMLPEncoder", "hidden_size": 16, "hidden_layers": 1}
 CNN = {"_target_": "paddlecraft.encoders.ImageCNNEncoder", "channels": [4], "embedding_dim": 8}
@@ -289,3 +288,14 @@ def test_sigkill_then_resume_matches_the_uninterrupted_run(tmp_path):
     ra, rb = (json.loads((d / "results.json").read_text()) for d in (full, run))
     assert ra["metrics"] == rb["metrics"]
     shutil.rmtree(tmp_path / "log", ignore_errors=True)
+
+
+def test_the_live_view_shows_the_last_evaluation_and_an_episode():
+    a = arena(animation=True)
+    a.evaluate()
+    panels = a.live_view()["panels"]
+    table, gif = panels
+    assert table["kind"] == "table" and table["rows"][-1][0] == "all agents"
+    assert table["rows"][-1][1] == pytest.approx(a.history[-1]["episode_return"], abs=0.01)
+    assert gif["kind"] == "image" and gif["src"].startswith("data:image/gif;base64,")
+    assert a.live_view()["panels"][1]["src"] is gif["src"]  # rendered once per evaluation

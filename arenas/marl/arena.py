@@ -85,6 +85,7 @@ class MarlArena(Arena):
             size = critic_size(self.venv, g, self.central)
             pol.bind(self.venv.obs_space[g], self.venv.act_space[g], size, self.groups[g])
         self.eval_env: BatchedEnv | None = None
+        self._live_gif: tuple[int | None, str | None] = (None, None)  # (evaluations, GIF URL)
         # state that checkpoints carry
         self.norms = {g: ValueNorm() for g in self.groups}
         self.updates = 0
@@ -175,6 +176,11 @@ class MarlArena(Arena):
             if gif:
                 out["episode_gif"] = gif
         return out
+
+    def live_view(self) -> dict[str, Any]:
+        from .media import live_panels
+
+        return {"panels": live_panels(self)}
 
     def extra_results(self) -> dict[str, Any]:
         return {"groups": self.groups, "env_steps": self.env_steps, "algo": self.cfg.algo}

@@ -65,15 +65,53 @@ def partial_render(arena: Any) -> Any:
     return partial(make_env, e.name, dict(e.kwargs or {}), e.cls, render_mode="rgb_array")
 
 
-def write_animation(arena: Any, run_dir: str) -> str | None:
-    """``episode.gif`` in the run folder (None when the environment renders no frames)."""
+def gif_bytes(frames: Sequence[np.ndarray]) -> bytes:
+    """An animated GIF (looping, `GIF_FPS` frames per second) of ``[H, W, 3]`` uint8 frames."""
+    import io
+
     from PIL import Image
 
+    images = [Image.fromarray(f.astype(np.uint8)[..., :3]) for f in frames]
+    buf = io.BytesIO()
+    images[0].save(buf, format="GIF", save_all=True, append_images=images[1:],
+                   duration=int(1000 / GIF_FPS), loop=0)  # fmt: skip
+    return buf.getvalue()
+
+
+def write_animation(arena: Any, run_dir: str) -> str | None:
+    """``episode.gif`` in the run folder (None when the environment renders no frames)."""
     frames = episode_frames(arena)
     if not frames:
         return None
-    images = [Image.fromarray(f.astype(np.uint8)[..., :3]) for f in frames]
     path = Path(run_dir) / "episode.gif"
-    images[0].save(path, save_all=True, append_images=images[1:], duration=int(1000 / GIF_FPS),
-                   loop=0)  # fmt: skip
+    path.write_bytes(gif_bytes(frames))
     return str(path)
+
+
+def live_panels(arena: Any) -> list[dict[str, Any]]:
+    """The live page's view: the last evaluation per group (a table) and an episode of the
+    current policies (a GIF; rendered once per evaluation)."""
+    import base64
+
+    from ..engine.live.panels import table_panel
+
+    panels = []
+    if arena.history:
+        last = arena.history[-1]
+        rows = [[g, round(last.get(f"return_{g}", float("nan")), 2)] for g in arena.groups]
+        rows.append(["all agents", round(last["episode_return"], 2)])
+        panels.append(table_panel(f"evaluation at update {int(last['update'])}",
+                                  ["group", "episode return"], rows))  # fmt: skip
+    key = len(arena.history)
+    if arena.cfg.animation and getattr(arena, "_live_gif", (None, None))[0] != key:
+        frames = episode_frames(arena)
+        src = (
+            "data:image/gif;base64," + base64.b64encode(gif_bytes(frames)).decode()
+            if frames
+            else None
+        )
+        arena._live_gif = (key, src)
+    src = getattr(arena, "_live_gif", (None, None))[1]
+    if src:
+        panels.append({"kind": "image", "label": "an episode of the current policies", "src": src})
+    return panels
