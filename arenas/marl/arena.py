@@ -33,7 +33,7 @@ from .vector import BatchedEnv
 log = logging.getLogger("paddlecraft")
 
 #: random-stream ids (``[seed, id, update]``)
-ENV_STREAM, ACT_STREAM, MINIBATCH_STREAM, EVAL_STREAM = 31, 32, 33, 34
+ENV_STREAM, ACT_STREAM, MINIBATCH_STREAM, EVAL_STREAM, EVAL_ACT_STREAM = 31, 32, 33, 34, 35
 
 
 class MarlArena(Arena):
@@ -85,7 +85,7 @@ class MarlArena(Arena):
             size = critic_size(self.venv, g, self.central)
             pol.bind(self.venv.obs_space[g], self.venv.act_space[g], size, self.groups[g])
         self.eval_env: BatchedEnv | None = None
-        self._live_gif: tuple[int | None, str | None] = (None, None)  # (evaluations, GIF URL)
+        self.live_gif: tuple[int | None, str | None] = (None, None)  # (evaluations, GIF URL)
         # state that checkpoints carry
         self.norms = {g: ValueNorm() for g in self.groups}
         self.updates = 0
@@ -133,7 +133,7 @@ class MarlArena(Arena):
         rng = np.random.default_rng([self.seed, EVAL_STREAM])
         data = collect(
             self.eval_env, self.policies, self.norms, self._episode_steps(),
-            np.random.default_rng([self.seed, EVAL_STREAM, 1]), self._seeds(rng), self.central,
+            np.random.default_rng([self.seed, EVAL_ACT_STREAM]), self._seeds(rng), self.central,
             greedy=cfg.eval_greedy,
         )  # fmt: skip
         per = {g: np.asarray(data["episode_returns"][g][: cfg.eval_episodes]) for g in self.groups}

@@ -103,15 +103,15 @@ def live_panels(arena: Any) -> list[dict[str, Any]]:
         panels.append(table_panel(f"evaluation at update {int(last['update'])}",
                                   ["group", "episode return"], rows))  # fmt: skip
     key = len(arena.history)
-    if arena.cfg.animation and getattr(arena, "_live_gif", (None, None))[0] != key:
+    if arena.cfg.animation and arena.live_gif[0] != key:
         frames = episode_frames(arena)
         src = (
             "data:image/gif;base64," + base64.b64encode(gif_bytes(frames)).decode()
             if frames
             else None
         )
-        arena._live_gif = (key, src)
-    src = getattr(arena, "_live_gif", (None, None))[1]
+        arena.live_gif = (key, src)
+    src = arena.live_gif[1]
     if src:
         panels.append({"kind": "image", "label": "an episode of the current policies", "src": src})
     return panels
