@@ -1,7 +1,7 @@
 """Arenas: link agents (chains) or pit them against each other, on the arena engine.
 
 ``paddlecraft.arenas.engine`` is the engine (it knows no arena); each family is a package of its own
-(``classify``, ``gan``, ``caption``, ``selfplay``, ``referential``) that registers its Hydra schemas the
+(``classify``, ``gan``, ``caption``, ``selfplay``, ``referential``, ``marl``) that registers its Hydra schemas the
 same way a user's arena package does. `register_configs` registers the built-in ones.
 """
 
@@ -11,7 +11,7 @@ import paddlecraft._needs_paddle  # noqa: F401  (no Paddle: one line naming both
 from paddlecraft.craftdata.resolvers import register_resolvers as register_data_resolvers
 from paddlecraft.encoders import SCHEMAS as ENCODER_SCHEMAS
 
-from . import caption, classify, contrastive, gan, referential, selfplay
+from . import caption, classify, contrastive, gan, marl, referential, selfplay
 from .caption import CaptionArena
 from .classify import ClassifyArena
 from .contrastive import ContrastiveArena
@@ -32,11 +32,20 @@ from .engine import (
 from .engine.from_data import register_resolver as register_from_data
 from .engine.sweeps import register_resolvers as register_sweep_resolvers
 from .gan import GanArena
+from .marl import MarlArena
 from .referential import ReferentialArena
 from .selfplay import SelfPlayArena, search_player
 
 #: the built-in arena families, each a module with a ``SCHEMAS`` dict
-FAMILIES: tuple[ModuleType, ...] = (classify, gan, caption, selfplay, referential, contrastive)
+FAMILIES: tuple[ModuleType, ...] = (
+    classify,
+    gan,
+    caption,
+    selfplay,
+    referential,
+    contrastive,
+    marl,
+)
 
 
 def register_configs() -> None:
@@ -66,6 +75,7 @@ __all__ = [
     "GanArena",
     "ReferentialArena",
     "Loop",
+    "MarlArena",
     "Runner",
     "SelfPlayArena",
     "check_arena",

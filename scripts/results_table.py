@@ -56,6 +56,10 @@ SECTIONS: dict[str, tuple[str, str]] = {
         "Referential games",
         "Speaker and listener invent a language (`arena=referential*`); per seed, 1 thread per run.",
     ),
+    "marl": (
+        "Agents acting together (arena=marl)",
+        "Mean episode return summed over agents on mpe2 tasks, greedy evaluation, one seed.",
+    ),
     "data": ("Your own data", "Loaders over files against the bundled loaders and a peer."),
     "benchmarks": (
         "Benchmarks",

@@ -344,6 +344,7 @@ GLOBAL_GROUPS = {
     "arena": {"arena", "agents", "data"},
     "chain": {"arena", "agents", "data"},
     "game": {"arena", "agents", "data", "trainer"},
+    "env": {"arena", "agents"},  # arena=marl's task and its groups' policies (conf/env/)
     "data": {"arena", "agents", "data"},
     "stream": {"arena", "agents", "data"},  # data=stream's variant per arena (conf/stream/)
     "experiment": {"arena", "agents", "data", "trainer"},

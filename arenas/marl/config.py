@@ -1,0 +1,66 @@
+"""MarlArena's settings: the environment, the groups, the rollout and the PPO update."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Optional  # noqa: UP035 (OmegaConf needs typing forms)
+
+from paddlecraft.agents.settings import ConfigError
+
+from ..engine import ArenaConfig
+
+ALGOS = ("mappo", "ippo")
+
+
+@dataclass
+class EnvConfig:
+    """Which PettingZoo Parallel environment (`paddlecraft.arenas.marl.envs.make_env`)."""
+
+    #: an mpe2 task (simple_spread_v3 ...; conf/env/* set it) or a module path with parallel_env()
+    name: Optional[str] = None  # noqa: UP045
+    #: a user's own environment class, ``pkg.module:Class`` (a ParallelEnv/AECEnv subclass)
+    cls: Optional[str] = None  # noqa: UP045
+    kwargs: dict[str, Any] = field(default_factory=dict)  #: keywords of the env constructor
+
+
+@dataclass
+class MarlConfig(ArenaConfig):
+    """Settings of `MarlArena` (one step = one rollout of every copy, then PPO per group)."""
+
+    env: EnvConfig = field(default_factory=EnvConfig)
+    #: mappo: each group's critic reads every agent's observation (concatenated) and the
+    #: agent's one-hot index; ippo: its own observation only
+    algo: str = "mappo"
+    #: ``{group: [agent names]}``; empty: BenchMARL's default (``<group>_<i>`` names). One
+    #: policy per group, agents.<group> configured for each
+    groups: dict[str, list[str]] = field(default_factory=dict)
+    steps_per_epoch: int = 50  #: updates per epoch (the run has epochs x steps_per_epoch)
+    num_envs: int = 32  #: environment copies stepped as one batch
+    rollout_steps: int = 25  #: steps of each copy per update (MPE: one 25-step episode)
+    ppo_epochs: int = 10  #: passes over each rollout
+    minibatches: int = 1  #: minibatches per pass
+    gamma: float = 0.99  #: discount per step, in (0, 1]
+    gae_lambda: float = 0.95  #: GAE's lambda, in [0, 1]
+    clip: float = 0.2  #: PPO's ratio clip epsilon
+    value_clip: float = 0.2  #: the value's clip around the collecting critic's (0: off)
+    value_coef: float = 1.0  #: weight of the value loss
+    entropy_coef: float = 0.01  #: weight of the entropy bonus
+    value_norm: bool = True  #: the critic predicts normalised returns (running mean/std)
+    adv_norm: bool = True  #: advantages standardised per group and rollout
+    eval_episodes: int = 32  #: episodes of each evaluation (the same seeds every time)
+    eval_greedy: bool = True  #: evaluate with the most likely action (Gaussian: its mean)
+    animation: bool = True  #: write episode.gif (the env's rgb_array render) at the end
+
+
+def check_settings(cfg: MarlConfig) -> None:
+    """Ranges of the settings, one `ConfigError` naming the first bad one."""
+    if cfg.algo not in ALGOS:
+        raise ConfigError(f"arena.algo={cfg.algo!r}: choose one of {list(ALGOS)}")
+    for key in ("steps_per_epoch", "num_envs", "rollout_steps", "ppo_epochs", "minibatches",
+                "eval_episodes"):  # fmt: skip
+        if int(getattr(cfg, key)) < 1:
+            raise ConfigError(f"arena.{key} must be >= 1, got {getattr(cfg, key)}")
+    if not 0 < cfg.gamma <= 1 or not 0 <= cfg.gae_lambda <= 1:
+        raise ConfigError("arena.gamma must be in (0, 1] and arena.gae_lambda in [0, 1]")
+    if not cfg.env.name and not cfg.env.cls:
+        raise ConfigError("arena.env: no environment; choose one, e.g. env=simple_spread")
