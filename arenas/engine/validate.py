@@ -8,6 +8,7 @@ expected and the fix, raised before any work starts.
 from __future__ import annotations
 
 import dataclasses
+import importlib.util
 import inspect
 import math
 from collections.abc import Sequence
@@ -40,6 +41,7 @@ def validate(cfg: DictConfig) -> None:
         check_settings(acfg, f"agents.{name}", explicit=("name",))
     check_settings(cfg.arena, "arena", explicit=("agents", "seed"))
     check_ranges(cfg)
+    check_extras(cfg)
     resume = cfg.get("resume")
     if resume:
         d = Path(resume)
@@ -49,6 +51,29 @@ def validate(cfg: DictConfig) -> None:
             raise ConfigError(
                 f"resume={resume!r}: the run directory has no checkpoints/ (it stopped before "
                 "its first checkpoint); start it again without resume="
+            )
+
+
+#: trainer switches that need an optional package: (setting, module, the extra that has it)
+_EXTRAS = (("visualdl", "visualdl", "visualdl"), ("mlflow", "mlflow", "mlflow"))
+
+
+def _importable(module: str) -> bool:
+    try:
+        return importlib.util.find_spec(module) is not None
+    except (ImportError, ValueError):  # ValueError: sys.modules holds None for it
+        return False
+
+
+def check_extras(cfg: DictConfig) -> None:
+    """Refuse a trainer switch whose optional package is not installed (``trainer.visualdl
+    =true`` without VisualDL), naming the extra that installs it, before any work."""
+    trainer = cfg.get("trainer") or {}
+    for key, module, extra in _EXTRAS:
+        if trainer.get(key) is True and not _importable(module):
+            raise ConfigError(
+                f"trainer.{key}=true needs {module}, which is not installed: pip install "
+                f"'paddlecraft[{extra}]' (or pip install {module}), or set trainer.{key}=false"
             )
 
 
