@@ -82,7 +82,46 @@ def test_examples_my_arena_is_the_pages_project_line_for_line():
             assert example.read_text() == b.file_text, f"{b.where} differs from {example}"
 
 
-@pytest.mark.parametrize("page", FILE_PAGES)
+def test_the_arena_pages_encoder_override_form_composes(tmp_path):
+    """docs/write-arena.md's line for another encoder inside the arena file composes (the
+    plain second entry it warns about is Hydra's "Multiple values" error)."""
+    import re
+
+    from hydra import compose, initialize_config_dir
+    from hydra.core.global_hydra import GlobalHydra
+    from hydra.errors import ConfigCompositionException
+
+    text = (ROOT / "docs" / "write-arena.md").read_text()
+    (line,) = set(re.findall(r"`(- override /encoder@agents\.teacher\.encoder: cnn)`", text))
+    project = tmp_path / "my_project"
+    write_project("docs/write-arena.md", project)
+    arena = project / "my_conf" / "arena" / "distill.yaml"
+    base = arena.read_text()
+    (last,) = [ln for ln in base.splitlines(True) if "- /agent@agents.student:" in ln]
+    from paddlecraft.arenas import register_configs
+
+    register_configs()
+    for entry, works in ((line, True), (line.replace("override ", ""), False)):
+        arena.write_text(base.replace(last, f"{last}  {entry}\n"))  # the list's end
+        GlobalHydra.instance().clear()
+        overrides = ["arena=distill", f"hydra.searchpath=[file://{project / 'my_conf'}]"]
+        with initialize_config_dir(config_dir=str(ROOT / "conf"), version_base="1.3"):
+            if works:
+                cfg = compose("config", overrides=overrides)
+                assert cfg.agents.teacher.encoder._target_.endswith("ImageCNNEncoder")
+                assert cfg.agents.student.encoder._target_.endswith("ImageMLPEncoder")
+            else:
+                with pytest.raises(ConfigCompositionException, match="Multiple values"):
+                    compose("config", overrides=overrides)
+
+
+def _page_param(page: str):
+    """A page whose files only run scripts is fast; one whose commands train is slow."""
+    trains = any(db.block_commands(b) for b in BLOCKS if b.page == page and not b.not_run)
+    return pytest.param(page, marks=(pytest.mark.slow,) if trains else (), id=page)
+
+
+@pytest.mark.parametrize("page", [_page_param(p) for p in FILE_PAGES])
 def test_a_pages_files_run_outside_the_repository(page, tmp_path):
     project = tmp_path / "my_project"
     assert ROOT not in project.parents
