@@ -10,7 +10,8 @@ Every page (``README.md``, ``docs/**/*.md``, new pages too) is read the same way
 - a command *starts a run* when it is ``python run.py ...`` (any path to ``run.py``),
   ``paddlecraft ...`` (not ``--help``/``--version``) or ``bash scripts/run.sh ...``,
   after any ``VAR=value`` prefix;
-- a block whose first line is ``# file: <path>`` is a whole file of the reader's project
+- a block whose first line (or a line of its leading comments: after a YAML config's
+  ``# @package`` header) is ``# file: <path>`` is a whole file of the reader's project
   (``my_project/<path>``): tests/test_doc_files.py writes a page's files to a folder outside
   the repository and runs them there (the tag line is not part of the file);
 - an inline command in prose (`` `python run.py arena=gan` ``) is a run command too when it is
@@ -60,16 +61,29 @@ class Block:
     def where(self) -> str:
         return f"{self.page}:{self.line}"
 
+    def _tag_line(self) -> int | None:
+        """The index of the ``# file:`` line among the block's leading comment lines (after a
+        YAML config's ``# @package`` header, which Hydra reads only at the very top)."""
+        for i, line in enumerate(self.body.split("\n")):
+            if not line.startswith("#"):
+                return None
+            if FILE_TAG.match(line):
+                return i
+        return None
+
     @property
     def file(self) -> str | None:
-        """The path a ``# file: <path>`` first line gives the block (None: not a file)."""
-        m = FILE_TAG.match(self.body.split("\n", 1)[0])
-        return m.group("path") if m else None
+        """The path a ``# file: <path>`` comment line gives the block (None: not a file)."""
+        i = self._tag_line()
+        return None if i is None else FILE_TAG.match(self.body.split("\n")[i]).group("path")
 
     @property
     def file_text(self) -> str:
         """The file's text: the block without its tag line."""
-        return (self.body.split("\n", 1)[1] if "\n" in self.body else "").rstrip("\n") + "\n"
+        lines = self.body.split("\n")
+        i = self._tag_line()
+        kept = lines if i is None else lines[:i] + lines[i + 1 :]
+        return "\n".join(kept).rstrip("\n") + "\n"
 
 
 @dataclass

@@ -66,7 +66,8 @@ def page_project(page: str) -> Path:
 def problems(cmd: db.RunCommand) -> list[str]:
     """Why a command cannot be run as written ([] when it can)."""
     out = []
-    if any(db.PLACEHOLDER.search(a) for a in cmd.args):
+    # a list value (allow_targets=[mypkg.X]) is a value, not an optional part
+    if any(db.PLACEHOLDER.search(re.sub(r"=\[[^\]<>]*\]$", "=", a)) for a in cmd.args):
         out.append("a placeholder (<...>, ..., /your/...) in the command")
     if cmd.flag("--config-dir", "-cd") is not None and user_config_dir(cmd) is None:
         out.append("--config-dir names a folder no example holds")
@@ -98,11 +99,20 @@ def user_package(config_dir: Path | None):
     if config_dir is None:
         yield
         return
+    # the project's packages (two pages both name theirs mypkg): imported from this folder
+    own = {p.name for p in config_dir.parent.iterdir() if (p / "__init__.py").is_file()}
+
+    def forget() -> None:
+        for name in [m for m in sys.modules if m.split(".", 1)[0] in own]:
+            del sys.modules[name]
+
+    forget()
     sys.path.insert(0, str(config_dir.parent))
     try:
         yield
     finally:
         sys.path.remove(str(config_dir.parent))
+        forget()
 
 
 @functools.cache
@@ -229,7 +239,7 @@ def test_the_docs_own_arena_file_composes_with_their_sweep(tmp_path):
     assert yaml.lang == "yaml" and not yaml.not_run
     conf = tmp_path / "my_project" / "my_conf"
     (conf / "arena").mkdir(parents=True)
-    (conf / "arena" / "distill.yaml").write_text(yaml.body)
+    (conf / "arena" / "distill.yaml").write_text(yaml.body)  # as a reader copies it
     shutil.copytree(ROOT / "examples" / "my_arena" / "mypkg", conf.parent / "mypkg")
     (sweep,) = [
         c
