@@ -153,7 +153,10 @@ def test_a_pages_files_run_outside_the_repository(page, tmp_path):
                 del sys.modules[name]  # the project's copy; another test imports its own
         args = budget(cmd, cfg)
         out = tmp_path / f"run{n}"
-        args.append(f"hydra.sweep.dir={out}" if cmd.multirun else f"hydra.run.dir={out}")
+        if cmd.multirun:  # job folders by number: the budget's overrides make long names
+            args += [f"hydra.sweep.dir={out}", "hydra.sweep.subdir=${hydra.job.num}"]
+        else:
+            args.append(f"hydra.run.dir={out}")
         rc, log = _run(
             [sys.executable, "-m", "paddlecraft", *args], project, tmp_path / f"c{n}.txt"
         )

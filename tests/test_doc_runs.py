@@ -119,19 +119,24 @@ def expected_headline(cfg) -> str:
     )  # fmt: skip
 
 
-def run_from_the_command_line(cmd: db.RunCommand, where: Path) -> tuple[int, str, Path]:
+def run_from_the_command_line(cmd: db.RunCommand, where: Path) -> tuple[int, str, Path, str]:
     """``python run.py`` with the command's arguments and the budget, output to a file;
-    ``(exit code, the log's text, the run folder)``."""
-    cfg = compose_command(cmd, dry_run=False)
+    ``(exit code, the log's text, the run folder, the headline it must report)``."""
+    from test_doc_commands import user_config_dir, user_package
+
+    with user_package(user_config_dir(cmd)):  # a user's arena class, importable
+        cfg = compose_command(cmd, dry_run=False)
+        want = expected_headline(cfg)
     args = budget(cmd, cfg)
     out = where / "run"
-    args.append(f"hydra.sweep.dir={out}" if cmd.multirun else f"hydra.run.dir={out}")
+    if cmd.multirun:  # job folders by number: the budget's overrides make long names
+        args += [f"hydra.sweep.dir={out}", "hydra.sweep.subdir=${hydra.job.num}"]
+    else:
+        args.append(f"hydra.run.dir={out}")
     env = {**os.environ, "OMP_NUM_THREADS": "1"}
     env.pop("HYDRA_FULL_ERROR", None)
     config_dir = cmd.flag("--config-dir", "-cd")
     if config_dir is not None:  # the example's folder, as PYTHONPATH=. gives a reader
-        from test_doc_commands import user_config_dir
-
         cdir = user_config_dir(cmd)
         args = [a if a != config_dir else str(cdir) for a in args]
         env["PYTHONPATH"] = str(cdir.parent)
@@ -146,7 +151,7 @@ def run_from_the_command_line(cmd: db.RunCommand, where: Path) -> tuple[int, str
             stdin=subprocess.DEVNULL,
             timeout=1500,
         ).returncode
-    return rc, log.read_text(), out
+    return rc, log.read_text(), out, want
 
 
 def _fast(cmd: db.RunCommand) -> bool:
@@ -190,15 +195,14 @@ def test_the_budget_keeps_the_command_and_adds_the_rule():
 @pytest.mark.parametrize("cmd", [_param(c) for c in RUNS])
 def test_every_run_command_of_the_docs_runs_end_to_end(cmd, tmp_path):
     """Exit 0, the progress line in the log, and a results.json with the arena's headline."""
-    rc, log, out = run_from_the_command_line(cmd, tmp_path)
+    rc, log, out, want = run_from_the_command_line(cmd, tmp_path)
     assert rc == 0, f"{cmd.where}: {cmd.text}\n{log[-4000:]}"
     if shows_progress(cmd):
         assert re.search(r"step \d+(/\d+)?( \(\d+%\))? [\d.e+-]+ steps/s", log), log[-3000:]
     found = sorted(out.rglob("results.json"))
     assert len(found) == 1, (found, log[-2000:])  # one run; a sweep at its first point
     results = json.loads(found[0].read_text())
-    cfg = compose_command(cmd, dry_run=False)
     assert results["status"] == "finished", results
-    assert results["headline"] == expected_headline(cfg)
+    assert results["headline"] == want
     value = results["metrics"].get(results["headline"], results.get("headline_value"))
     assert isinstance(value, float) and math.isfinite(value), results
