@@ -346,6 +346,7 @@ TINY_WHERE_PRESENT = [
     "arena.eval_size=20",
     "arena.newcomer_steps=2",
     "arena.eval.solver_positions=8",
+    "arena.search.updates=1",  # the search phase's updates fit in the run's 2 steps
     "data.loader.n_train=128",
     "data.loader.n_test=64",
 ]
