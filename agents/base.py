@@ -123,6 +123,7 @@ class Agent(nn.Layer):
         headless: bool = False,
         features: bool = False,
         forced: Mapping[str, Any] | None = None,
+        takes: str | None = None,
     ) -> Any:
         """Build an encoder from a config (``_target_`` + kwargs) in scope ``<name>[.<role>]``.
 
@@ -133,7 +134,9 @@ class Agent(nn.Layer):
         ``headless`` builds it without a class head (``num_classes=None``); ``features``
         checks that it gives the feature contract (a ``pooled`` output and ``feature_dim``);
         ``forced`` keywords are set whatever the config says (when the constructor takes them).
-        Errors the encoder raises while being built come back as one `ConfigError`
+        ``takes`` is the kind the slot holds (``"speech encoder"``, ``"text decoder"``...;
+        default: told by ``inputs``): a component of another kind is refused before it is
+        built. Errors the encoder raises while being built come back as one `ConfigError`
         naming ``agents.<name>.<slot>``.
         """
         return build_encoder(
@@ -145,6 +148,7 @@ class Agent(nn.Layer):
             forced=forced,
             headless=headless,
             features=features,
+            takes=takes,
         )
 
     def make_head(self, role: str, factory: Any) -> nn.Layer:

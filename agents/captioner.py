@@ -74,7 +74,7 @@ class Captioner(TextAgent):
                 "vocab_size": len(self.vocab),
                 "cond_dim": self.encoder.feature_dim,
             }
-            self.decoder = self.make_encoder(dec, "text", slot="decoder")
+            self.decoder = self.make_encoder(dec, "text", slot="decoder", takes="text decoder")
         self.fit_decoder(self.decoder)
         check_image_encoder(self.encoder, f"agents.{name}.encoder")
         # images arrive as [N, H, W, C]: their planes come from image_shape when given

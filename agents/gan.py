@@ -132,7 +132,7 @@ class Generator(Agent):
     def __init__(self, name: str, **settings: Any) -> None:
         super().__init__(name, **settings)
         with self.seeded():
-            self.decoder = self.make_encoder(self.cfg.encoder)
+            self.decoder = self.make_encoder(self.cfg.encoder, takes="image decoder")
         if "image" not in self.decoder.output_names or not hasattr(self.decoder, "latent_dim"):
             raise ConfigError(
                 f"agents.{name}.encoder: {type(self.decoder).__name__} is not an image decoder "

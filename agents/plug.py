@@ -167,6 +167,62 @@ def check_takes_images(cfg: Mapping[str, Any], inputs: Mapping[str, Any], settin
         )
 
 
+#: what a component is, by the keywords its constructor takes, first match wins (a
+#: decoder is told by what it is conditioned on)
+_KINDS = (
+    ("text decoder", ("cond_dim",)),
+    ("image decoder", ("latent_dim",)),
+    ("speech encoder", ("n_mels", "sample_rate")),
+    ("text encoder", ("vocab_size",)),
+    ("image encoder", ("in_channels", "image_size", "input_size")),
+)
+#: built-in options of each kind, as a refusal suggests them
+_EXAMPLES = {
+    "image encoder": ("encoder", "cnn (or mlp, resnet18, vit_tiny)"),
+    "text encoder": ("encoder", "gru_text (or bert_mini)"),
+    "speech encoder": ("encoder", "speech (or whisper_tiny)"),
+    "image decoder": ("decoder", "dcgan"),
+    "text decoder": ("decoder", "gru_text (or gpt_text)"),
+}
+
+
+def component_kind(target: Any) -> str | None:
+    """``"image encoder"``, ``"text decoder"`` ... of a ``_target_`` (None: not told)."""
+    params = constructor_params(target)
+    return next((kind for kind, keys in _KINDS if params & set(keys)), None)
+
+
+def slot_kind(inputs: Mapping[str, Any] | None) -> str | None:
+    """The kind of encoder a slot takes, from the sizes its agent fills in (None: not told)."""
+    inputs = inputs or {}
+    if any(inputs.get(k) is not None for k in ("in_channels", "image_size", "input_size")):
+        return "image encoder"
+    if inputs.get("vocab_size") is not None:
+        return "text encoder"
+    return None
+
+
+def check_kind(cfg: Mapping[str, Any], takes: str | None, setting: str) -> None:
+    """Before building: refuse a component of another kind than the slot ``takes`` (an
+    image encoder in a text slot, a text decoder where an image decoder goes, a decoder in
+    an encoder slot), naming the config group and options that fit."""
+    given = component_kind(cfg.get("_target_"))
+    if takes is None or given is None or given == takes:
+        return
+    group, options = _EXAMPLES[takes]
+    name = str(cfg.get("_target_")).rsplit(".", 1)[-1]
+    role, other = takes.split()[1], given.split()[1]
+    where = f" ({role}s are in conf/{group}/, not conf/{other}/)" if role != other else ""
+    raise ConfigError(
+        f"{setting}: {name} is {_a(given)}, but this slot takes {_a(takes)}{where}; "
+        f"choose one, e.g. {group}@{setting}={options}"
+    )
+
+
+def _a(kind: str) -> str:
+    return f"an {kind}" if kind[0] in "aeiou" else f"a {kind}"
+
+
 def check_image_input(enc: Any, inputs: Mapping[str, Any], setting: str) -> None:
     """After building: one batch of the agent's image shape must pass the encoder's
     declared input spec (what its first forward would check), else `ConfigError`."""
@@ -206,6 +262,7 @@ def build_encoder(
     forced: Mapping[str, Any] | None = None,
     headless: bool = False,
     features: bool = False,
+    takes: str | None = None,
 ) -> Any:
     """An encoder config (``_target_`` + kwargs) to a built encoder in ``scope``, in order:
 
@@ -213,7 +270,8 @@ def build_encoder(
        defaults plus ``allow``) once;
     2. sized: `sized_config` fills in ``inputs`` (refusing contradictions), ``forced``
        and ``headless``; `check_sizes` refuses a size below 1 and
-       `check_takes_images` a text or speech encoder fed images;
+       `check_takes_images` a text or speech encoder fed images, `check_kind` a
+       component of another kind than the slot ``takes`` (default: told by ``inputs``);
     3. built: constructed under ``scope`` and ``build()`` called; an encoder's own
        ValueError or TypeError while being constructed comes back as one
        `ConfigError` naming ``setting``;
@@ -226,6 +284,7 @@ def build_encoder(
     cfg = sized_config(cfg, setting, inputs, forced, headless)  # sizes only: no new target
     check_sizes(cfg, setting)
     check_takes_images(cfg, inputs or {}, setting)
+    check_kind(cfg, takes or slot_kind(inputs), setting)
     try:
         enc = instantiate(OmegaConf.create(cfg), scope=scope)
     except InstantiationException as e:

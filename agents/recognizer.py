@@ -107,6 +107,7 @@ class Recognizer(TextAgent):
                 c.encoder,
                 "speech",
                 forced={"waveform_input": True},  # the recognizer reads waveforms
+                takes="speech encoder",
                 headless=True,
                 features=True,
             )
@@ -121,7 +122,7 @@ class Recognizer(TextAgent):
                 self.ctc = self.make_head("ctc", lambda: nn.Linear(size, n))
             else:
                 dec = {**dict(c.decoder), "vocab_size": len(self.vocab), "cond_dim": size}
-                self.decoder = self.make_encoder(dec, "text", slot="decoder")
+                self.decoder = self.make_encoder(dec, "text", slot="decoder", takes="text decoder")
         self.sample_rate = int(self.encoder.sample_rate)
         self.finish()
 

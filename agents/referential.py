@@ -80,6 +80,7 @@ class _ObjectView(nn.Layer):
                 slot=role or "encoder",
                 inputs=image_inputs(image_shape),
                 forced={"waveform_input": True} if role == "ear" else None,  # hears waveforms
+                takes="speech encoder" if role == "ear" else None,
                 headless=True,
                 features=True,
             )

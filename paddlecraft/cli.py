@@ -50,9 +50,16 @@ def _hydra_main(cfg: DictConfig) -> float:
     """Run the configured arena; return its headline metric."""
     from hydra.types import RunMode
 
-    from paddlecraft.arenas.engine.app import main_entry
+    from paddlecraft.arenas.engine.app import USAGE, main_entry
+    from paddlecraft.errors import ConfigError
+    from paddlecraft.mistakes import check_group_choices
 
     hc = HydraConfig.get()
+    try:
+        check_group_choices(hc.overrides.task)  # debug=smok: an optional group's typo
+    except ConfigError as e:
+        sys.stderr.write(f"error: {e}\n")
+        raise SystemExit(USAGE) from None
     if hc.mode == RunMode.MULTIRUN:  # one MLflow store and experiment per sweep
         from paddlecraft.arenas.engine.summary import share_sweep_tracking
         from paddlecraft.arenas.engine.summary.hydra_callback import sweep_dir
@@ -112,17 +119,33 @@ def help_text() -> str:
     return "\n".join(lines) + "\n"
 
 
+def config_dirs(args: Sequence[str]) -> list[str]:
+    """The folders ``--config-dir DIR`` / ``-cd DIR`` / ``--config-dir=DIR`` name."""
+    out = []
+    for i, a in enumerate(args):
+        if a in ("--config-dir", "-cd") and i + 1 < len(args):
+            out.append(args[i + 1])
+        elif a.startswith("--config-dir="):
+            out.append(a.split("=", 1)[1])
+    return out
+
+
+def missing_config_dir(args: Sequence[str]) -> str | None:
+    """The ``error:`` line for a ``--config-dir`` that is not a folder, else None."""
+    for given in config_dirs(args):
+        if not Path(given).expanduser().is_dir():
+            return (
+                f"--config-dir {given}: no such folder; give the folder that holds your "
+                "config groups (e.g. my_conf with my_conf/arena/<name>.yaml)"
+            )
+    return None
+
+
 def add_config_dir_parent(args: Sequence[str]) -> None:
     """Make a user's package next to their configs importable: the folder that holds
     ``--config-dir DIR`` (``my_project/`` for ``my_project/my_conf``) goes on ``sys.path``,
     last, so it never shadows an installed package."""
-    for i, a in enumerate(args):
-        if a in ("--config-dir", "-cd") and i + 1 < len(args):
-            given = args[i + 1]
-        elif a.startswith("--config-dir="):
-            given = a.split("=", 1)[1]
-        else:
-            continue
+    for given in config_dirs(args):
         parent = str(Path(given).expanduser().resolve().parent)
         if parent not in sys.path:
             sys.path.append(parent)
@@ -170,6 +193,10 @@ def main(argv: Sequence[str] | None = None) -> int | None:
     from paddlecraft.own_arena import register_own_arena_schemas
 
     register_configs()
+    bad_dir = missing_config_dir(args)
+    if bad_dir:
+        sys.stderr.write(f"error: {bad_dir}\n")
+        return 2
     add_config_dir_parent(args)
     register_own_arena_schemas(args)  # your arena's Config is its schema (--config-dir)
     from paddlecraft.arenas.engine.live.config import expand_shorthand

@@ -24,7 +24,7 @@ import urllib.error
 import urllib.request
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, NoReturn
 
 from paddlecraft.errors import PaddleCraftError
 
@@ -199,9 +199,24 @@ def send(
     return out
 
 
+#: the command's arguments, as its one-line refusals repeat them
+USAGE_LINE = (
+    "usage: paddlecraft feed RUN_DIR [PATH] [--end] [--shuffle SEED] [--image-root DIR] "
+    "[--timeout SECONDS] [--no-progress]"
+)
+
+
+class _Parser(argparse.ArgumentParser):
+    """argparse whose mistakes are one ``error:`` line (with the usage), exit 2."""
+
+    def error(self, message: str) -> NoReturn:
+        sys.stderr.write(f"error: paddlecraft feed: {message}; {USAGE_LINE}\n")
+        raise SystemExit(2)
+
+
 def main(argv: Sequence[str]) -> int:
     """``paddlecraft feed RUN_DIR [PATH] [--end] [--shuffle SEED] [--image-root DIR]``."""
-    p = argparse.ArgumentParser(
+    p = _Parser(
         prog="paddlecraft feed",
         description="Send a folder (classes) or captions file to a live data=stream run.",
     )
@@ -210,11 +225,13 @@ def main(argv: Sequence[str]) -> int:
     p.add_argument("--end", action="store_true", help="end the stream afterwards")
     p.add_argument("--shuffle", type=int, default=None, metavar="SEED", help="seeded order")
     p.add_argument("--image-root", default=None, help="caption image paths relative to this")
-    p.add_argument("--timeout", type=float, default=60.0, help="seconds per request")
+    p.add_argument("--timeout", type=float, default=60.0, help="seconds per request (> 0)")
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
     args = p.parse_args(list(argv))
     if args.path is None and not args.end:
         p.error("give PATH to send, or --end to end the stream")
+    if not 0 < args.timeout < float("inf"):
+        p.error(f"--timeout {args.timeout:g}: give the seconds to wait per request, > 0 (e.g. 60)")
     try:
         run = LiveRun(args.run_dir, args.timeout)
         out = send(

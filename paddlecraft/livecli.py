@@ -171,9 +171,13 @@ def main(argv: Sequence[str]) -> int:
     args = [a for a in argv if a != "--json"]
     as_json = len(args) != len(argv)
     if args[:1] in (["-h"], ["--help"]) or len(args) < 2:
-        stream = sys.stdout if args[:1] in (["-h"], ["--help"]) else sys.stderr
-        stream.write(USAGE + "\n")
-        return 0 if stream is sys.stdout else 2
+        if args[:1] in (["-h"], ["--help"]):
+            sys.stdout.write(USAGE + "\n")
+            return 0
+        missing = "RUN_DIR and a command" if not args else f"a command after {args[0]}"
+        sys.stderr.write(f"error: paddlecraft live: give {missing} ({', '.join(ACTIONS)})\n")
+        sys.stderr.write(USAGE + "\n")
+        return 2
     run_dir, action, rest = Path(args[0]), args[1], args[2:]
     if action not in ACTIONS:
         sys.stderr.write(f"error: unknown live command {action!r}; one of {', '.join(ACTIONS)}\n")

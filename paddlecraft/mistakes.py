@@ -200,6 +200,37 @@ def hydra_error_line(e: BaseException, args: Sequence[str]) -> str | None:
     return None
 
 
+def check_group_choices(overrides: Sequence[str]) -> None:
+    """Refuse an override that picks an option no config group holds (``debug=smok``).
+
+    Hydra refuses such a choice for a group the config needs, but skips it without a word
+    for an ``optional`` entry of the defaults list (``debug``, a user's own); this check
+    covers every group the same way, naming the closest options. Call it inside Hydra's
+    run (``GlobalHydra`` initialised), before any work.
+    """
+    from hydra.core.global_hydra import GlobalHydra
+    from hydra.core.override_parser.overrides_parser import OverridesParser
+
+    loader = GlobalHydra.instance().config_loader()
+    for o in OverridesParser.create().parse_overrides(list(overrides)):
+        if o.is_delete() or o.is_sweep_override():
+            continue
+        group = o.key_or_group.split("@", 1)[0]
+        value = o.value()
+        if "." in group or not isinstance(value, str) or group == "hydra":
+            continue
+        options = loader.get_group_options(group)
+        if not options or value in options:
+            continue
+        near = _close(value, options)
+        hint = f"did you mean {o.get_key_element()}={near[0]}? " if near else ""
+        from paddlecraft.errors import ConfigError
+
+        raise ConfigError(
+            f"{o.input_line}: no {group} named {value!r}; {hint}options: {', '.join(options)}"
+        )
+
+
 def _merged_dict_line(bad: str, args: Sequence[str]) -> str | None:
     """The line for a ``key={...}`` override whose new keys are refused: Hydra merges a
     dict value into the dict already at ``key`` (its keys stay, new ones are refused);

@@ -10,6 +10,10 @@ Every page (``README.md``, ``docs/**/*.md``, new pages too) is read the same way
 - a command *starts a run* when it is ``python run.py ...`` (any path to ``run.py``),
   ``paddlecraft ...`` (not ``--help``/``--version``) or ``bash scripts/run.sh ...``,
   after any ``VAR=value`` prefix;
+- a block whose first line (or a line of its leading comments: after a YAML config's
+  ``# @package`` header) is ``# file: <path>`` is a whole file of the reader's project
+  (``my_project/<path>``): tests/test_doc_files.py writes a page's files to a folder outside
+  the repository and runs them there (the tag line is not part of the file);
 - an inline command in prose (`` `python run.py arena=gan` ``) is a run command too when it is
   complete: no placeholder (``<run dir>``, ``...``, ``/your/folder``).
 """
@@ -30,6 +34,8 @@ FENCE = re.compile(
 #: the marker that excuses the next block from running
 MARKER = re.compile(r"^\s*<!--\s*not run:\s*(?P<reason>.*?)\s*-->\s*$")
 SHELL_LANGS = frozenset({"bash", "sh", "shell", "console"})
+#: the first line of a block that is a whole file of the reader's project
+FILE_TAG = re.compile(r"^#\s*file:\s*(?P<path>[\w./-]+)\s*$")
 #: flags of the command line that take a value
 VALUE_FLAGS = frozenset({"--config-dir", "-cd", "--config-name", "-cn", "--cfg", "-c"})
 #: what makes an inline command an example, not a command to copy
@@ -54,6 +60,30 @@ class Block:
     @property
     def where(self) -> str:
         return f"{self.page}:{self.line}"
+
+    def _tag_line(self) -> int | None:
+        """The index of the ``# file:`` line among the block's leading comment lines (after a
+        YAML config's ``# @package`` header, which Hydra reads only at the very top)."""
+        for i, line in enumerate(self.body.split("\n")):
+            if not line.startswith("#"):
+                return None
+            if FILE_TAG.match(line):
+                return i
+        return None
+
+    @property
+    def file(self) -> str | None:
+        """The path a ``# file: <path>`` comment line gives the block (None: not a file)."""
+        i = self._tag_line()
+        return None if i is None else FILE_TAG.match(self.body.split("\n")[i]).group("path")
+
+    @property
+    def file_text(self) -> str:
+        """The file's text: the block without its tag line."""
+        lines = self.body.split("\n")
+        i = self._tag_line()
+        kept = lines if i is None else lines[:i] + lines[i + 1 :]
+        return "\n".join(kept).rstrip("\n") + "\n"
 
 
 @dataclass

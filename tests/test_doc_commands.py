@@ -4,9 +4,8 @@ Fast tier, in this process: every run command of every page (blocks and prose) c
 with Hydra and passes the run's dry validation; an unmarked block's command is complete
 (no placeholder, its own config folder found); a transcript's ``error:`` line is what the
 command prints; every unmarked ``python`` block executes; every file a page promises in a
-run folder is in a real (tiny) run folder of that arena. Slow tier: every distinct
-unmarked block command runs at a tiny size (``trainer.max_steps=2`` and the arena's own
-small settings).
+run folder is in a real (tiny) run folder of that arena. Every run command runs end to end
+from the command line in tests/test_doc_runs.py.
 """
 
 from __future__ import annotations
@@ -14,7 +13,6 @@ from __future__ import annotations
 import contextlib
 import functools
 import io
-import json
 import os
 import re
 import shutil
@@ -40,18 +38,36 @@ KNOWN_DRIFT: dict[str, str] = {}  #: page:line -> why a transcript is known to b
 
 # ----------------------------------------------------------------------------- helpers
 def user_config_dir(cmd: db.RunCommand) -> Path | None:
-    """The folder ``--config-dir`` names, found among the examples (the docs' own arena)."""
+    """The folder ``--config-dir`` names: the page's own files (``# file:`` blocks, written to
+    a folder outside the repository), else found among the examples."""
     name = cmd.flag("--config-dir", "-cd")
     if name is None:
         return None
+    page = cmd.where.split(":", 1)[0]
+    if any(b.file and b.file.startswith(f"{name}/") for b in BLOCKS if b.page == page):
+        return page_project(page) / name
     found = sorted(p for p in (ROOT / "examples").glob(f"*/{name}") if p.is_dir())
     return found[0] if found else None
+
+
+@functools.cache
+def page_project(page: str) -> Path:
+    """The page's ``# file:`` blocks written to a new folder outside the repository, once."""
+    import tempfile
+
+    root = Path(tempfile.mkdtemp(prefix="doc_project_"))
+    for b in BLOCKS:
+        if b.page == page and b.file:
+            (root / b.file).parent.mkdir(parents=True, exist_ok=True)
+            (root / b.file).write_text(b.file_text)
+    return root
 
 
 def problems(cmd: db.RunCommand) -> list[str]:
     """Why a command cannot be run as written ([] when it can)."""
     out = []
-    if any(db.PLACEHOLDER.search(a) for a in cmd.args):
+    # a list value (allow_targets=[mypkg.X]) is a value, not an optional part
+    if any(db.PLACEHOLDER.search(re.sub(r"=\[[^\]<>]*\]$", "=", a)) for a in cmd.args):
         out.append("a placeholder (<...>, ..., /your/...) in the command")
     if cmd.flag("--config-dir", "-cd") is not None and user_config_dir(cmd) is None:
         out.append("--config-dir names a folder no example holds")
@@ -83,11 +99,20 @@ def user_package(config_dir: Path | None):
     if config_dir is None:
         yield
         return
+    # the project's packages (two pages both name theirs mypkg): imported from this folder
+    own = {p.name for p in config_dir.parent.iterdir() if (p / "__init__.py").is_file()}
+
+    def forget() -> None:
+        for name in [m for m in sys.modules if m.split(".", 1)[0] in own]:
+            del sys.modules[name]
+
+    forget()
     sys.path.insert(0, str(config_dir.parent))
     try:
         yield
     finally:
         sys.path.remove(str(config_dir.parent))
+        forget()
 
 
 @functools.cache
@@ -207,12 +232,14 @@ def test_the_docs_own_arena_file_composes_with_their_sweep(tmp_path):
     written to a reader's ``my_conf/arena/distill.yaml`` next to the example's package, runs
     the page's sweep: it composes and passes the run's dry validation."""
     (yaml,) = [
-        b for b in BLOCKS if b.page == "docs/write-arena.md" and "mypkg.DistillArena" in b.body
+        b
+        for b in BLOCKS
+        if b.page == "docs/write-arena.md" and b.lang == "yaml" and "mypkg.DistillArena" in b.body
     ]
     assert yaml.lang == "yaml" and not yaml.not_run
     conf = tmp_path / "my_project" / "my_conf"
     (conf / "arena").mkdir(parents=True)
-    (conf / "arena" / "distill.yaml").write_text(yaml.body)
+    (conf / "arena" / "distill.yaml").write_text(yaml.body)  # as a reader copies it
     shutil.copytree(ROOT / "examples" / "my_arena" / "mypkg", conf.parent / "mypkg")
     (sweep,) = [
         c
@@ -270,7 +297,10 @@ def test_a_transcript_shows_the_line_the_command_prints(cmd, tmp_path, monkeypat
     assert not list(tmp_path.iterdir())  # refused: nothing written
 
 
-PYTHON_PAGES = sorted({b.page for b in BLOCKS if b.lang == "python" and not b.not_run})
+#: pages with Python blocks that are not whole files (those run in tests/test_doc_files.py)
+PYTHON_PAGES = sorted(
+    {b.page for b in BLOCKS if b.lang == "python" and not b.not_run and not b.file}
+)
 
 
 @pytest.mark.parametrize("page", PYTHON_PAGES)
@@ -282,7 +312,7 @@ def test_every_unmarked_python_block_runs(page, tmp_path, monkeypatch):
     sys.modules[module.__name__] = module  # dataclasses look their module up
     try:
         for b in BLOCKS:
-            if b.page == page and b.lang == "python" and not b.not_run:
+            if b.page == page and b.lang == "python" and not b.not_run and not b.file:
                 exec(compile(b.body, b.where, "exec"), module.__dict__)  # noqa: S102
     finally:
         del sys.modules[module.__name__]
@@ -316,6 +346,7 @@ TINY_WHERE_PRESENT = [
     "arena.eval_size=20",
     "arena.newcomer_steps=2",
     "arena.eval.solver_positions=8",
+    "arena.search.updates=1",  # the search phase's updates fit in the run's 2 steps
     "data.loader.n_train=128",
     "data.loader.n_test=64",
 ]
@@ -414,17 +445,3 @@ def test_every_file_a_page_promises_is_in_a_real_run_folder(promise, tiny_run):
     assert missing == [], (
         f"{promise.where} promises {missing}; the run left {sorted(os.listdir(run_dir))}"
     )
-
-
-BLOCK_RUNS = distinct([c for c in COMMANDS if not c.inline and not c.not_run and not c.expect])
-
-
-@pytest.mark.slow
-@pytest.mark.parametrize("cmd", BLOCK_RUNS, ids=[_id(c) for c in BLOCK_RUNS])
-def test_every_unmarked_block_command_runs_at_a_tiny_size(cmd, tmp_path):
-    """Each distinct command a reader copies runs to the end (2 steps, small settings), with
-    its checkpoint and results: a sweep (``-m``) at its first point."""
-    r = run_tiny(cmd, tmp_path / "run")
-    assert r.returncode == 0, f"{cmd.where}: {cmd.text}\n{r.stderr[-3000:]}"
-    results = json.loads((tmp_path / "run" / "results.json").read_text())
-    assert results["status"] == "finished" and results["step"] == 2

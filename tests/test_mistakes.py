@@ -136,7 +136,28 @@ TABLE: list[tuple[str, list[str], list[str]]] = [
     ("tournament_odd", ["tournament", "--games", "3", "--players", "random", "tactical"], ["--games"]),
     ("tournament_player", ["tournament", "--players", "random", "{tmp}/nope:search5"], ["nope"]),
     ("tournament_no_players", ["tournament"], ["--players"]),
+    ("feed_timeout_negative", ["feed", "{empty}", "{empty}", "--timeout", "-5"], ["--timeout -5", "> 0"]),
+    ("feed_no_arguments", ["feed"], ["run_dir", "usage: paddlecraft feed RUN_DIR"]),
+    ("feed_no_path", ["feed", "{empty}"], ["give PATH", "usage: paddlecraft feed"]),
+    ("live_no_arguments", ["live"], ["paddlecraft live: give RUN_DIR and a command", "status"]),
+    ("live_no_command", ["live", "{empty}"], ["a command after", "status"]),
+    ("summary_out_is_a_file", ["summary", "{good_run}", "--out", "{file}"], ["--out", "a file is there", "folder"]),
+    ("summary_corrupt_run", ["summary", "{good_run}", "{good_run2}", "{corrupt_run}"], ["1 run(s) cannot be read", "corrupt_run", "results.json is not valid JSON"]),
+    ("summary_corrupt_run_alone", ["summary", "{corrupt_run}"], ["corrupt_run", "results.json is not valid JSON"]),
+    # an optional defaults entry (debug, debug_arena...) refuses an option it does not hold
+    ("debug_typo", ["debug=smok"], ["debug=smok", "did you mean debug=smoke"]),
+    ("config_dir_missing", ["--config-dir", "{tmp}/nonexistent", "arena=classify"], ["--config-dir", "nonexistent", "no such folder"]),
+    # every slot's kind: image, text, speech; encoder or decoder
+    ("text_decoder_for_image_decoder", ["arena=gan", "decoder@agents.generator.encoder=gpt_text"], ["agents.generator.encoder", "TransformerTextDecoder is a text decoder", "takes an image decoder", "decoder@agents.generator.encoder=dcgan"]),
+    ("image_encoder_in_text_slot", ["arena=caption", "encoder@agents.listener.text_encoder=resnet18"], ["agents.listener.text_encoder", "ResNetEncoder is an image encoder", "takes a text encoder", "encoder@agents.listener.text_encoder=gru_text"]),
+    ("image_encoder_in_speech_slot", ["arena=caption", "chain=asr", "encoder@agents.recognizer.encoder=cnn"], ["agents.recognizer.encoder", "is an image encoder", "takes a speech encoder"]),
+    ("image_decoder_in_text_decoder_slot", ["arena=caption", "decoder@agents.captioner.decoder=dcgan"], ["agents.captioner.decoder", "ImageDecoder is an image decoder", "takes a text decoder"]),
 ]  # fmt: skip
+#: the commands of their own (no Hydra run): nothing is added to their arguments
+OTHER_COMMANDS = ("tournament", "feed", "live", "summary")
+#: a finished run's record, as `paddlecraft summary` reads it
+GOOD_RESULTS = {"status": "finished", "headline": "test_accuracy", "headline_mode": "max",
+                "metrics": {"test_accuracy": 0.9}, "overrides": ["seed=0"]}  # fmt: skip
 
 
 #: a user's arena whose package is not importable (nothing named mypkg_missing exists)
@@ -167,7 +188,16 @@ def _fixtures(tmp: Path) -> dict[str, str]:
     (tmp / "own_conf" / "arena" / "mine.yaml").write_text(OWN_ARENA)
     (tmp / "bad_conf" / "arena").mkdir(parents=True)
     (tmp / "bad_conf" / "arena" / "bad.yaml").write_text(BROKEN_YAML)
+    for name, seed in (("good_run", 0), ("good_run2", 1)):
+        (tmp / name).mkdir()
+        record = {**GOOD_RESULTS, "overrides": [f"seed={seed}"]}
+        (tmp / name / "results.json").write_text(json.dumps(record))
+    (tmp / "corrupt_run").mkdir()  # a results.json cut short (a full disk, a copy stopped)
+    (tmp / "corrupt_run" / "results.json").write_text(json.dumps(GOOD_RESULTS)[:40])
     return {
+        "good_run": str(tmp / "good_run"),
+        "good_run2": str(tmp / "good_run2"),
+        "corrupt_run": str(tmp / "corrupt_run"),
         "outside": str(tmp / "outside"),
         "own_conf": str(tmp / "own_conf"),
         "bad_conf": str(tmp / "bad_conf"),
@@ -186,7 +216,7 @@ def outcomes(tmp_path_factory) -> dict[str, dict]:
     for name, args, _ in TABLE:
         cwd = tmp / "cwd" / name
         cwd.mkdir(parents=True)
-        other_command = args[0] == "tournament" or args[0].startswith("export=")
+        other_command = args[0] in OTHER_COMMANDS or args[0].startswith("export=")
         # a mistake that escaped would train: two steps, then it fails its exit code
         short = [] if any(a.startswith("trainer.max_steps") for a in args) else SHORT
         argv = [a.format(**fx) for a in args] + ([] if other_command else [*Q, *short])
@@ -269,6 +299,29 @@ def test_resume_logs_into_its_own_run_and_makes_no_folder(tmp_path):
     # resume's (a sweep summary groups it with its siblings)
     first_line = [ln[2:] for ln in started.splitlines()]
     assert results["overrides"] == [*first_line, f"resume={run_dir}", "trainer.max_steps=3", *Q]
+
+
+@pytest.mark.parametrize("resume", [False, True], ids=["new_run", "resume"])
+def test_visualdl_without_visualdl_installed_names_the_extra(tmp_path, monkeypatch, resume):
+    """``trainer.visualdl=true`` where VisualDL is not installed (an optional extra): one
+    line naming ``pip install 'paddlecraft[visualdl]'``, exit 2, before any work; a
+    resumed run is left as it was (no ImportError traceback, no visualdl/ folder)."""
+    from tests.mistake_driver import run_case
+
+    run_dir, cwd = tmp_path / "run", tmp_path / "cwd"
+    cwd.mkdir()
+    if resume:
+        first = run_case(["trainer.max_steps=1", f"hydra.run.dir={run_dir}", *Q], str(cwd))
+        assert first["rc"] == 0, first["stderr"][-3000:]
+    before = sorted(p.relative_to(tmp_path) for p in tmp_path.rglob("*"))
+    monkeypatch.setitem(sys.modules, "visualdl", None)  # what `import visualdl` fails on
+    args = [f"resume={run_dir}"] if resume else [f"hydra.run.dir={run_dir}"]
+    got = run_case([*args, "trainer.visualdl=true", "trainer.max_steps=2", *Q], str(cwd))
+    errors = [ln for ln in got["stderr"].splitlines() if ln.startswith("error:")]
+    assert got["rc"] == 2 and "Traceback" not in got["stderr"], got["stderr"][-3000:]
+    assert len(errors) == 1 and "pip install 'paddlecraft[visualdl]'" in errors[0], errors
+    assert "trainer.visualdl=false" in errors[0]
+    assert sorted(p.relative_to(tmp_path) for p in tmp_path.rglob("*")) == before
 
 
 def test_an_encoder_whose_input_spec_cannot_take_the_images_is_refused():

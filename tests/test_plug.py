@@ -11,8 +11,6 @@ from __future__ import annotations
 
 import json
 import re
-import sys
-import types
 from pathlib import Path
 
 import numpy as np
@@ -386,9 +384,16 @@ def test_a_users_encoder_plugs_into_classifier_discriminator_and_policy(make_sco
     _train(pol, lambda: -pol.evaluate_actions(obs, masks, actions)[0].mean())
 
 
-def test_an_encoder_without_the_contract_is_refused_naming_the_slot(make_scope):
+def test_a_decoder_in_an_encoder_slot_is_refused_naming_the_slot_and_group(make_scope):
+    """An image decoder given where an image encoder goes: refused before it is built (the
+    kind check of every slot), naming the slot and the encoder group's options."""
     bad = {"_target_": "paddlecraft.encoders.ImageDecoder", "latent_dim": 4, "image_size": 8}
-    with pytest.raises(ConfigError, match=r"agents\.\w+\.encoder: ImageDecoder does not follow"):
+    with pytest.raises(
+        ConfigError,
+        match=r"agents\.\w+\.encoder: ImageDecoder is an image decoder, but this slot takes an "
+        r"image encoder \(encoders are in conf/encoder/, not conf/decoder/\); choose one, e\.g\. "
+        r"encoder@agents\.\w+\.encoder=cnn",
+    ):
         Discriminator(make_scope("disc"), encoder=bad, input_shape=[1, 8, 8])
 
 
@@ -421,18 +426,6 @@ def test_pairs_run_from_the_command_line_with_the_one_override_form(overrides, t
 
 
 # ----------------------------------------------------------------------------- docs
-def test_write_agent_doc_example_runs():
-    """docs/write-agent.md's worked example, executed as written (its asserts included)."""
-    text = (ROOT / "docs" / "write-agent.md").read_text()
-    block = text.split("```python\n", 1)[1].split("```", 1)[0]
-    module = types.ModuleType("write_agent_doc")  # dataclasses look their module up
-    sys.modules[module.__name__] = module
-    try:
-        exec(compile(block, "docs/write-agent.md", "exec"), module.__dict__)
-    finally:
-        del sys.modules[module.__name__]
-
-
 def test_write_encoder_doc_example_is_the_tested_class():
     """docs/write-encoder.md's encoder is PatchMeanEncoder above, line for line in its logic."""
     text = (ROOT / "docs" / "write-encoder.md").read_text()
@@ -449,3 +442,20 @@ def test_write_encoder_doc_example_is_the_tested_class():
     for k in a:
         np.testing.assert_array_equal(a[k].numpy(), b[k].numpy())
     assert a["hidden"].shape == [2, 9, 4] and doc.feature_dim == 4
+
+
+def test_an_encoder_without_the_contract_is_refused_naming_the_slot():
+    """No ``pooled`` output or no int ``feature_dim``: refused naming the slot and the page."""
+    from types import SimpleNamespace
+
+    from paddlecraft.agents.plug import check_contract
+
+    for enc in (
+        SimpleNamespace(output_names=("image",), feature_dim=8),
+        SimpleNamespace(output_names=("pooled",), feature_dim=None),
+    ):
+        with pytest.raises(
+            ConfigError, match=r"agents\.a\.encoder: SimpleNamespace does not follow"
+        ):
+            check_contract(enc, "agents.a.encoder")
+    check_contract(SimpleNamespace(output_names=("pooled",), feature_dim=8), "agents.a.encoder")

@@ -8,6 +8,7 @@ expected and the fix, raised before any work starts.
 from __future__ import annotations
 
 import dataclasses
+import importlib.util
 import inspect
 import math
 from collections.abc import Sequence
@@ -40,6 +41,7 @@ def validate(cfg: DictConfig) -> None:
         check_settings(acfg, f"agents.{name}", explicit=("name",))
     check_settings(cfg.arena, "arena", explicit=("agents", "seed"))
     check_ranges(cfg)
+    check_extras(cfg)
     resume = cfg.get("resume")
     if resume:
         d = Path(resume)
@@ -60,6 +62,29 @@ def replays_from_start(cfg: DictConfig) -> bool:
         return bool(getattr(get_object(str(target)), "replays_from_start", False))
     except Exception:  # noqa: BLE001 (check_settings reports an arena that cannot be imported)
         return False
+
+
+#: trainer switches that need an optional package: (setting, module, the extra that has it)
+_EXTRAS = (("visualdl", "visualdl", "visualdl"), ("mlflow", "mlflow", "mlflow"))
+
+
+def _importable(module: str) -> bool:
+    try:
+        return importlib.util.find_spec(module) is not None
+    except (ImportError, ValueError):  # ValueError: sys.modules holds None for it
+        return False
+
+
+def check_extras(cfg: DictConfig) -> None:
+    """Refuse a trainer switch whose optional package is not installed (``trainer.visualdl
+    =true`` without VisualDL), naming the extra that installs it, before any work."""
+    trainer = cfg.get("trainer") or {}
+    for key, module, extra in _EXTRAS:
+        if trainer.get(key) is True and not _importable(module):
+            raise ConfigError(
+                f"trainer.{key}=true needs {module}, which is not installed: pip install "
+                f"'paddlecraft[{extra}]' (or pip install {module}), or set trainer.{key}=false"
+            )
 
 
 #: trainer settings that count something: 0 means "off" or "at each epoch", never negative

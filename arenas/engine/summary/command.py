@@ -8,6 +8,7 @@ also writes ``summary.csv/json/md`` and ``summary.png`` there.
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from collections.abc import Sequence
 from typing import NoReturn
@@ -56,6 +57,12 @@ def main(argv: Sequence[str]) -> int:
     """Print the Markdown summary of ``argv``'s folders; 0, or 2 for a mistake."""
     args = parser().parse_args(list(argv))
     by = None if args.by is None else [k for item in args.by for k in item.split(",") if k]
+    if args.out and os.path.exists(args.out) and not os.path.isdir(args.out):
+        sys.stderr.write(
+            f"error: --out {args.out}: a file is there; --out names a folder for "
+            "summary.csv/json/md and summary.png: give a new or existing folder\n"
+        )
+        return USAGE
     try:
         summary = build_summary(find_runs(args.dirs), metric=args.metric, by=by, mode=args.mode)
     except SummaryError as e:

@@ -189,6 +189,25 @@ def record_judgement(
     return path
 
 
+def unreadable(folder: Path) -> str | None:
+    """Why ``folder``'s ``results.json`` (or ``failed.json``) cannot be read as a run's
+    record (truncated, not JSON, not an object, unreadable); None when it can or is absent."""
+    for file in ("results.json", FAILED):
+        path = folder / file
+        if not path.is_file():
+            continue
+        try:
+            record = json.loads(path.read_text())
+        except OSError as e:
+            return f"{file} cannot be read ({e.strerror or e})"
+        except ValueError as e:
+            return f"{file} is not valid JSON ({e})"
+        if not isinstance(record, dict):
+            return f"{file} holds a JSON {type(record).__name__}, not a run's record"
+        return None
+    return None
+
+
 def read_run(folder: Path, name: str) -> RunRecord | None:
     """The run in ``folder``, or None when the folder holds no finished record of one."""
     results = _read_json(folder / "results.json")
@@ -229,8 +248,10 @@ def read_run(folder: Path, name: str) -> RunRecord | None:
 def find_runs(paths: list[str | os.PathLike]) -> list[RunRecord]:
     """Every run in ``paths`` (run folders, sweep folders, or folders of either), in order:
     by path given, then by job number, then by name. A folder that does not exist is the
-    user's mistake (`SummaryError`)."""
+    user's mistake (`SummaryError`), and so is a run whose record cannot be read (each is
+    named with its reason: a summary never leaves a run out silently)."""
     runs: list[RunRecord] = []
+    bad: list[str] = []
     for given in paths:
         root = Path(given)
         if not root.is_dir():
@@ -244,7 +265,13 @@ def find_runs(paths: list[str | os.PathLike]) -> list[RunRecord]:
             name = root.name if here == root else str(here.relative_to(root))
             if len(paths) > 1 and here != root:
                 name = f"{root.name}/{name}"
-            run = read_run(here, name) if {"results.json", FAILED} & set(files) else None
+            has_record = bool({"results.json", FAILED} & set(files))
+            why = unreadable(here) if has_record else None
+            if why is not None:
+                bad.append(f"{here}: {why}")
+                dirs[:] = []
+                continue
+            run = read_run(here, name) if has_record else None
             if run is not None:
                 found.append(run)
                 dirs[:] = []  # a run's own sub-folders hold no other runs
@@ -252,4 +279,9 @@ def find_runs(paths: list[str | os.PathLike]) -> list[RunRecord]:
             dirs[:] = sorted(d for d in dirs if d not in SKIP_DIRS and not d.startswith("."))
         found.sort(key=lambda r: (r.job is None, r.job or 0, r.name))
         runs += found
+    if bad:
+        raise SummaryError(
+            f"summary: {len(bad)} run(s) cannot be read: {'; '.join(bad)}; repair or move "
+            "each away (or give only the other folders), then summarise again"
+        )
     return runs
