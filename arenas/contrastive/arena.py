@@ -205,6 +205,21 @@ class ContrastiveArena(Arena):
             out.append(agent.embed(inputs[s : s + bs]).numpy())
         return np.concatenate(out) if out else np.zeros((0, agent.embed_dim), np.float32)
 
+    @paddle.no_grad()
+    def logits(self, images: Any, texts: Sequence[str]) -> np.ndarray:
+        """``logits_per_image`` [N_images, N_texts]: exp(logit_scale) times the cosine
+        similarities of the towers' embeddings (eval mode), what the loss scores."""
+        was = [a.training for a in (self.image, self.text)]
+        self.image.eval()
+        self.text.eval()
+        try:
+            img = self._embed_all(self.image, images)  # [N, D]
+            txt = self._embed_all(self.text, list(texts))  # [M, D]
+            return float(self.image.logit_scale()) * cosine(img, txt)  # [N, M]
+        finally:
+            for a, t in zip((self.image, self.text), was):
+                a.train() if t else a.eval()
+
     def evaluate(self) -> dict[str, float]:
         w = self.world
         was = [a.training for a in (self.image, self.text)]
