@@ -71,7 +71,9 @@ class ImageTowerConfig(TowerConfig):
 class TextTowerConfig(TowerConfig):
     """paddlecraft.agents.TextTower settings."""
 
-    words: Any = "shapes"  #: vocabulary: shapes | digits | a list of words | a tokenizer file
+    #: vocabulary: shapes | digits | a list of words | a tokenizer file | CLIP's tokenizer folder
+    #: (vocab.json + merges.txt: its padding and end ids are given to the encoder)
+    words: Any = "shapes"
 
 
 class LogitScale(nn.Layer):
