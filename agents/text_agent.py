@@ -87,14 +87,17 @@ class TextAgent(Agent):
 
     vocab: Vocab
 
-    def use_words(self) -> None:
+    def use_words(self, any_pad: bool = False) -> None:
         """Resolve ``cfg.words`` to a list (saved as such) and build `vocab` from it.
 
         ``words`` may also name a local ``tokenizer.json`` / ``vocab.txt`` (or a folder with
-        one): `vocab` is then that `SubwordTokenizer`, saved whole in the record.
+        one), or CLIP's ``vocab.json`` + ``merges.txt``: `vocab` is then that
+        `SubwordTokenizer` (a `CLIPTokenizer` for CLIP's files), saved whole in the record.
+        ``any_pad``: accept a tokenizer whose padding id is not 0 (the agent tells its
+        encoder the id; CLIP pads with ``<|endoftext|>``).
         """
         setting = f"agents.{self.name}.words"
-        tok = tokenizer_of(self.cfg.words, setting)
+        tok = tokenizer_of(self.cfg.words, setting, any_pad=any_pad)
         if tok is not None:
             record = {TOKENIZER_KEY: tok.to_json()}
             self.cfg.words = record
@@ -123,20 +126,33 @@ class TextAgent(Agent):
 TOKENIZER_KEY = "tokenizer"  #: ``words: {tokenizer: <SubwordTokenizer.to_json()>}`` in records
 
 
-def tokenizer_of(words: Any, setting: str) -> SubwordTokenizer | None:
-    """The subword tokenizer ``words`` names (a file/folder path, or a saved record), else None."""
+def tokenizer_of(words: Any, setting: str, any_pad: bool = False) -> SubwordTokenizer | None:
+    """The subword tokenizer ``words`` names (a file/folder path, or a saved record), else None.
+
+    CLIP's files (`paddlecraft.encoders.clip_tokenizer.is_clip_tokenizer`) give a
+    `CLIPTokenizer`. The padding token must be id 0 unless ``any_pad``.
+    """
     from omegaconf import DictConfig, OmegaConf
+
+    from paddlecraft.encoders.clip_tokenizer import (
+        CLIPTokenizer,
+        is_clip_tokenizer,
+        record_tokenizer,
+    )
 
     if isinstance(words, DictConfig):
         words = OmegaConf.to_container(words, resolve=True)
     if isinstance(words, Mapping) and TOKENIZER_KEY in words:
-        return SubwordTokenizer.from_json(words[TOKENIZER_KEY])
+        return record_tokenizer(words[TOKENIZER_KEY])
     if not isinstance(words, str) or words in WORD_PRESETS or not Path(words).expanduser().exists():
         return None
-    tok = SubwordTokenizer.from_file(Path(words).expanduser())
-    if tok.pad_id != PAD or tok.bos_id is None or tok.eos_id is None:
+    path = Path(words).expanduser()
+    is_clip = is_clip_tokenizer(path)
+    tok = CLIPTokenizer.from_files(path) if is_clip else SubwordTokenizer.from_file(path)
+    if (tok.pad_id != PAD and not any_pad) or tok.bos_id is None or tok.eos_id is None:
+        hint = "; a CLIP tokenizer feeds a dual encoder's text tower" if is_clip else ""
         raise ValueError(
             f"{setting}={words!r}: the tokenizer needs its padding token at id {PAD} and begin "
-            f"/ end tokens (got pad={tok.pad_id}, bos={tok.bos_id}, eos={tok.eos_id})"
+            f"/ end tokens (got pad={tok.pad_id}, bos={tok.bos_id}, eos={tok.eos_id}){hint}"
         )
     return tok

@@ -1,4 +1,6 @@
-"""Config interpolations of the data configs: ``${craft.mul:...}`` (pure arithmetic).
+"""Config interpolations of the data configs: ``${craft.mul:...}`` (pure arithmetic), and
+``${craft.required:<setting>,<what it is>}``, a preset's required setting: resolving it (the
+setting was not given) fails naming the setting.
 
 Composing a config reads no data: what only the files can tell (class counts, the caption
 words, the speech alphabet) comes from the dataset the run builds, through
@@ -11,7 +13,14 @@ import math
 
 from omegaconf import OmegaConf
 
-__all__ = ["register_resolvers"]
+from paddlecraft.errors import ConfigError
+
+__all__ = ["register_resolvers", "required"]
+
+
+def required(setting: str, what: str = "a value") -> None:
+    """Refuse a required setting that was not given (``${craft.required:setting,what}``)."""
+    raise ConfigError(f"{setting} is required: give {what}, e.g. {setting}=/path")
 
 
 def register_resolvers() -> None:
@@ -19,3 +28,4 @@ def register_resolvers() -> None:
     OmegaConf.register_new_resolver(
         "craft.mul", lambda *xs: math.prod(int(x) for x in xs), replace=True
     )
+    OmegaConf.register_new_resolver("craft.required", required, replace=True)

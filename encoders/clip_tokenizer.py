@@ -13,7 +13,9 @@ from __future__ import annotations
 
 import json
 import os
+from collections.abc import Mapping
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 from tokenizers import Regex, Tokenizer, decoders, normalizers, pre_tokenizers, processors
@@ -136,6 +138,18 @@ class CLIPTokenizer(SubwordTokenizer):
             )
         return cls(tok, context_length=context_length, pad_token=pad_token)
 
+    def to_json(self) -> dict[str, Any]:
+        """`SubwordTokenizer.to_json` plus ``context_length`` (what marks a CLIP record)."""
+        return {**super().to_json(), "context_length": self.context_length}
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any] | str) -> CLIPTokenizer:
+        """The tokenizer saved by `to_json` (a dict, or its JSON text)."""
+        if isinstance(data, str):
+            data = json.loads(data)
+        base = SubwordTokenizer.from_json(data)
+        return cls(base.tokenizer, int(data.get("context_length", 77)), base.pad_token)
+
     def encode_batch(
         self, texts: object, max_len: int | None = None, add_special_tokens: bool = True
     ) -> tuple[np.ndarray, np.ndarray]:
@@ -146,4 +160,39 @@ class CLIPTokenizer(SubwordTokenizer):
         )
 
 
-__all__ = ["CLIP_SPLIT", "EOT", "SOT", "CLIPTokenizer", "clip_bpe_tokenizer", "read_merges"]
+def is_clip_tokenizer(path: str | os.PathLike) -> bool:
+    """Whether ``path`` holds CLIP's tokenizer: ``vocab.json`` + ``merges.txt`` (the folder or
+    the vocab file), or a ``tokenizer.json`` whose special tokens include ``<|endoftext|>``."""
+    p = Path(path).expanduser()
+    if p.is_dir():
+        if (p / "vocab.json").is_file() and (p / "merges.txt").is_file():
+            return True
+        p = p / "tokenizer.json"
+    if p.is_file() and p.name.endswith("vocab.json"):
+        return p.with_name(p.name.replace("vocab.json", "merges.txt")).is_file()
+    if not (p.is_file() and p.suffix == ".json"):
+        return False
+    try:
+        added = json.loads(p.read_text(encoding="utf-8")).get("added_tokens") or []
+    except (OSError, ValueError, AttributeError):
+        return False
+    return any(isinstance(t, Mapping) and t.get("content") == EOT for t in added)
+
+
+def record_tokenizer(data: Mapping[str, Any]) -> SubwordTokenizer:
+    """The tokenizer of a saved record: a `CLIPTokenizer` when it has ``context_length``."""
+    if isinstance(data, Mapping) and "context_length" in data:
+        return CLIPTokenizer.from_json(data)
+    return SubwordTokenizer.from_json(data)
+
+
+__all__ = [
+    "CLIP_SPLIT",
+    "EOT",
+    "SOT",
+    "CLIPTokenizer",
+    "clip_bpe_tokenizer",
+    "is_clip_tokenizer",
+    "read_merges",
+    "record_tokenizer",
+]

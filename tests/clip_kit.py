@@ -61,13 +61,17 @@ def randomise(model: torch.nn.Module, seed: int = 0) -> None:
         model.logit_scale.fill_(1.7)
 
 
-def tiny_clip(vocab_size: int = 100, eos: int = 99, bos: int = 98, projection_dim: int = 24):
-    """An eval-mode CLIPModel: 16x16 images in 4-pixel patches, 16 tokens, both towers 32 wide,
-    2 blocks, 2 heads, MLP 64; ``eos`` is its end token (the highest id, as in CLIP)."""
+def tiny_clip(
+    vocab_size: int = 100, eos: int = 99, bos: int = 98, projection_dim: int = 24,
+    image_size: int = 16, patch_size: int = 4,
+):  # fmt: skip
+    """An eval-mode CLIPModel: 16x16 images in 4-pixel patches (or ``image_size`` /
+    ``patch_size``), 16 tokens, both towers 32 wide, 2 blocks, 2 heads, MLP 64; ``eos`` is its
+    end token (the highest id, as in CLIP)."""
     torch.manual_seed(0)
     vision = transformers.CLIPVisionConfig(
         hidden_size=32, intermediate_size=64, num_hidden_layers=2, num_attention_heads=2,
-        image_size=16, patch_size=4,
+        image_size=image_size, patch_size=patch_size,
     )  # fmt: skip
     text = transformers.CLIPTextConfig(
         vocab_size=vocab_size, hidden_size=32, intermediate_size=64, num_hidden_layers=2,

@@ -6,6 +6,9 @@ Each step takes ``batch_size`` image/caption pairs and minimises the symmetric c
 loss over in-batch negatives (`.loss.contrastive_loss`); pairs of the batch with the same
 caption (or the same image) are not counted as negatives (``mask_duplicates``). A frozen
 tower (``agents.<name>.frozen=true``) embeds without gradients and is not updated.
+``agents.image.temperature=from_text`` starts the image agent's temperature at the text
+tower's encoder's ``logit_scale`` (a loaded CLIP file's), copied in when the arena is built
+(a resumed run's checkpoint then restores its own).
 
 Evaluation (held-out images): ``i2t_recall@1/5`` (an image counts when one of its own
 captions is among its k top-scored captions of the held-out set's distinct captions),
@@ -120,6 +123,8 @@ class ContrastiveArena(Arena):
                 f"shared size, e.g. agents.{self.image.name}.embed_dim=64 "
                 f"agents.{self.text.name}.embed_dim=64 (a linear projection)"
             )
+        if self.image.temperature_from_text:
+            self.image.start_temperature(self._text_logit_scale())
         self.learners = [a for a in (self.image, self.text) if a.trainable_parameters()]
         self.world: PairWorld = self._build_world()
         if self.world.n_pairs < c.batch_size:
@@ -128,6 +133,18 @@ class ContrastiveArena(Arena):
                 "lower arena.batch_size"
             )
         self._last: dict[str, Any] = {}
+
+    def _text_logit_scale(self) -> float:
+        """The text tower's encoder's log scale (``agents.image.temperature=from_text``)."""
+        enc = self.text.encoder
+        scale = getattr(enc, "logit_scale", None) if getattr(enc, "with_logit_scale", 0) else None
+        if not isinstance(scale, paddle.Tensor):
+            raise ConfigError(
+                f"agents.{self.image.name}.temperature=from_text but agents.{self.text.name}."
+                f"encoder ({type(enc).__name__}) holds no logit_scale; use a CLIP text tower "
+                f"(encoder@agents.{self.text.name}.encoder=clip_text_b32) or a number, e.g. 0.07"
+            )
+        return float(scale.numpy().reshape(-1)[0])
 
     def _build_world(self) -> PairWorld:
         """The splits (the bundled shapes; `.files.FileContrastiveArena`: the user's files)."""
@@ -187,6 +204,21 @@ class ContrastiveArena(Arena):
         for s in range(0, len(inputs), bs):
             out.append(agent.embed(inputs[s : s + bs]).numpy())
         return np.concatenate(out) if out else np.zeros((0, agent.embed_dim), np.float32)
+
+    @paddle.no_grad()
+    def logits(self, images: Any, texts: Sequence[str]) -> np.ndarray:
+        """``logits_per_image`` [N_images, N_texts]: exp(logit_scale) times the cosine
+        similarities of the towers' embeddings (eval mode), what the loss scores."""
+        was = [a.training for a in (self.image, self.text)]
+        self.image.eval()
+        self.text.eval()
+        try:
+            img = self._embed_all(self.image, images)  # [N, D]
+            txt = self._embed_all(self.text, list(texts))  # [M, D]
+            return float(self.image.logit_scale()) * cosine(img, txt)  # [N, M]
+        finally:
+            for a, t in zip((self.image, self.text), was):
+                a.train() if t else a.eval()
 
     def evaluate(self) -> dict[str, float]:
         w = self.world
