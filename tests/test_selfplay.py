@@ -6,6 +6,7 @@ from __future__ import annotations
 import base64
 import hashlib
 import json
+import math
 import os
 import shutil
 import subprocess
@@ -28,7 +29,12 @@ from paddlecraft.arenas.engine.checkpoint import join_arrays, list_checkpoints, 
 from paddlecraft.arenas.engine.rng import seed_everything
 from paddlecraft.arenas.games import MinimaxPlayer, TicTacToe, random_legal
 from paddlecraft.arenas.selfplay import tictactoe_losing_lines
-from paddlecraft.arenas.selfplay.league import LeagueTable, OpponentPool
+from paddlecraft.arenas.selfplay.league import (
+    SNAPSHOT_MIN_GAMES,
+    SNAPSHOT_SCORE,
+    LeagueTable,
+    OpponentPool,
+)
 from paddlecraft.arenas.selfplay.ppo import mirror_samples
 from paddlecraft.encoders.tensorio import CheckpointError
 
@@ -219,6 +225,20 @@ def _arena(policy, **kw):
         "eval": {"games": {"random": 8, "minimax": 8}},
     }
     return SelfPlayArena({"policy": policy}, **merged(base, kw))
+
+
+def test_the_learner_joins_the_pool_once_it_beats_it():
+    """With ``snapshot_every=0`` a snapshot is due once the learner's score vs the pool
+    reaches `SNAPSHOT_SCORE` over at least `SNAPSHOT_MIN_GAMES` games, not before."""
+    policy = Policy("policy", encoder=TTT_MLP, obs_shape=[3, 3, 2], num_actions=9, seed=0)
+    arena = _arena(policy, league={"snapshot_every": 0})
+    arena.pool_results = [1.0] * (SNAPSHOT_MIN_GAMES - 1)  # too few games
+    assert arena._snapshot_due() is None
+    wins = math.ceil(SNAPSHOT_SCORE * SNAPSHOT_MIN_GAMES)  # the rest lost: the bar reached
+    arena.pool_results = [1.0] * wins + [0.0] * (SNAPSHOT_MIN_GAMES - wins)
+    assert arena._snapshot_due() == f"score vs pool {wins / SNAPSHOT_MIN_GAMES:.2f} >= 0.7"
+    arena.pool_results = [1.0] * (wins - 1) + [0.0] * (SNAPSHOT_MIN_GAMES - wins + 1)
+    assert arena._snapshot_due() is None
 
 
 def test_check_arena_passes_on_selfplay():
