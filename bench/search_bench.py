@@ -18,8 +18,8 @@ against the MLP's (``lines_cost``: exact rate / line-feature rate).
 Then whole training games of the Connect Four recipe with fresh searches (line-feature
 network, 50 simulations with tactics, proofs and the 0.95 discount, root noise, 8 sampled
 plies; the default before tree reuse, which adds 30 to the previous move's subtree),
-move by move, with the network's results kept by position (``arena.search.cache``,
-`CachedEvaluator`) and without: moves per second each, their ratio (``cache_speedup``)
+move by move, with the network's results kept by position (`CachedEvaluator`, what
+every collection searches with) and without: moves per second each, their ratio (``cache_speedup``)
 and the share of leaf evaluations the cache answered (``cache_hits``). Both start from
 the same seed; as a network's output for a row can differ in its last bits with the rows
 beside it, the games may part late, so both move counts are given. And the cached games

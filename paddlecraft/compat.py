@@ -112,9 +112,10 @@ def upgrade_targets(cfg: Any) -> Any:
 #: that uses one)
 REMOVED_AT = "d7dd544"
 
-#: settings removed as measured not helping, by where they lived, each with the value that
-#: did what the code does now: a saved run or policy holding that value loads without it,
-#: one holding another is refused (`drop_removed`); ``docs/results.json`` has their ablations
+#: settings removed, by where they lived: measured as not helping, or made constant (a
+#: speed switch always on, a fixed value), each with the value that did what the code does
+#: now: a saved run or policy holding that value loads without it, one holding another is
+#: refused (`drop_removed`); ``docs/results.json`` has the ablations of the measured ones
 REMOVED: dict[str, dict[str, Any]] = {
     # a self-play run's ``arena.*``
     "selfplay_setting": {
@@ -129,7 +130,12 @@ REMOVED: dict[str, dict[str, Any]] = {
         "search.second_player_simulations": None, "search.ply_simulations": None,
         "search.policy_target": "visits", "search.full_fraction": 1.0,
         "search.fast_simulations": 10, "search.archive_starts": 0.0,
-        "search.gumbel_considered": 0, "eval.average_last": 0,
+        "search.gumbel_considered": 0, "eval.average_last": 0, "eval.keep_best": None,
+        # made constant: the evaluation cache and the NumPy copy always on, the policy
+        # loss unweighted, search updates at the policy's own rate, the pool rule's bar
+        # (`arenas.selfplay.league.SNAPSHOT_SCORE`, `SNAPSHOT_MIN_GAMES`)
+        "search.cache": True, "search.network_copy": True, "update.policy_coef": 1.0,
+        "search.lr": None, "league.snapshot_score": 0.7, "league.snapshot_min_games": 256,
     },
     # a `Policy`'s settings (``agents.policy.*``)
     "policy_setting": {
@@ -161,7 +167,7 @@ def drop_removed(settings: dict[str, Any], kind: str, where: str) -> list[str]:
         if value != default:
             raise CheckpointError(
                 f"{where}{key}={value!r}: saved by an earlier PaddleCraft with a setting it no "
-                f"longer has (measured as not helping); read it with `git checkout {REMOVED_AT}`"
+                f"longer has (removed or made constant); read it with `git checkout {REMOVED_AT}`"
             )
         del node[leaf]
         dropped.append(key)
@@ -186,7 +192,7 @@ def renamed_settings(config_cls: type) -> Mapping[str, str]:
 def settings_as_saved(config_cls: type, settings: dict[str, Any]) -> dict[str, Any]:
     """Give a saved run's ``settings`` (a plain dict, edited in place) the value each
     setting added since had before it existed, where the run saved none (a ``Config``'s
-    ``AS_BEFORE``: ``{"search.cache": False}``), so that its resume runs as it ran;
+    ``AS_BEFORE``: ``{"search.reuse": False}``), so that its resume runs as it ran;
     returns ``{dotted key: value}`` for those filled in."""
     filled: dict[str, Any] = {}
     for key, value in (getattr(config_cls, "AS_BEFORE", None) or {}).items():

@@ -69,25 +69,25 @@ def test_the_selfplay_config_reads_its_renames_from_the_one_table():
 
 
 def test_a_run_saved_before_a_setting_existed_keeps_the_value_it_ran_with():
+    class Config:  # a user's arena settings with two settings added since its first runs
+        AS_BEFORE = {"search.cache": False, "search.copy": False}
+
+    before = dict(Config.AS_BEFORE)
+    saved = {"epochs": 3, "search": {"simulations": 50}}
+    assert compat.settings_as_saved(Config, saved) == before
+    assert saved == {"epochs": 3, "search": {"simulations": 50, "cache": False, "copy": False}}
+    today = {"search": {"cache": True, "copy": True}}  # saved with them: left as is
+    assert compat.settings_as_saved(Config, today) == {}
+    assert today == {"search": {"cache": True, "copy": True}}
+    between = {"search": {"cache": True}}  # saved after the cache, before the copy
+    assert compat.settings_as_saved(Config, between) == {"search.copy": False}
+    assert between == {"search": {"cache": True, "copy": False}}
+    flat = {"epochs": 3}  # no group at all
+    compat.settings_as_saved(Config, flat)
+    assert flat == {"epochs": 3, "search": {"cache": False, "copy": False}}
     from paddlecraft.arenas.selfplay.config import SelfPlayConfig
 
-    before = {"search.cache": False, "search.network_copy": False}
-    assert SelfPlayConfig.AS_BEFORE == before
-    saved = {"epochs": 3, "search": {"simulations": 50}}
-    assert compat.settings_as_saved(SelfPlayConfig, saved) == before
-    assert saved == {
-        "epochs": 3,
-        "search": {"simulations": 50, "cache": False, "network_copy": False},
-    }
-    today = {"search": {"cache": True, "network_copy": True}}  # saved with them: left as is
-    assert compat.settings_as_saved(SelfPlayConfig, today) == {}
-    assert today == {"search": {"cache": True, "network_copy": True}}
-    between = {"search": {"cache": True}}  # saved after the cache, before the copy
-    assert compat.settings_as_saved(SelfPlayConfig, between) == {"search.network_copy": False}
-    assert between == {"search": {"cache": True, "network_copy": False}}
-    flat = {"epochs": 3}  # no group at all (0.2's flat keys, moved first)
-    compat.settings_as_saved(SelfPlayConfig, flat)
-    assert flat == {"epochs": 3, "search": {"cache": False, "network_copy": False}}
+    assert compat.settings_as_saved(SelfPlayConfig, {"epochs": 3}) == {}  # self-play has none
 
 
 def test_a_renamed_attribute_still_resolves_with_a_warning_naming_the_removal():

@@ -112,7 +112,7 @@ def test_every_ablation_row_names_its_source_seeds_figure_verdict_and_commit():
     """One row per removed self-play setting, each reproducible from the commit it names."""
     rows = json.loads((ROOT / "docs" / "results.json").read_text())["ablations"]
     settings = [r["setting"] for r in rows]
-    assert len(settings) == len(set(settings)) == 37
+    assert len(settings) == len(set(settings)) == 38
     assert all(s.split(".")[0] in ("agents", "arena") for s in settings), settings
     for r in rows:
         for key in ("source", "metric", "value", "default", "verdict", "command", "cpu"):

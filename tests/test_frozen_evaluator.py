@@ -176,19 +176,12 @@ def test_a_collection_and_a_cached_search_player_search_with_the_copy(make_scope
     network = act.search.evaluator.inner.network
     np.testing.assert_allclose(network(planes, masks)[1], values, atol=1e-6)
     assert np.abs(policy.priors_and_values(planes, masks)[1] - values).max() > 1e-2
-    # arena.search.network_copy=false (a run saved before it): Paddle's forward, as before
-    cfg.network_copy = False
-    act = search_controller(policy, ConnectFour, cfg, np.random.default_rng(0))
-    assert act.search.evaluator.inner.network == policy.priors_and_values
 
 
-@pytest.mark.parametrize("copy", [True, False])
-def test_the_arenas_evaluation_searches_as_the_run_trains(copy, make_scope):
-    """The evaluation's searching player follows ``arena.search.network_copy``, so a run
-    saved before the setting (resumed with false) evaluates with Paddle's forward, as it ran."""
+def test_the_arenas_evaluation_searches_with_the_copy(make_scope):
+    """The evaluation's searching player, as the collections' searches, evaluates with a
+    NumPy copy of the weights (not Paddle's forward)."""
     policy = Policy(make_scope("evalcopy"), encoder=TTT_MLP, obs_shape=[3, 3, 2], num_actions=9)
-    arena = _az_arena(policy, search={"network_copy": copy})
+    arena = _az_arena(policy)
     network = evaluation_searcher(policy, TicTacToe, arena.cfg).search.evaluator.inner.network
-    assert (network == policy.priors_and_values) is not copy
-    uncopied = SearchPlayer(policy, "tictactoe", 8, network_copy=False)
-    assert uncopied.search.evaluator.inner.network == policy.priors_and_values
+    assert network != policy.priors_and_values

@@ -75,7 +75,6 @@ TABLE: list[tuple[str, list[str], list[str]]] = [
     ("selfplay_algo", ["arena=selfplay", "arena.algo=dqn"], ["arena.algo must be one of"]),
     ("selfplay_games_zero", ["arena=selfplay", "arena.games_per_step=0"], ["arena.games_per_step=0"]),
     ("selfplay_pool_zero", ["arena=selfplay", "arena.league.pool_size=0"], ["arena.league.pool_size=0"]),
-    ("selfplay_keep_best", ["arena=selfplay", "arena.eval.keep_best=win_rate_vs_nobody"], ["is not a per-epoch evaluation"]),
     # a flat setting of 0.2 names its new place (settings were grouped)
     ("selfplay_old_key", ["arena=selfplay", "arena.collect_workers=2"], ["arena.collect_workers is now arena.workers.count", "write arena.workers.count=2"]),
     ("selfplay_old_search_key", ["arena=selfplay", "arena.search_updates=400"], ["arena.search_updates is now arena.search.updates"]),

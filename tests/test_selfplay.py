@@ -6,6 +6,7 @@ from __future__ import annotations
 import base64
 import hashlib
 import json
+import math
 import os
 import shutil
 import subprocess
@@ -28,7 +29,12 @@ from paddlecraft.arenas.engine.checkpoint import join_arrays, list_checkpoints, 
 from paddlecraft.arenas.engine.rng import seed_everything
 from paddlecraft.arenas.games import MinimaxPlayer, TicTacToe, random_legal
 from paddlecraft.arenas.selfplay import tictactoe_losing_lines
-from paddlecraft.arenas.selfplay.league import LeagueTable, OpponentPool
+from paddlecraft.arenas.selfplay.league import (
+    SNAPSHOT_MIN_GAMES,
+    SNAPSHOT_SCORE,
+    LeagueTable,
+    OpponentPool,
+)
 from paddlecraft.arenas.selfplay.ppo import mirror_samples
 from paddlecraft.encoders.tensorio import CheckpointError
 
@@ -221,10 +227,24 @@ def _arena(policy, **kw):
     return SelfPlayArena({"policy": policy}, **merged(base, kw))
 
 
+def test_the_learner_joins_the_pool_once_it_beats_it():
+    """With ``snapshot_every=0`` a snapshot is due once the learner's score vs the pool
+    reaches `SNAPSHOT_SCORE` over at least `SNAPSHOT_MIN_GAMES` games, not before."""
+    policy = Policy("policy", encoder=TTT_MLP, obs_shape=[3, 3, 2], num_actions=9, seed=0)
+    arena = _arena(policy, league={"snapshot_every": 0})
+    arena.pool_results = [1.0] * (SNAPSHOT_MIN_GAMES - 1)  # too few games
+    assert arena._snapshot_due() is None
+    wins = math.ceil(SNAPSHOT_SCORE * SNAPSHOT_MIN_GAMES)  # the rest lost: the bar reached
+    arena.pool_results = [1.0] * wins + [0.0] * (SNAPSHOT_MIN_GAMES - wins)
+    assert arena._snapshot_due() == f"score vs pool {wins / SNAPSHOT_MIN_GAMES:.2f} >= 0.7"
+    arena.pool_results = [1.0] * (wins - 1) + [0.0] * (SNAPSHOT_MIN_GAMES - wins + 1)
+    assert arena._snapshot_due() is None
+
+
 def test_check_arena_passes_on_selfplay():
     seed_everything(0)
     policy = Policy("policy", encoder=TTT_MLP, obs_shape=[3, 3, 2], num_actions=9, seed=0)
-    passed = check_arena(_arena(policy, eval={"keep_best": "no_loss_rate_vs_minimax"}), steps=2)
+    passed = check_arena(_arena(policy), steps=2)
     assert "resume from a checkpoint is bit-identical" in passed
 
 
@@ -237,7 +257,7 @@ def test_resume_in_a_fresh_arena_restores_pool_and_ratings(tmp_path):
 
     seed_everything(0)
     p1 = build()
-    full = _arena(p1, algo="a2c", eval={"keep_best": "win_rate_vs_random"})
+    full = _arena(p1, algo="a2c")
     out = run_arena(full, tmp_path / "full", cbs())
     ref = {k: v.numpy().copy() for k, v in p1.state_dict().items()}
     ref_tree, ref_arrays = split_arrays(full.arena_state())
@@ -246,7 +266,7 @@ def test_resume_in_a_fresh_arena_restores_pool_and_ratings(tmp_path):
     seed_everything(0)
     p2 = build()
     run_arena(
-        _arena(p2, algo="a2c", eval={"keep_best": "win_rate_vs_random"}),
+        _arena(p2, algo="a2c"),
         tmp_path / "part",
         cbs(),
         max_steps=3,
@@ -255,17 +275,14 @@ def test_resume_in_a_fresh_arena_restores_pool_and_ratings(tmp_path):
 
     seed_everything(123)
     p3 = build()
-    resumed = _arena(p3, algo="a2c", eval={"keep_best": "win_rate_vs_random"})
+    resumed = _arena(p3, algo="a2c")
     out = run_arena(resumed, tmp_path / "part", cbs(), resume=True)
     assert out["step"] == 4
-    # keep_best: the final evaluation played the best policy of the two evaluations
-    assert out["metrics"]["selected_update"] in (2.0, 4.0)
-    assert got_best(resumed) == got_best(full)
     for k, v in p3.state_dict().items():
         assert np.array_equal(v.numpy(), ref[k]), k
     got_tree, got_arrays = split_arrays(resumed.arena_state())
     assert got_tree["pool"] == ref_tree["pool"] and got_tree["league"] == ref_tree["league"]
-    assert got_arrays.keys() == ref_arrays.keys()  # the pool's snapshots and the best one
+    assert got_arrays.keys() == ref_arrays.keys()  # the pool's snapshots
     assert all(np.array_equal(got_arrays[k], ref_arrays[k]) for k in ref_arrays)
     assert len(resumed.pool) >= 2
     assert_chart(tmp_path / "part" / "ratings.png", (900, 520))
@@ -298,10 +315,6 @@ def test_mirror_augmentation_matches_mirrored_play(game, make_scope):
         assert m["logp"] is data["logp"]  # the behaviour probability carries over
         g.step(a)
         mirror.step(m["action"])
-
-
-def got_best(arena):
-    return arena.best.step, arena.best_value
 
 
 def test_arena_refuses_a_policy_of_the_wrong_size(make_scope):

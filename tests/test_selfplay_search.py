@@ -75,23 +75,22 @@ def test_alphazero_targets_are_visit_distributions_and_outcomes(make_scope):
     assert np.isfinite(m["loss"]) and m["policy_loss"] > 0 and "clip_frac" not in m
 
 
-@pytest.mark.parametrize("cache", [True, False])
-def test_a_collection_reuses_its_network_results_unless_told_not_to(make_scope, cache):
-    """arena.search.cache: one `CachedEvaluator` per controller (a collection); false:
-    every leaf goes to the network."""
-    from paddlecraft.arenas.games.search import CachedEvaluator, NetworkEvaluator
+def test_a_collection_reuses_its_network_results(make_scope):
+    """One `CachedEvaluator` per controller (a collection): a position met again is looked
+    up, not sent to the network."""
+    from paddlecraft.arenas.games.search import CachedEvaluator
     from paddlecraft.arenas.selfplay.alphazero import search_controller
 
     seed_everything(0)
     policy = Policy(make_scope("cache"), encoder=TTT_MLP, obs_shape=[3, 3, 2], num_actions=9)
-    arena = _az_arena(policy, search={"cache": cache})
+    arena = _az_arena(policy)
     act = search_controller(policy, TicTacToe, arena.cfg.search, np.random.default_rng(5))
     evaluator = act.search.evaluator
-    assert type(evaluator) is (CachedEvaluator if cache else NetworkEvaluator)
+    assert type(evaluator) is CachedEvaluator
     play_out(act, TicTacToe, 16)
-    if cache:  # each move's search starts inside the last one's tree
-        assert evaluator.lookups > 0 and evaluator.hits / evaluator.lookups > 0.3
-        assert evaluator._size == evaluator.lookups - evaluator.hits
+    # each move's search starts inside the last one's tree
+    assert evaluator.lookups > 0 and evaluator.hits / evaluator.lookups > 0.3
+    assert evaluator._size == evaluator.lookups - evaluator.hits
 
 
 def test_alphazero_run_resumes_bit_identically():
@@ -214,12 +213,12 @@ def test_init_policy_starts_from_saved_weights(make_scope, tmp_path):
 
 
 def _ppo_then_search(policy, **kw):
-    """4 updates: PPO for the first 3, then 1 with search (8 games at lr 0.02)."""
-    search = {"updates": 1, "games_per_step": 8, "lr": 0.02, **kw.pop("search", {})}
+    """4 updates: PPO for the first 3, then 1 with search (8 games)."""
+    search = {"updates": 1, "games_per_step": 8, **kw.pop("search", {})}
     return _az_arena(policy, **{"algo": "ppo", **kw, "search": search})
 
 
-POLY = {  # an epoch-stepped schedule the search updates override
+POLY = {  # an epoch-stepped schedule the search updates follow too
     "_target_": "paddle.optimizer.lr.PolynomialDecay",
     "_partial_": True,
     "decay_steps": 2,
@@ -227,7 +226,7 @@ POLY = {  # an epoch-stepped schedule the search updates override
 }
 
 
-def test_ppo_then_search_switches_algorithm_games_and_lr(make_scope):
+def test_ppo_then_search_switches_algorithm_and_games(make_scope):
     seed_everything(0)
     policy = Policy(
         make_scope("phase"), encoder=TTT_MLP, obs_shape=[3, 3, 2], num_actions=9, seed=0,
@@ -238,8 +237,8 @@ def test_ppo_then_search_switches_algorithm_games_and_lr(make_scope):
     for update in range(4):
         m = arena.train_step(update)
         seen.append((m["search_update"], "clip_frac" in m, m["games_vs_self"] + m["games_vs_pool"]))
-        # the schedule's 0.005, then its epoch-1 value, then search.lr in the search update
-        assert policy.optimizer.get_lr() == pytest.approx([0.005, 0.005, 0.00255, 0.02][update])
+        # the schedule's 0.005, then its epoch-1 value, in the search update as well
+        assert policy.optimizer.get_lr() == pytest.approx([0.005, 0.005, 0.00255, 0.00255][update])
         if update == 1:
             arena.on_epoch_end(0)
     # games against the latest self and the pool: 12 x (1 - 0.25 random) per PPO update,
@@ -250,7 +249,7 @@ def test_ppo_then_search_switches_algorithm_games_and_lr(make_scope):
 
 def test_search_every_interleaves_ppo_and_search_updates(make_scope):
     """search.updates=4, search.every=2: PPO, search, PPO, search; the PPO updates between
-    search updates train at the schedule's rate, the search updates at search.lr."""
+    search updates and the search updates alike train at the schedule's rate."""
     seed_everything(0)
     policy = Policy(
         make_scope("mix"), encoder=TTT_MLP, obs_shape=[3, 3, 2], num_actions=9, seed=0,
@@ -261,7 +260,7 @@ def test_search_every_interleaves_ppo_and_search_updates(make_scope):
     for update in range(4):
         m = arena.train_step(update)
         seen.append((m["search_update"], "clip_frac" in m, m["games_vs_self"] + m["games_vs_pool"]))
-        assert policy.optimizer.get_lr() == pytest.approx([0.005, 0.02][update % 2])
+        assert policy.optimizer.get_lr() == pytest.approx(0.005)
     assert seen == [(0.0, True, 9.0), (1.0, False, 6.0)] * 2
 
 
@@ -283,15 +282,3 @@ def test_ppo_then_search_resumes_bit_identically_across_the_switch():
     # the checkpoint is taken after update 2: the resumed half does PPO, then search
     passed = check_arena(_ppo_then_search(policy), steps=2)
     assert "resume from a checkpoint is bit-identical" in passed
-
-
-def test_policy_coef_zero_trains_the_value_only(make_scope):
-    """update.policy_coef=0: the visit counts do not train the policy head; the value head learns."""
-    seed_everything(0)
-    policy = Policy(make_scope("vonly"), encoder=TTT_MLP, obs_shape=[3, 3, 2], num_actions=9)
-    arena = _az_arena(policy, update={"policy_coef": 0.0})
-    before = {p.name: p.numpy().copy() for p in policy.parameters()}
-    arena.train_step(0)
-    moved = {p.name for p in policy.parameters() if not np.array_equal(before[p.name], p.numpy())}
-    assert moved and not any(".policy_head." in n for n in moved)
-    assert any(".value_head." in n for n in moved)

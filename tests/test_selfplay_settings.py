@@ -39,11 +39,15 @@ FLAT_DEFAULTS = {
 
 #: settings added after 0.2 (no flat name): their place and default
 ADDED = {
-    "update.replay": 0, "update.average_duplicates": False, "search.cache": True,
-    "search.reuse": False, "search.network_copy": True, "search.forced_playouts": 0.0,
+    "update.replay": 0, "update.average_duplicates": False, "search.reuse": False,
+    "search.forced_playouts": 0.0,
 }  # fmt: skip
 #: 0.2's flat settings removed since (`paddlecraft.compat.REMOVED`): their places
-GONE = {"policy_target": "search.policy_target"}
+GONE = {
+    "policy_target": "search.policy_target", "policy_coef": "update.policy_coef",
+    "search_lr": "search.lr", "snapshot_score": "league.snapshot_score",
+    "snapshot_min_games": "league.snapshot_min_games", "keep_best": "eval.keep_best",
+}  # fmt: skip
 
 
 def flat(arena: dict) -> dict:
@@ -74,7 +78,7 @@ def test_every_flat_setting_has_its_place_and_its_default():
         + sum(len(OmegaConf.to_container(nested[f.name])) for f in groups)
     )
     # nothing lost; what was added since is listed
-    assert leaves == len(FLAT_DEFAULTS) - len(GONE) + len(ADDED) == 40 + len(ADDED)
+    assert leaves == len(FLAT_DEFAULTS) - len(GONE) + len(ADDED) == 35 + len(ADDED)
 
 
 def test_upgrade_moves_flat_keys_into_their_groups():
@@ -104,7 +108,6 @@ def test_an_old_key_in_python_names_its_new_place():
         ({"search": {"temperature_moves": -1}}, "arena.search.temperature_moves=-1: must be >= 0"),
         ({"search": {"updates": 5}}, "arena.search.updates must be in [0, epochs x steps_per_epoch = 4]"),
         ({"search": {"games_per_step": 0}}, "arena.search.games_per_step must be >= 1"),
-        ({"search": {"lr": -1.0}}, "arena.search.lr must be > 0"),
         ({"search": {"every": 0}}, "arena.search.every must be >= 1"),
         ({"league": {"latest_ratio": 1.5}}, "arena.league.latest_ratio must be in [0, 1]"),
         ({"league": {"pool_size": 0}}, "arena.league.pool_size=0: must be >= 1"),
@@ -145,12 +148,7 @@ def test_a_run_saved_with_flat_keys_resumes_bit_identically(compose_config, tmp_
         return run_config(compose_config(*TINY, *overrides), run_dir, overrides=list(overrides))
 
     grouped, old = tmp_path / "grouped", tmp_path / "flat"
-    run(
-        grouped,
-        "trainer.max_steps=2",
-        "arena.search.cache=false",
-        "arena.search.network_copy=false",
-    )  # as 0.2 searched
+    run(grouped, "trainer.max_steps=2")
     shutil.copytree(grouped, old)
     saved = yaml.safe_load((old / "config.yaml").read_text())
     saved["arena"] = flat(saved["arena"])
@@ -161,11 +159,7 @@ def test_a_run_saved_with_flat_keys_resumes_bit_identically(compose_config, tmp_
     today = yaml.safe_load((grouped / "config.yaml").read_text())["arena"]
     for key in ADDED:  # 0.2 had no such setting: the upgraded config leaves it to its default
         group, leaf = key.split(".")
-        if key in SelfPlayConfig.AS_BEFORE:  # unless the default changed how a run plays
-            assert upgraded["arena"][group][leaf] is SelfPlayConfig.AS_BEFORE[key] is False
-            assert today[group][leaf] is False
-        else:
-            assert today[group].pop(leaf) == ADDED[key]
+        assert today[group].pop(leaf) == ADDED[key]
     assert upgraded["arena"] == today
 
     outs = [run(d, f"resume={d}", "trainer.max_steps=null") for d in (grouped, old)]
@@ -190,16 +184,24 @@ def test_a_removed_setting_loads_at_its_old_default_and_is_refused_otherwise():
 
     saved = {
         "epochs": 2,
-        "search": {"late_moves": 0, "simulations": 5, "cache": True, "network_copy": True},
-        "eval": {"average_last": 0},
-    }
+        "search": {"late_moves": 0, "simulations": 5, "cache": True, "network_copy": True,
+                   "lr": None},
+        "update": {"policy_coef": 1.0, "epochs": 3},
+        "league": {"snapshot_score": 0.7, "snapshot_min_games": 256, "pool_size": 4},
+        "eval": {"average_last": 0, "keep_best": None},
+    }  # fmt: skip
     SelfPlayArena.upgrade_saved(saved)
-    kept = {"simulations": 5, "cache": True, "network_copy": True}
-    assert saved == {"epochs": 2, "search": kept, "eval": {}}
-    with pytest.raises(CheckpointError) as e:
-        SelfPlayArena.upgrade_saved({"search": {"late_moves": 4}})
-    assert "arena.search.late_moves=4: saved by an earlier PaddleCraft" in str(e.value)
-    assert f"git checkout {REMOVED_AT}" in str(e.value) and "\n" not in str(e.value)
+    assert saved == {"epochs": 2, "search": {"simulations": 5}, "update": {"epochs": 3},
+                     "league": {"pool_size": 4}, "eval": {}}  # fmt: skip
+    for group, key, value in [("search", "late_moves", 4), ("search", "cache", False),
+                              ("search", "network_copy", False), ("search", "lr", 0.02),
+                              ("update", "policy_coef", 0.0), ("league", "snapshot_score", 0.0),
+                              ("league", "snapshot_min_games", 64),
+                              ("eval", "keep_best", "win_rate_vs_random")]:  # fmt: skip
+        with pytest.raises(CheckpointError) as e:
+            SelfPlayArena.upgrade_saved({group: {key: value}})
+        assert f"arena.{group}.{key}={value!r}: saved by an earlier PaddleCraft" in str(e.value)
+        assert f"git checkout {REMOVED_AT}" in str(e.value) and "\n" not in str(e.value)
 
 
 def test_a_policy_saved_with_a_removed_setting_loads_or_is_refused(make_scope, tmp_path):

@@ -40,7 +40,6 @@ MAY_CHANGE: tuple[str, ...] = (
     "arena.eval.simulations",
     "trainer.*",  # checkpoints, logging, evaluation cadence, max_steps, progress...
     "data.workers",  # decoding processes (data order does not depend on it)
-    "arena.search.cache",  # self-play's evaluation cache: the same search, faster
 )
 #: command-line keys that are about the resume itself, not the run
 NOT_SETTINGS = ("resume",)

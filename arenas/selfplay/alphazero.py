@@ -41,17 +41,16 @@ def search_controller(
 ) -> Any:
     """A collection controller: ``(planes, masks) -> (actions, {"pi", "root_value"})``.
 
-    ``cfg`` is ``arena.search`` (`SearchConfig`). Make one per collection: with ``cache``
-    its searches reuse the network's results for positions met before (`CachedEvaluator`),
-    which is right only while the weights stay as they are; with ``network_copy`` they
-    search a NumPy copy of the weights as they were when it was made
-    (`Policy.frozen_evaluator`); with ``reuse`` each search starts from the subtree its
-    predecessor left below the move played (`TreeReuse`). ``pi`` is the policy target,
+    ``cfg`` is ``arena.search`` (`SearchConfig`). Make one per collection: its searches
+    reuse the network's results for positions met before (`CachedEvaluator`), which is
+    right only while the weights stay as they are, and search a NumPy copy of the weights
+    as they were when it was made (`Policy.frozen_evaluator`); with ``reuse`` each search
+    starts from the subtree its predecessor left below the move played (`TreeReuse`). ``pi`` is the policy target,
     the visit distribution (forced playouts pruned, proven roots' best moves only).
     """
-    network = policy.search_settings(frozen=cfg.network_copy)
-    if cfg.cache:  # kept for this controller's life: the weights do not change in it
-        network["evaluate"] = CachedEvaluator(NetworkEvaluator(network["evaluate"]))
+    network = policy.search_settings(frozen=True)
+    # kept for this controller's life: the weights do not change in it
+    network["evaluate"] = CachedEvaluator(NetworkEvaluator(network["evaluate"]))
     settings = SearchSettings(
         simulations=cfg.simulations, c=cfg.c_puct, dirichlet_alpha=cfg.dirichlet_alpha,
         noise_fraction=cfg.noise_fraction, forced_playouts=cfg.forced_playouts,
@@ -84,15 +83,15 @@ def search_controller(
 
 
 def alphazero_step(policy: Any, b: dict[str, np.ndarray], u: Any) -> dict[str, float]:
-    """One gradient step: ``policy_coef`` x cross-entropy to the visit distribution +
-    ``value_coef`` x MSE to the outcome (``u`` is ``arena.update``); returns its metrics."""
+    """One gradient step: cross-entropy to the visit distribution + ``value_coef`` x MSE
+    to the outcome (``u`` is ``arena.update``); returns its metrics."""
     logits, value = policy(b["obs"])  # [B, A], [B]
     logp = policy.masked_log_probs(logits, b["mask"])  # [B, A], ~-1e9 on illegal moves
     pi = policy.to_tensor(b["pi"])
     policy_loss = -(pi * logp).sum(-1).mean()  # pi is 0 where a move is illegal
     z = policy.to_tensor(b["z"])  # [B]
     value_loss = ((value - z) ** 2).mean()
-    loss = u.policy_coef * policy_loss + u.value_coef * value_loss
+    loss = policy_loss + u.value_coef * value_loss
     policy.update(loss)
     p = logp.exp()
     entropy = -(p * logp).sum(-1).mean()

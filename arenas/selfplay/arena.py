@@ -7,7 +7,7 @@ the learner's moves (`.ppo`), or AlphaZero-style on search targets
 (``algo=alphazero``, `.alphazero`), or both: the last ``search.updates`` updates
 form a search phase where every ``search.every``-th update searches. Snapshots join the
 pool every ``league.snapshot_every`` updates or when the learner's score against the pool
-reaches ``league.snapshot_score``; a league table rates the learner, the snapshots and
+reaches `SNAPSHOT_SCORE` (`.league`); a league table rates the learner, the snapshots and
 fixed anchors. ``python run.py arena=selfplay game=tictactoe``.
 
 Scores: ``score`` is win 1, draw 1/2 everywhere (metrics, pool rule, tournaments);
@@ -16,13 +16,12 @@ Scores: ``score`` is win 1, draw 1/2 everywhere (metrics, pool rule, tournaments
 This module is the one class that schedules a step (which opponents,
 which update, when to snapshot); playing is in `.collect`/`.workers`, the
 updates in `.updates` (one rule per algorithm: `.ppo`, `.alphazero`), the pool and ratings
-in `.league`, players in `.player`, settings in `.config`, the policy it ends with in `.final`.
+in `.league`, players in `.player`, settings in `.config`.
 """
 
 from __future__ import annotations
 
 import logging
-import math
 from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any  # noqa: UP035 (OmegaConf needs typing forms)
@@ -38,15 +37,7 @@ from ..games import Player, TicTacToe
 from .analysis import game_spec, outcomes, result_rates, tictactoe_losing_lines
 from .collect import COLLECT_STREAM, LEARNER, Collector
 from .config import CrossChecked, SelfPlayConfig, check_settings
-from .final import ending_metrics
-from .league import (
-    LeagueTable,
-    OpponentPool,
-    Snapshot,
-    snapshot_from_state,
-    snapshot_state,
-    weights_of,
-)
+from .league import SNAPSHOT_MIN_GAMES, SNAPSHOT_SCORE, LeagueTable, OpponentPool
 from .plan import evaluation_plan
 from .player import PolicyPlayer, evaluation_searcher
 from .playing import Controller, play_games
@@ -74,9 +65,7 @@ class SelfPlayArena(CrossChecked, Arena):
             ``eval.games`` (the last one ``eval.final_games``) with the greedy policy,
             seats alternating; ``eval.search_games`` are played in the final evaluation
             by the policy with ``eval.simulations`` PUCT simulations per move (metrics
-            ``search_*``). ``eval.keep_best`` (an evaluation metric) ends the run with the
-            best-evaluated policy, as AlphaGo Zero gated networks against a fixed bar
-            (`.final`).
+            ``search_*``). The run ends with its last policy.
     """
 
     Config = SelfPlayConfig
@@ -146,8 +135,6 @@ class SelfPlayArena(CrossChecked, Arena):
         self.evaluations = 0
         self.pool_results: list[float] = []  # learner's scores vs the pool since the last snapshot
         self.last_snapshot = 0
-        self.best: Snapshot | None = None  # keep_best: the best-scoring policy so far
-        self.best_value = -math.inf
         self.replay = ReplayBuffer(cfg.update.replay) if cfg.update.replay else None
         self.collector = Collector(
             self.policy,
@@ -216,8 +203,6 @@ class SelfPlayArena(CrossChecked, Arena):
         if not self.pool.snapshots:  # the pool starts with the initial policy
             self._take_snapshot()
         searching = self.searching_now()
-        if self.cfg.search.lr is not None and self.updates >= self.search_from:
-            self._set_lr(self.cfg.search.lr if searching else None)
         rollout = self._collect()
         self._last_rollout = rollout
         metrics = self._update(rollout)
@@ -235,14 +220,7 @@ class SelfPlayArena(CrossChecked, Arena):
 
     def evaluate(self) -> dict[str, float]:
         final = self.updates >= self.epochs * self.steps_per_epoch_
-        keep_best = self.cfg.eval.keep_best
-        if not final or not keep_best:
-            return self._evaluate(self.final_eval_games if final else self.eval_games, final)
-        last = self._evaluate(self.eval_games, False)  # the last policy, for comparison
-        assert self.best is not None  # the run ends with the best one (`.final`)
-        OpponentPool.load_into(self.policy, self.best)
-        out = self._evaluate(self.final_eval_games, True)
-        return ending_metrics(out, last, self.best, keep_best, self.best_value)
+        return self._evaluate(self.final_eval_games if final else self.eval_games, final)
 
     def _evaluate(self, plan: Mapping[str, int], final: bool) -> dict[str, float]:
         rng = np.random.default_rng([self.seed, EVAL_STREAM, self.evaluations])
@@ -276,11 +254,6 @@ class SelfPlayArena(CrossChecked, Arena):
         out["pool_size"] = float(len(self.pool))
         out["snapshots_taken"] = float(self.pool.created)
         self.league.log_history(self.updates)
-        key = self.cfg.eval.keep_best
-        if key and not final:  # per-epoch plans have it (checked in __init__)
-            if out[key] >= self.best_value:
-                self.best = Snapshot("best", self.updates, weights_of(self.policy))
-                self.best_value = float(out[key])
         return out
 
     def _judge(self) -> dict[str, float]:
@@ -306,8 +279,6 @@ class SelfPlayArena(CrossChecked, Arena):
             "last_snapshot": self.last_snapshot,
             "pool": self.pool.state(),
             "league": self.league.state(),
-            "best": None if self.best is None else snapshot_state(self.best),
-            "best_value": self.best_value if self.best is not None else None,
             "replay": None if self.replay is None else self.replay.state(),
         }
 
@@ -318,9 +289,6 @@ class SelfPlayArena(CrossChecked, Arena):
         self.last_snapshot = int(state["last_snapshot"])
         self.pool.load_state(state["pool"])
         self.league.load_state(state["league"])
-        best = state.get("best")
-        self.best = None if best is None else snapshot_from_state(best)
-        self.best_value = -math.inf if best is None else float(state["best_value"])
         saved = state.get("replay")
         saved_size = 0 if saved is None else int(saved["capacity"])
         if saved_size != self.cfg.update.replay:
@@ -399,17 +367,6 @@ class SelfPlayArena(CrossChecked, Arena):
         return outcomes(winner, policy_seat)
 
     # ------------------------------------------------------------------ learning
-    def _set_lr(self, lr: float | None) -> None:
-        """Train this update at ``lr`` (``search.lr``), or at the policy's own (schedule's)
-        rate where ``None``: set before every update of the search phase, so a resume and
-        PPO updates between search updates agree."""
-        sched = self.policy.scheduler
-        if sched is not None:
-            # the scheduler's epoch-end step recomputes last_lr; it is set again here
-            sched.last_lr = lr if lr is not None else sched.get_lr()
-        else:
-            self.policy.optimizer.set_lr(lr if lr is not None else self.policy.lr)
-
     def _update(self, rollout: dict[str, Any]) -> dict[str, float]:
         """Train on the step's games with the current update's algorithm (`.updates`)."""
         return apply_update(
@@ -423,11 +380,10 @@ class SelfPlayArena(CrossChecked, Arena):
         if cfg.snapshot_every and self.updates - self.last_snapshot >= cfg.snapshot_every:
             return f"every {cfg.snapshot_every} updates"
         if (
-            cfg.snapshot_score > 0
-            and len(self.pool_results) >= cfg.snapshot_min_games
-            and float(np.mean(self.pool_results)) >= cfg.snapshot_score
+            len(self.pool_results) >= SNAPSHOT_MIN_GAMES
+            and float(np.mean(self.pool_results)) >= SNAPSHOT_SCORE
         ):
-            return f"score vs pool {np.mean(self.pool_results):.2f} >= {cfg.snapshot_score}"
+            return f"score vs pool {np.mean(self.pool_results):.2f} >= {SNAPSHOT_SCORE}"
         return None
 
     def _take_snapshot(self) -> None:

@@ -182,8 +182,8 @@ def cache_metrics(controllers: list[Controller]) -> dict[str, float]:
     """``{"search_cache_hits": share}``: the share of the learner's leaf evaluations its
     evaluation cache answered in this collection (`CachedEvaluator`), and
     ``{"search_reused": share}``: the share of its searches that started from a kept
-    subtree (`TreeReuse`); each empty without one (``arena.search.cache=false``,
-    ``arena.search.reuse=false``, PPO, or the games played on workers)."""
+    subtree (`TreeReuse`); each empty without one (``arena.search.reuse=false``, PPO, or
+    the games played on workers)."""
     out: dict[str, float] = {}
     search = getattr(controllers[0], "search", None) if controllers else None
     cache = getattr(search, "evaluator", None)

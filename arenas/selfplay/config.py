@@ -48,9 +48,6 @@ class UpdateConfig:
     """PPO/A2C: GAE lambda (1: Monte Carlo returns; 0: one-step TD)."""
     value_coef: float = 0.5
     """Weight of the value loss (every algorithm)."""
-    policy_coef: float = 1.0
-    """Search updates (``algo=alphazero`` and the search phase): weight of the visit-count
-    loss (0: train the value head only)."""
     entropy_coef: float = 0.01
     """PPO/A2C: entropy bonus."""
     replay: int = 0
@@ -87,11 +84,8 @@ class LeagueConfig:
     pool_opponents_per_step: int = 4
     """Snapshots drawn from the pool per update."""
     snapshot_every: int = 10
-    """Snapshot the learner every N updates (0: off)."""
-    snapshot_score: float = 0.7
-    """Snapshot when the learner's score (win 1, draw 1/2) vs the pool reaches this (0: off)."""
-    snapshot_min_games: int = 256
-    """Pool games needed before the score rule applies."""
+    """Snapshot the learner every N updates (0: off); it is also snapshotted once its
+    score vs the pool reaches `SNAPSHOT_SCORE` over `SNAPSHOT_MIN_GAMES` games (`.league`)."""
     train_anchors: dict[str, float] = field(default_factory=dict)
     """``{baseline: share of games}``: scripted opponents in training."""
 
@@ -101,7 +95,7 @@ class LeagueConfig:
             raise ConfigError(f"{at}.latest_ratio must be in [0, 1], got {self.latest_ratio}")
         _need(self.pool_size >= 1, f"{at}.pool_size", self.pool_size, ">= 1",
               f"e.g. {at}.pool_size=16")  # fmt: skip
-        for key in ("pool_opponents_per_step", "snapshot_every", "snapshot_min_games"):
+        for key in ("pool_opponents_per_step", "snapshot_every"):
             value = getattr(self, key)
             _need(value >= 0, f"{at}.{key}", value, ">= 0", f"e.g. {at}.{key}=0")
 
@@ -127,8 +121,6 @@ class EvalConfig:
     search_good_move_rate (extra ``solver``; 0: off)."""
     headline_metric: Optional[str] = None  # noqa: UP045
     """The run's headline metric (null: chosen by the final opponents)."""
-    keep_best: Optional[str] = None  # noqa: UP045
-    """End with the policy best on this per-epoch metric instead of the last one."""
 
     def check(self, at: str = "arena.eval") -> None:
         """Refuse values no evaluation can use, naming ``<at>.<key>``."""
@@ -189,9 +181,6 @@ class SelfPlayConfig(ArenaConfig):
     #: the flat keys of PaddleCraft 0.2 and where they are now (``old: group.new``), from
     #: the one rename table of `paddlecraft.compat`
     RENAMED: ClassVar[dict[str, str]] = RENAMED["selfplay_setting"]
-    #: settings added since whose default changed how a run plays, and the value a run
-    #: saved before them resumes with (`paddlecraft.compat.settings_as_saved`)
-    AS_BEFORE: ClassVar[dict[str, Any]] = {"search.cache": False, "search.network_copy": False}
     #: the `paddlecraft.compat.REMOVED` table of the settings removed since
     REMOVED: ClassVar[str] = "selfplay_setting"
 

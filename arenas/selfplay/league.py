@@ -18,6 +18,13 @@ from safetensors.numpy import load as st_load
 
 from paddlecraft.encoders.tensorio import CheckpointError
 
+#: the learner joins the pool as a snapshot once its mean score (win 1, draw 1/2, loss 0)
+#: over the pool games since the last snapshot reaches this, in [0, 1] (`SelfPlayArena`;
+#: besides ``arena.league.snapshot_every``)
+SNAPSHOT_SCORE = 0.7
+#: pool games since the last snapshot needed before `SNAPSHOT_SCORE` is checked (>= 0)
+SNAPSHOT_MIN_GAMES = 256
+
 # ---------------------------------------------------------------------- opponent pool
 
 

@@ -7,12 +7,9 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-import numpy as np
-
 from paddlecraft.errors import ConfigError
 
 from ..games import ConnectFour, Player, TicTacToe, make_baseline
-from .analysis import result_rates
 from .config import SelfPlayConfig
 
 __all__ = ["EvalPlan", "evaluation_plan"]
@@ -32,7 +29,7 @@ class EvalPlan:
 def evaluation_plan(cfg: SelfPlayConfig, spec: Any, train_anchors: Mapping[str, float]) -> EvalPlan:
     """The plan ``cfg.eval`` asks for on the game ``spec`` (a `GameSpec`), with the
     training anchors' baselines; one `ConfigError` naming the setting for what the game
-    cannot give (a baseline or the solver without native rules, an unknown ``keep_best``)."""
+    cannot give (a baseline or the solver without native rules)."""
     rules = spec.rules
     default = {"random": 100, **({"minimax": 100} if rules is TicTacToe else {})}
     games = {str(k): int(v) for k, v in (cfg.eval.games or default).items()}
@@ -55,14 +52,6 @@ def evaluation_plan(cfg: SelfPlayConfig, spec: Any, train_anchors: Mapping[str, 
         from ..games.solver import SolverPlayer
 
         SolverPlayer()  # the extra is missing: one error line now, not after training
-    if cfg.eval.keep_best:  # checked now, not at the first evaluation an epoch later
-        rates = result_rates(np.zeros(1))
-        known = {f"{k}_vs_{b}" for k in rates for b, n in games.items() if n > 0}
-        if cfg.eval.keep_best not in known:
-            raise ConfigError(
-                f"arena.eval.keep_best={cfg.eval.keep_best!r} is not a per-epoch evaluation "
-                f"metric; choose one of {sorted(known)} (from arena.eval.games)"
-            )
     headline = cfg.eval.headline_metric
     if headline is None:
         if "minimax" in final:

@@ -111,9 +111,9 @@ class SearchPlayer(Player):
     all the boards of a call, one network call per simulation. Values are backed up with
     the policy's ``value_discount``, the one it was trained with. With ``cache`` (the default) the network's results are kept
     by position for the player's life (`CachedEvaluator`): the next move's search reuses
-    the last one's; and, with ``network_copy`` too (the default), the network is a NumPy
-    copy of the weights as they were when the player was made (`Policy.frozen_evaluator`);
-    make a new player once the policy has trained further. With ``reuse`` each search
+    the last one's, and the network is a NumPy copy of the weights as they were when the
+    player was made (`Policy.frozen_evaluator`); make a new player once the policy has
+    trained further (``cache=False``: Paddle's forward on the weights as they are). With ``reuse`` each search
     starts from the subtree the player's previous search left below the move played and
     the opponent's reply (`TreeReuse`, as AlphaZero plays its games), so ``simulations``
     add to the visits kept there; found by position, so it holds across batches whose
@@ -134,7 +134,6 @@ class SearchPlayer(Player):
         name: str | None = None,
         cache: bool = True,
         move: str | None = None,
-        network_copy: bool = True,
         reuse: bool = False,
         partners: tuple[Policy, ...] = (),
     ) -> None:
@@ -148,7 +147,7 @@ class SearchPlayer(Player):
         if self.move not in MOVE_RULES:
             raise ValueError(f"SearchPlayer: move={self.move!r}, expected one of {MOVE_RULES}")
         # cached: the weights stay as now, so a copy of them serves as well
-        frozen = cache and network_copy
+        frozen = cache
         settings = policy.search_settings(frozen=frozen)
         self.partners = tuple(partners)
         _check_partners(policy, self.partners)
@@ -180,11 +179,8 @@ class SearchPlayer(Player):
 def evaluation_searcher(policy: Policy, rules: Any, cfg: Any) -> SearchPlayer:
     """The searching player of a self-play arena's evaluations, made per evaluation (the
     weights as they are then): ``cfg`` is ``arena`` (``eval.simulations``,
-    ``search.c_puct``; ``search.network_copy``, so a run saved before it evaluates as it
-    ran)."""
-    search = cfg.search
-    return SearchPlayer(policy, rules, cfg.eval.simulations, search.c_puct,
-                        network_copy=search.network_copy)  # fmt: skip
+    ``search.c_puct``)."""
+    return SearchPlayer(policy, rules, cfg.eval.simulations, cfg.search.c_puct)
 
 
 def search_player(

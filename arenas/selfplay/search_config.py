@@ -44,25 +44,11 @@ class SearchConfig:
     """In the search phase every N-th update searches (>= 1), the others train with ``algo``."""
     games_per_step: Optional[int] = None  # noqa: UP045
     """Games per search update (>= 1; null: ``arena.games_per_step``)."""
-    lr: Optional[float] = None  # noqa: UP045
-    """The policy's learning rate in search updates (> 0; null: its own schedule's)."""
     forced_playouts: float = 0.0
     """KataGo's forced playouts and policy target pruning: every root move a training
     search visits gets at least ``sqrt(k P N)`` visits (``k`` this, >= 0, KataGo's 2;
     ``P`` its noised prior, ``N`` the root's visits), and those visits are pruned from the
     policy target and the move sampled (0: off)."""
-    cache: bool = True
-    """Keep the network's priors and value of every position a collection's searches
-    evaluate, and look them up when a later search (the next move's, another game's)
-    meets the position again (`CachedEvaluator`): the same search, fewer network calls.
-    The results match uncached ones up to float rounding, so runs differ in their last
-    bits (false: every leaf is evaluated)."""
-    network_copy: bool = True
-    """Evaluate a collection's searches, and the evaluations' searching player, with a
-    NumPy copy of the network made when each starts (`Policy.frozen_evaluator`: MLP and
-    line-feature encoders on the CPU; others use Paddle's forward either way): the same
-    priors and values up to float rounding, fewer seconds per network call (false:
-    Paddle's forward)."""
     reuse: bool = False
     """Start each training search from the subtree the previous one left below the move
     played (AlphaZero's and KataGo's tree reuse, `TreeReuse`): its visits count with the
@@ -91,8 +77,6 @@ class SearchConfig:
                 f"{at}.games_per_step must be >= 1 or null (arena.games_per_step), got "
                 f"{self.games_per_step}"
             )
-        if self.lr is not None and not self.lr > 0:
-            raise ConfigError(f"{at}.lr must be > 0 or null, got {self.lr}")
 
 
 def sampling_temperature(ply: np.ndarray, cfg: Any) -> np.ndarray:
