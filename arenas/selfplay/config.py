@@ -20,7 +20,7 @@ line is refused with one line naming its new place.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, ClassVar, Optional  # noqa: UP035 (OmegaConf needs typing forms)
+from typing import ClassVar, Optional  # noqa: UP035 (OmegaConf needs typing forms)
 
 from paddlecraft.agents.settings import ConfigError
 from paddlecraft.compat import RENAMED
