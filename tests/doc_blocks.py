@@ -205,9 +205,18 @@ def block_commands(block: Block) -> list[RunCommand]:
     return out
 
 
+#: the results page's ablation provenance: commands of removed settings, which run at the
+#: commit each row names (``git checkout <last_commit>``), not on this one
+AT_THEIR_COMMIT = re.compile(
+    r"<!-- --8<-- \[start:ablations_provenance\] -->.*?<!-- --8<-- \[end:ablations_provenance\] -->",
+    re.S,
+)
+
+
 def inline_commands(page: Path) -> list[RunCommand]:
-    """Complete run commands written in prose (inside single backticks, outside blocks)."""
-    text = FENCE.sub("", page.read_text())
+    """Complete run commands written in prose (inside single backticks, outside blocks and
+    outside the ablation provenance table)."""
+    text = AT_THEIR_COMMIT.sub("", FENCE.sub("", page.read_text()))
     rel = page.relative_to(ROOT).as_posix()
     out = []
     for m in re.finditer(r"(?<!`)`([^`\n]+)`(?!`)", text):
