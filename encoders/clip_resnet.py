@@ -22,7 +22,7 @@ from paddle import nn
 
 from .base import Encoder, InputSpec, LayerSpec, Tensor
 from .clip_keys import OPEN_CLIP, check_projection, detect_clip_source
-from .clip_vision import pixel_stats
+from .clip_vision import clip_normalize
 from .image_mlp import dense
 from .pretrained import PretrainedLoadError
 
@@ -211,9 +211,7 @@ class CLIPResNetEncoder(Encoder):
 
     def _forward(self, x: Tensor) -> dict[str, Tensor]:
         if self.normalize:
-            stats = pixel_stats(self.in_channels)  # mean, std: [C] each
-            mean, std = (paddle.to_tensor(a.reshape(1, -1, 1, 1)).astype(x.dtype) for a in stats)
-            x = (x - mean) / std  # [B, C, H, W]
+            x = clip_normalize(x)  # [B, C, H, W]
         h = self.layers["stem"](x)  # [B, W, H/4, W/4]
         for i in range(1, 5):
             h = self.layers[f"layer{i}"](h)  # layer4: [B, 32 W, H/32, W/32]

@@ -195,9 +195,7 @@ class CLIPVisionEncoder(Encoder):
     # ------------------------------------------------------------------ graph
     def _forward(self, x: Tensor) -> dict[str, Tensor]:
         if self.normalize:
-            stats = pixel_stats(self.in_channels)  # mean, std: [C] each
-            mean, std = (paddle.to_tensor(a.reshape(1, -1, 1, 1)).astype(x.dtype) for a in stats)
-            x = (x - mean) / std  # [B, C, H, W]
+            x = clip_normalize(x)  # [B, C, H, W]
         h = self.layers["embeddings"](x)  # [B, N + 1, W]
         h = self.layers["pre_layernorm"](h)
         for i in range(self.depth):
@@ -296,6 +294,13 @@ def pixel_stats(channels: int) -> tuple[np.ndarray, np.ndarray]:
     if channels == 3:
         return mean, std
     return np.full(channels, mean.mean(), "float32"), np.full(channels, std.mean(), "float32")
+
+
+def clip_normalize(x: Tensor) -> Tensor:
+    """Images in [0, 1] ``[B, C, H, W]`` to CLIP's normalised pixels (`pixel_stats` of C)."""
+    stats = pixel_stats(x.shape[1])  # mean, std: [C] each
+    mean, std = (paddle.to_tensor(a.reshape(1, -1, 1, 1)).astype(x.dtype) for a in stats)
+    return (x - mean) / std
 
 
 def _match(pattern: str, key: str) -> tuple[str, str] | None:
