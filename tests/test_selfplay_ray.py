@@ -8,34 +8,23 @@ from __future__ import annotations
 import contextlib
 import os
 import re
-import shutil
 import socket
 import stat
-import subprocess
 import sys
 from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
 
+from tests.ray_namespace import run_namespace_cases
+
 ROOT = Path(__file__).resolve().parents[1]
 
 
 def _namespace_cases(marker: str) -> None:
-    """Run the cases of ``tests/ray_netns_cases.py`` selected by ``-m marker`` inside a
-    fresh network namespace (one Ray start for them, plus one for the two-node cluster)."""
-    if shutil.which("unshare") is None or shutil.which("ip") is None:
-        pytest.fail("these tests need unshare(1) and ip(8) (util-linux, iproute2)")
-    inner = (
-        f"ip link set lo up && {sys.executable} -m pytest -q -x -p no:cacheprovider "
-        f"-m '{marker}' {ROOT / 'tests' / 'ray_netns_cases.py'}"
-    )
-    env = {**os.environ, "OMP_NUM_THREADS": "1", "RAY_AUTH_MODE": "disabled"}
-    proc = subprocess.run(
-        ["unshare", "-rn", "sh", "-c", inner], cwd=ROOT, env=env, capture_output=True, text=True
-    )
-    assert proc.returncode == 0, proc.stdout[-6000:] + proc.stderr[-3000:]
-    assert " passed" in proc.stdout and "failed" not in proc.stdout
+    """The cases of ``tests/ray_netns_cases.py`` selected by ``-m marker`` (one Ray start
+    for them, plus one for the two-node cluster)."""
+    run_namespace_cases("ray_netns_cases.py", marker)
 
 
 def test_ray_collection_cases_in_a_loopback_only_namespace():
@@ -140,7 +129,7 @@ def _mode(path: Path) -> int:
 
 def test_the_ray_token_file_is_the_owners_only(tmp_path, monkeypatch):
     """Ray writes ``~/.ray/auth_token`` 0644; a local Ray started here finds it 0600."""
-    from paddlecraft.arenas.selfplay.local_ray import private_token_file, start_local_ray
+    from paddlecraft.arenas.engine.local_ray import private_token_file, start_local_ray
 
     home = tmp_path / "home"
     monkeypatch.setenv("HOME", str(home))

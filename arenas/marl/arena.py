@@ -3,10 +3,11 @@
 ``python run.py arena=marl env=simple_spread``. Each group of agents (BenchMARL's: agents
 named ``<group>_<i>``, or ``arena.groups``) acts with one `GroupPolicy`,
 ``agents.<group>``. A step resets every copy of the environment (seeds from the run's
-seed and the update), rolls ``rollout_steps`` steps, then runs PPO on each group's
-samples: GAE, value and advantage normalisation, ratio and value clipping, an entropy
-bonus. Every draw comes from a stream of ``(seed, purpose, update)``, so a resumed run
-repeats the uninterrupted one bit for bit.
+seed and the update), rolls ``rollout_steps`` steps (in this process, or split over Ray
+workers: ``arena.workers.count``, `.workers`), then runs PPO on each group's samples: GAE,
+value and advantage normalisation, ratio and value clipping, an entropy bonus. Every draw
+comes from a stream of ``(seed, purpose, update)`` (a rollout's: one per copy too), so a
+resumed run repeats the uninterrupted one bit for bit, with or without workers.
 """
 
 from __future__ import annotations
@@ -23,12 +24,14 @@ from paddlecraft.agents.group_policy import GroupPolicy
 from paddlecraft.agents.settings import ConfigError
 
 from ..engine import Arena
+from ..engine.ray_pool import require_ray
 from .config import MarlConfig, check_settings
 from .envs import check_groups, default_groups, make_env
 from .gae import ValueNorm
-from .rollout import collect, critic_size
+from .rollout import collect, copy_streams, critic_size
 from .update import update_group
 from .vector import BatchedEnv
+from .workers import RolloutPool, rollout_task
 
 log = logging.getLogger("paddlecraft")
 
@@ -55,6 +58,8 @@ class MarlArena(Arena):
         super().__init__(agents, seed=seed, **settings)  # data: none (the env makes it)
         cfg: MarlConfig = self.cfg
         check_settings(cfg)
+        if cfg.workers.count:  # the extra is missing: one error line now, not at step 1
+            require_ray()
         self.make = partial(make_env, cfg.env.name, dict(cfg.env.kwargs or {}), cfg.env.cls)
         probe = self.make()
         probe.reset(seed=int(seed))
@@ -85,6 +90,9 @@ class MarlArena(Arena):
             size = critic_size(self.venv, g, self.central)
             pol.bind(self.venv.obs_space[g], self.venv.act_space[g], size, self.groups[g])
         self.eval_env: BatchedEnv | None = None
+        self.rollout_workers: RolloutPool | None = (
+            None  # the Ray workers, started at the first rollout
+        )
         self.live_gif: tuple[int | None, str | None] = (None, None)  # (evaluations, GIF URL)
         # state that checkpoints carry
         self.norms = {g: ValueNorm() for g in self.groups}
@@ -103,16 +111,32 @@ class MarlArena(Arena):
     def stream(self, purpose: int) -> np.random.Generator:
         return np.random.default_rng([self.seed, purpose, self.updates])
 
-    def _seeds(self, rng: np.random.Generator) -> Any:
-        return lambda: int(rng.integers(2**31 - 1))
+    def rollout(self) -> dict[str, Any]:
+        """This update's rollout of every copy, in this process or on the Ray workers;
+        copy ``i`` draws from ``[seed, purpose, update, i]`` either way."""
+        cfg: MarlConfig = self.cfg
+        act_key = [self.seed, ACT_STREAM, self.updates]
+        env_key = [self.seed, ENV_STREAM, self.updates]
+        if not cfg.workers.count:
+            copies = range(cfg.num_envs)
+            return collect(
+                self.venv, self.policies, self.norms, cfg.rollout_steps,
+                copy_streams(act_key, copies), copy_streams(env_key, copies), self.central,
+                check=self.check_interrupt,
+            )  # fmt: skip
+        if self.rollout_workers is None:
+            w = cfg.workers
+            self.rollout_workers = RolloutPool(
+                w.count, cfg.num_envs, (cfg.env.name, dict(cfg.env.kwargs or {}), cfg.env.cls),
+                self.groups, self.policies, self.central, threads_per_worker=w.threads,
+                address=w.ray_address, check=self.check_interrupt,
+            )  # fmt: skip
+        task = rollout_task(self.policies, self.norms, cfg.rollout_steps, act_key, env_key)
+        return self.rollout_workers.collect(task, check=self.check_interrupt)
 
     def train_step(self, batch: int) -> dict[str, float]:
         cfg: MarlConfig = self.cfg
-        data = collect(
-            self.venv, self.policies, self.norms, cfg.rollout_steps, self.stream(ACT_STREAM),
-            self._seeds(self.stream(ENV_STREAM)), self.central,
-            check=self.check_interrupt,
-        )  # fmt: skip
+        data = self.rollout()
         metrics: dict[str, float] = {}
         rng = self.stream(MINIBATCH_STREAM)
         for g, pol in self.policies.items():
@@ -130,11 +154,11 @@ class MarlArena(Arena):
         cfg: MarlConfig = self.cfg
         if self.eval_env is None:
             self.eval_env = BatchedEnv(self.make, cfg.eval_episodes, self.groups)
-        rng = np.random.default_rng([self.seed, EVAL_STREAM])
+        copies = range(cfg.eval_episodes)
         data = collect(
             self.eval_env, self.policies, self.norms, self._episode_steps(),
-            np.random.default_rng([self.seed, EVAL_ACT_STREAM]), self._seeds(rng), self.central,
-            greedy=cfg.eval_greedy,
+            copy_streams([self.seed, EVAL_ACT_STREAM], copies),
+            copy_streams([self.seed, EVAL_STREAM], copies), self.central, greedy=cfg.eval_greedy,
         )  # fmt: skip
         per = {g: np.asarray(data["episode_returns"][g][: cfg.eval_episodes]) for g in self.groups}
         out = {"episode_return": float(np.sum(list(per.values()), axis=0).mean())}
@@ -186,6 +210,9 @@ class MarlArena(Arena):
         return {"groups": self.groups, "env_steps": self.env_steps, "algo": self.cfg.algo}
 
     def close(self) -> None:
+        if self.rollout_workers is not None:  # the Ray workers (and a Ray they started)
+            self.rollout_workers.close()
+            self.rollout_workers = None
         for env in (self.venv, self.eval_env):
             if env is not None:
                 env.close()

@@ -8,6 +8,7 @@ from typing import Any, Optional  # noqa: UP035 (OmegaConf needs typing forms)
 from paddlecraft.agents.settings import ConfigError
 
 from ..engine import ArenaConfig
+from ..engine.ray_pool import WorkersConfig
 
 ALGOS = ("mappo", "ippo")
 
@@ -50,6 +51,9 @@ class MarlConfig(ArenaConfig):
     eval_episodes: int = 32  #: episodes of each evaluation (the same seeds every time)
     eval_greedy: bool = True  #: evaluate with the most likely action (Gaussian: its mean)
     animation: bool = True  #: write episode.gif (the env's rgb_array render) at the end
+    #: rollouts on Ray workers (count > 0: the copies split over them; extra ray), as
+    #: arena=selfplay's; evaluation stays in this process
+    workers: WorkersConfig = field(default_factory=WorkersConfig)
 
 
 def check_settings(cfg: MarlConfig) -> None:
@@ -62,5 +66,12 @@ def check_settings(cfg: MarlConfig) -> None:
             raise ConfigError(f"arena.{key} must be >= 1, got {getattr(cfg, key)}")
     if not 0 < cfg.gamma <= 1 or not 0 <= cfg.gae_lambda <= 1:
         raise ConfigError("arena.gamma must be in (0, 1] and arena.gae_lambda in [0, 1]")
+    cfg.workers.check()
+    if cfg.workers.count > cfg.num_envs:
+        raise ConfigError(
+            f"arena.workers.count={cfg.workers.count} is more than arena.num_envs="
+            f"{cfg.num_envs}: each worker steps at least one copy; lower the count or raise "
+            "num_envs"
+        )
     if not cfg.env.name and not cfg.env.cls:
         raise ConfigError("arena.env: no environment; choose one, e.g. env=simple_spread")

@@ -26,6 +26,7 @@ from paddlecraft.agents.settings import ConfigError
 from paddlecraft.compat import RENAMED
 
 from ..engine import ArenaConfig
+from ..engine.ray_pool import WorkersConfig
 from .search_config import SearchConfig
 from .search_config import need as _need
 
@@ -128,27 +129,6 @@ class EvalConfig:
               f"e.g. {at}.simulations=200")  # fmt: skip
         _need(self.solver_positions >= 0, f"{at}.solver_positions", self.solver_positions,
               ">= 0 (0: off)", f"e.g. {at}.solver_positions=400")  # fmt: skip
-
-
-@dataclass
-class WorkersConfig:
-    """``arena.workers``: where the training games are played."""
-
-    count: int = 0
-    """Ray workers playing the training games (0: in this process; extra ``ray``)."""
-    threads: int = 1
-    """``OMP_NUM_THREADS`` (and Ray CPUs) of each worker."""
-    ray_address: Optional[str] = None  # noqa: UP045
-    """A running Ray cluster to collect on (``auto`` after ``ray start --head``); null: this
-    process's Ray, started locally when none is running."""
-
-    def check(self, at: str = "arena.workers") -> None:
-        """Refuse values no collection can use, naming ``<at>.<key>``."""
-        if self.count < 0 or self.threads < 1:
-            raise ConfigError(
-                f"{at}.count must be >= 0 (0: collect in this process) and {at}.threads "
-                f">= 1, got {self.count} and {self.threads}"
-            )
 
 
 @dataclass

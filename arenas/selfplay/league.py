@@ -18,6 +18,8 @@ from safetensors.numpy import load as st_load
 
 from paddlecraft.encoders.tensorio import CheckpointError
 
+from ..engine.ray_pool import weights_of
+
 #: the learner joins the pool as a snapshot once its mean score (win 1, draw 1/2, loss 0)
 #: over the pool games since the last snapshot reaches this, in [0, 1] (`SelfPlayArena`;
 #: besides ``arena.league.snapshot_every``)
@@ -35,12 +37,6 @@ class Snapshot:
     name: str  #: league name, e.g. ``snap_0003``
     step: int  #: training update at which it was taken
     weights: dict[str, np.ndarray] = field(repr=False)  #: structured state_dict keys
-
-
-def weights_of(layer: Any) -> dict[str, np.ndarray]:
-    """A numpy copy of ``layer.state_dict()`` (structured keys): never a live view, which
-    would follow the optimizer."""
-    return {k: np.array(v.numpy(), copy=True) for k, v in layer.state_dict().items()}
 
 
 class OpponentPool:
