@@ -14,7 +14,8 @@ updates on all of them, exactly as with in-process collection.
 
 With no ``workers.ray_address`` a local Ray starts in this process when it has none (nothing
 to set up on a laptop). Ray is the optional extra ``ray`` (``pip install
-paddlecraft[ray]``), imported only here.
+paddlecraft[ray]``). Starting Ray, replaying a dead worker's slice and cancelling are
+`paddlecraft.arenas.engine.ray_pool.RayPool`'s, shared with arena=marl's rollouts.
 
 Worker ``w`` samples from ``np.random.default_rng([seed, COLLECT_STREAM, update, w])``: a run is
 reproducible (and resumable) for a given worker count; a different count plays
@@ -24,8 +25,8 @@ run goes on exactly as if nothing had happened. A worker that raises ends the ru
 a `CollectorError` carrying its traceback's last line (the whole one is logged).
 
 A stop, pause, SIGTERM or Ctrl-C during a collection takes effect within a second: the
-learner waits for its workers in short `ray.wait` calls (`RayCollectors.poll_s`) and polls
-the arena's ``check_interrupt`` between them. When that raises, every outstanding slice is cancelled
+learner waits for its workers in short `ray.wait` calls (`RayPool.poll_s`) and polls the
+arena's ``check_interrupt`` between them. When that raises, every outstanding slice is cancelled
 (``ray.cancel``) and the step is abandoned like an in-process collection's (the engine
 puts the RNG streams back; a resume re-runs the step exactly). Ray refuses
 ``force=True`` for actor methods; for a running actor method it sets a flag, which each
@@ -91,7 +92,7 @@ class RayCollectors(RayPool):
         game: the game's name (``GameSpec.name``).
         baselines: the scripted players anchors may name (sent once, at start).
         name: scope prefix of the workers' networks.
-        threads_per_worker, address, retries, check: as `RayPool`'s.
+        **pool: `RayPool`'s ``threads_per_worker``, ``address``, ``retries``, ``check``.
     """
 
     def __init__(
@@ -101,10 +102,7 @@ class RayCollectors(RayPool):
         game: str,
         baselines: Mapping[str, Player],
         name: str = "collector",
-        threads_per_worker: int = 1,
-        address: str | None = None,
-        retries: int = 3,
-        check: Callable[[], None] | None = None,
+        **pool: Any,
     ) -> None:
         self.bytes_sent = 0  #: pickled task bytes sent by the last play()
         super().__init__(
@@ -112,10 +110,7 @@ class RayCollectors(RayPool):
             _Collector,
             lambda w: (f"{name}_{w}", dict(policy_config), game, dict(baselines)),
             label="self-play collector",
-            threads_per_worker=threads_per_worker,
-            address=address,
-            retries=retries,
-            check=check,
+            **pool,
         )
 
     def play(
