@@ -6,6 +6,8 @@ importing Paddle: starting them is most of the time); the last case closes it.""
 from __future__ import annotations
 
 import contextlib
+import os
+import signal
 import time
 from pathlib import Path
 
@@ -89,6 +91,27 @@ class _StopAt(Callback):
             loop.request_stop("the test")
 
 
+class _SigtermInRollout(Callback):
+    """At the end of step ``step``: the next rollout sends this process a SIGTERM as it
+    hands the workers their slices (the engine then abandons the step mid-rollout)."""
+
+    def __init__(self, pool, step: int) -> None:
+        self.pool, self.step, self.sent = pool, step, False
+
+    def on_step_end(self, loop, metrics) -> None:
+        if loop.step != self.step:
+            return
+        real = self.pool.collect
+
+        def collect(task, check=None):
+            del self.pool.collect  # the class's method again
+            self.sent = True
+            os.kill(os.getpid(), signal.SIGTERM)
+            return real(task, check)
+
+        self.pool.collect = collect
+
+
 def _run(pool, run_dir: Path, *extra, resume: bool = False) -> tuple[dict, dict]:
     with _on(_arena(2), pool) as arena:
         cbs = [*standard_callbacks(checkpoint_every=1, progress=False), *extra]
@@ -113,6 +136,11 @@ def test_a_run_on_workers_repeats_itself_and_resumes_bit_identically(pool, tmp_p
     resumed, after = _run(pool, tmp_path / "stopped", resume=True)
     assert resumed["status"] == "finished" and resumed["step"] == 4
     assert _same(weights, after) and resumed["metrics"] == first["metrics"]
+    term = _SigtermInRollout(pool, 1)
+    cut, _ = _run(pool, tmp_path / "sigterm", term)
+    assert term.sent and cut["status"] != "finished" and cut["step"] == 1, cut
+    resumed, after = _run(pool, tmp_path / "sigterm", resume=True)
+    assert resumed["step"] == 4 and _same(weights, after)
 
 
 def test_a_stop_while_the_workers_roll_cancels_their_slices_and_keeps_them(pool):

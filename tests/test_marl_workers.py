@@ -113,12 +113,20 @@ def test_merging_orders_episodes_by_step_then_copy():
     assert merged["episodes"] == 3 and merged["ended"].shape == (2, 2)
 
 
-def test_missing_ray_is_one_error_line_naming_the_extra(monkeypatch):
-    monkeypatch.setitem(sys.modules, "ray", None)
-    with pytest.raises(ConfigError) as e:  # in the constructor: before any step or folder
+def test_missing_ray_is_one_error_line_naming_the_extra(monkeypatch, tmp_path):
+    from tests.mistake_driver import run_case
+
+    monkeypatch.setitem(sys.modules, "ray", None)  # import ray raises ImportError
+    with pytest.raises(ConfigError) as e:  # in the constructor: before any step
         _arena(workers={"count": 2})
     assert "pip install paddlecraft[ray]" in str(e.value) and "\n" not in str(e.value)
     assert _arena().cfg.workers.count == 0  # in this process, Ray or not
+    run = tmp_path / "run"
+    r = run_case(["arena=marl", "debug=smoke", "arena.workers.count=2", f"hydra.run.dir={run}"],
+                 str(tmp_path))  # fmt: skip
+    lines = [ln for ln in r["stderr"].splitlines() if ln.startswith("error:")]
+    assert r["rc"] == 2 and len(lines) == 1 and "paddlecraft[ray]" in lines[0], r["stderr"]
+    assert r["left"] == []  # no run folder made
 
 
 @pytest.mark.parametrize(

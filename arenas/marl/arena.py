@@ -90,9 +90,8 @@ class MarlArena(Arena):
             size = critic_size(self.venv, g, self.central)
             pol.bind(self.venv.obs_space[g], self.venv.act_space[g], size, self.groups[g])
         self.eval_env: BatchedEnv | None = None
-        self.rollout_workers: RolloutPool | None = (
-            None  # the Ray workers, started at the first rollout
-        )
+        # the Ray workers (arena.workers.count > 0), started by the first rollout
+        self.rollout_workers: RolloutPool | None = None
         self.live_gif: tuple[int | None, str | None] = (None, None)  # (evaluations, GIF URL)
         # state that checkpoints carry
         self.norms = {g: ValueNorm() for g in self.groups}
