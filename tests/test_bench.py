@@ -129,3 +129,70 @@ def test_the_zugzwang_features_bench_times_each_network(bench_run: ModuleType) -
     assert r["gravity_cost"] == pytest.approx(
         r["gravity_plain_moves_per_s"] / r["gravity_moves_per_s"], rel=0.02
     )
+
+
+@pytest.fixture(scope="module")
+def marl_vs_benchmarl() -> ModuleType:
+    """``bench/marl_vs_benchmarl.py`` as a module: it imports neither benchmarl nor torch
+    until a side trains, so these tests run without the bench extra."""
+    spec = importlib.util.spec_from_file_location(
+        "paddlecraft_marl_vs_benchmarl", ROOT / "bench" / "marl_vs_benchmarl.py"
+    )
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_marl_vs_benchmarl_parses_and_refuses_a_partial_update(
+    marl_vs_benchmarl: ModuleType, capsys
+) -> None:
+    a = marl_vs_benchmarl.parse_args(["--steps", "1600", "--seeds", "1"])
+    assert (a.steps, a.seeds, a.side) == (1600, 1, None)
+    default = marl_vs_benchmarl.parse_args([])
+    assert default.steps % 800 == 0 and default.seeds >= 2  # whole updates, a spread
+    with pytest.raises(SystemExit):
+        marl_vs_benchmarl.parse_args(["--steps", "1000"])
+    err = capsys.readouterr().err.strip().splitlines()[-1]
+    assert "--steps=1000" in err and "multiple of 800" in err
+
+
+def test_marl_vs_benchmarl_names_the_bench_extra_when_missing(
+    marl_vs_benchmarl: ModuleType, monkeypatch
+) -> None:
+    """No benchmarl: one ``error:`` line naming it and the extra, before any training."""
+    real = importlib.util.find_spec
+    monkeypatch.setattr(
+        importlib.util,
+        "find_spec",
+        lambda name, *a: None if name == "benchmarl" else real(name, *a),
+    )
+    assert marl_vs_benchmarl.missing_extras() == ["benchmarl"]
+    monkeypatch.setattr(marl_vs_benchmarl, "compare", lambda a: pytest.fail("trained anyway"))
+    with pytest.raises(SystemExit) as e:
+        marl_vs_benchmarl.main(["--steps", "800"])
+    msg = str(e.value.code)
+    assert msg.startswith("error:") and "benchmarl" in msg and "'.[bench,mpe]'" in msg
+    assert "\n" not in msg and "benchmarl" not in sys.modules  # checked, never imported
+
+
+def test_marl_vs_benchmarl_evaluates_both_sides_on_the_same_episodes(
+    marl_vs_benchmarl: ModuleType,
+) -> None:
+    """The one evaluator: episode i is mpe2's simple_spread_v3 seeded 10000 + i, its return
+    the sum of every agent's reward over the 25 steps."""
+    from mpe2 import simple_spread_v3
+
+    def still(obs: dict) -> dict:
+        return {a: 0 for a in obs}  # action 0: no move
+
+    returns = marl_vs_benchmarl.evaluate(still, 3)
+    assert returns == marl_vs_benchmarl.evaluate(still, 3)  # the same episodes every time
+    env = simple_spread_v3.parallel_env(**marl_vs_benchmarl.TASK)
+    for i, got in enumerate(returns):
+        obs, _ = env.reset(seed=10_000 + i)
+        total, steps = 0.0, 0
+        while env.agents:
+            obs, rewards, *_ = env.step(still(obs))
+            total, steps = total + sum(rewards.values()), steps + 1
+        assert steps == 25 and got == pytest.approx(total)
+    assert len(set(returns)) == 3 and all(r < 0 for r in returns)  # three different episodes
