@@ -26,6 +26,7 @@ from ..engine import Arena
 from .config import MarlConfig, check_settings
 from .envs import check_groups, default_groups, make_env
 from .gae import ValueNorm
+from .league import TeamLeague, check_league
 from .rollout import collect, critic_size
 from .update import update_group
 from .vector import BatchedEnv
@@ -34,6 +35,7 @@ log = logging.getLogger("paddlecraft")
 
 #: random-stream ids (``[seed, id, update]``)
 ENV_STREAM, ACT_STREAM, MINIBATCH_STREAM, EVAL_STREAM, EVAL_ACT_STREAM = 31, 32, 33, 34, 35
+LEAGUE_STREAM = 36
 
 
 class MarlArena(Arena):
@@ -61,6 +63,7 @@ class MarlArena(Arena):
         groups = cfg.groups if cfg.groups else default_groups(probe.possible_agents)
         self.groups = check_groups(groups, probe)
         probe.close()
+        check_league(cfg.league.snapshot_every, self.groups)
         missing = [g for g in self.groups if g not in self.agents]
         extra = [a for a in self.agents if a not in self.groups]
         if missing or extra:
@@ -85,6 +88,11 @@ class MarlArena(Arena):
             size = critic_size(self.venv, g, self.central)
             pol.bind(self.venv.obs_space[g], self.venv.act_space[g], size, self.groups[g])
         self.eval_env: BatchedEnv | None = None
+        self.league = (
+            TeamLeague(cfg.league.snapshot_every, cfg.league.past_fraction, self.policies)
+            if cfg.league.snapshot_every
+            else None
+        )
         self.live_gif: tuple[int | None, str | None] = (None, None)  # (evaluations, GIF URL)
         # state that checkpoints carry
         self.norms = {g: ValueNorm() for g in self.groups}
@@ -108,14 +116,21 @@ class MarlArena(Arena):
 
     def train_step(self, batch: int) -> dict[str, float]:
         cfg: MarlConfig = self.cfg
+        actors, frozen = self.policies, {}
+        if self.league is not None:  # teams against teams: some copies play past snapshots
+            self.league.snapshot(self.updates)
+            actors, frozen = self.league.lineup(self.stream(LEAGUE_STREAM), cfg.num_envs)
         data = collect(
-            self.venv, self.policies, self.norms, cfg.rollout_steps, self.stream(ACT_STREAM),
+            self.venv, actors, self.norms, cfg.rollout_steps, self.stream(ACT_STREAM),
             self._seeds(self.stream(ENV_STREAM)), self.central,
             check=self.check_interrupt,
         )  # fmt: skip
+        TeamLeague.drop_frozen(data, frozen)
         metrics: dict[str, float] = {}
         rng = self.stream(MINIBATCH_STREAM)
         for g, pol in self.policies.items():
+            if not data[g]["alive"].any():  # the group only acted as a snapshot
+                continue
             for k, v in update_group(pol, self.norms[g], data[g], data["ended"], cfg, rng).items():
                 metrics[f"{g}_{k}"] = v
         returns = np.sum([data["episode_returns"][g] for g in self.groups], axis=0)
@@ -128,21 +143,34 @@ class MarlArena(Arena):
 
     def evaluate(self) -> dict[str, float]:
         cfg: MarlConfig = self.cfg
-        if self.eval_env is None:
-            self.eval_env = BatchedEnv(self.make, cfg.eval_episodes, self.groups)
-        rng = np.random.default_rng([self.seed, EVAL_STREAM])
-        data = collect(
-            self.eval_env, self.policies, self.norms, self._episode_steps(),
-            np.random.default_rng([self.seed, EVAL_ACT_STREAM]), self._seeds(rng), self.central,
-            greedy=cfg.eval_greedy,
-        )  # fmt: skip
+        data = self._eval_rollout(self.policies)
         per = {g: np.asarray(data["episode_returns"][g][: cfg.eval_episodes]) for g in self.groups}
         out = {"episode_return": float(np.sum(list(per.values()), axis=0).mean())}
         for g, r in per.items():
             out[f"return_{g}"] = float(r.mean())
         out.update(success_measures(data, cfg.env.name))
+        if self.league is not None:
+            out.update(self.league.rate(self._match, self.updates))
         self.history.append({"update": float(self.updates), **out})
         return out
+
+    def _eval_rollout(self, actors: Mapping[str, Any]) -> dict[str, Any]:
+        """`collect` of the evaluation's episodes (the same seeds and draws every time)."""
+        cfg: MarlConfig = self.cfg
+        if self.eval_env is None:
+            self.eval_env = BatchedEnv(self.make, cfg.eval_episodes, self.groups)
+        rng = np.random.default_rng([self.seed, EVAL_STREAM])
+        return collect(
+            self.eval_env, actors, self.norms, self._episode_steps(),
+            np.random.default_rng([self.seed, EVAL_ACT_STREAM]), self._seeds(rng), self.central,
+            greedy=cfg.eval_greedy,
+        )  # fmt: skip
+
+    def _match(self, actors: Mapping[str, Any]) -> dict[str, np.ndarray]:
+        """A rated league match: each group's summed return per evaluation episode."""
+        data = self._eval_rollout(actors)
+        n = self.cfg.eval_episodes
+        return {g: np.asarray(data["episode_returns"][g][:n]) for g in self.groups}
 
     def _episode_steps(self) -> int:
         """Steps an evaluation rolls: the env's ``max_cycles`` when it has one (MPE), else
@@ -158,6 +186,7 @@ class MarlArena(Arena):
             "env_steps": self.env_steps,
             "norms": {g: n.state() for g, n in self.norms.items()},
             "history": self.history,
+            **({"league": self.league.state()} if self.league is not None else {}),
         }
 
     def load_arena_state(self, state: dict) -> None:
@@ -166,6 +195,8 @@ class MarlArena(Arena):
         for g, s in state["norms"].items():
             self.norms[g].load(s)
         self.history = [dict(h) for h in state.get("history", [])]
+        if self.league is not None:
+            self.league.load_state(state["league"])
 
     def artifacts(self, run_dir: str) -> dict[str, str]:
         from .media import return_curves, write_animation
@@ -175,15 +206,23 @@ class MarlArena(Arena):
             gif = write_animation(self, run_dir)
             if gif:
                 out["episode_gif"] = gif
+        if self.league is not None:
+            out.update(self.league.write(run_dir))
         return out
 
     def live_view(self) -> dict[str, Any]:
         from .media import live_panels
 
-        return {"panels": live_panels(self)}
+        panels = live_panels(self)
+        if self.league is not None and self.league.panel():
+            panels.append(self.league.panel())
+        return {"panels": panels}
 
     def extra_results(self) -> dict[str, Any]:
-        return {"groups": self.groups, "env_steps": self.env_steps, "algo": self.cfg.algo}
+        out = {"groups": self.groups, "env_steps": self.env_steps, "algo": self.cfg.algo}
+        if self.league is not None:
+            out["ratings"] = self.league.table.rows()
+        return out
 
     def close(self) -> None:
         for env in (self.venv, self.eval_env):

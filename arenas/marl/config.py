@@ -24,6 +24,19 @@ class EnvConfig:
 
 
 @dataclass
+class LeagueConfig:
+    """``arena.league``: teams against teams (`paddlecraft.arenas.marl.league`), for
+    environments whose groups compete (simple_tag); off by default."""
+
+    #: freeze every group's policy as a snapshot every N updates, update 0 included, and
+    #: rate the snapshots at each evaluation (0: no league)
+    snapshot_every: int = 0
+    #: share of environment copies, in [0, 1], where one group's learner plays the other
+    #: groups' past snapshots (the rest: every group's latest policy)
+    past_fraction: float = 0.2
+
+
+@dataclass
 class MarlConfig(ArenaConfig):
     """Settings of `MarlArena` (one step = one rollout of every copy, then PPO per group)."""
 
@@ -50,6 +63,7 @@ class MarlConfig(ArenaConfig):
     eval_episodes: int = 32  #: episodes of each evaluation (the same seeds every time)
     eval_greedy: bool = True  #: evaluate with the most likely action (Gaussian: its mean)
     animation: bool = True  #: write episode.gif (the env's rgb_array render) at the end
+    league: LeagueConfig = field(default_factory=LeagueConfig)  #: teams against teams
 
 
 def check_settings(cfg: MarlConfig) -> None:
@@ -62,5 +76,10 @@ def check_settings(cfg: MarlConfig) -> None:
             raise ConfigError(f"arena.{key} must be >= 1, got {getattr(cfg, key)}")
     if not 0 < cfg.gamma <= 1 or not 0 <= cfg.gae_lambda <= 1:
         raise ConfigError("arena.gamma must be in (0, 1] and arena.gae_lambda in [0, 1]")
+    if cfg.league.snapshot_every < 0 or not 0 <= cfg.league.past_fraction <= 1:
+        raise ConfigError(
+            f"arena.league: snapshot_every must be >= 0 (0: off) and past_fraction in [0, 1], "
+            f"got {cfg.league.snapshot_every} and {cfg.league.past_fraction}"
+        )
     if not cfg.env.name and not cfg.env.cls:
         raise ConfigError("arena.env: no environment; choose one, e.g. env=simple_spread")
