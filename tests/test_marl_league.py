@@ -5,6 +5,7 @@ resume bit-identity with the league on, and the one-group mistake."""
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -17,6 +18,7 @@ from paddlecraft.arenas.marl import GroupPolicy, MarlArena
 from paddlecraft.arenas.marl.league import ANCHOR, PastOrPresent, TeamLeague, judge
 from paddlecraft.arenas.marl.rollout import collect
 
+ROOT = Path(__file__).resolve().parents[1]
 MLP = {"_target_": "paddlecraft.encoders.ImageMLPEncoder", "hidden_size": 16, "hidden_layers": 1}
 TAG = {"name": "simple_tag_v3", "kwargs": {"max_cycles": 5}}
 TINY = {"num_envs": 2, "rollout_steps": 5, "ppo_epochs": 2, "minibatches": 2, "eval_episodes": 2,
@@ -174,3 +176,14 @@ def test_a_league_on_one_group_is_refused_in_one_line():
     assert "\n" not in msg and "arena.league.snapshot_every=5" in msg and "one group" in msg
     with pytest.raises(ConfigError, match="past_fraction"):
         arena(past=1.5)
+
+
+def test_the_command_line_refuses_a_one_group_league_before_any_folder(tmp_path):
+    from tests.mistake_driver import run_case
+
+    run = tmp_path / "run"
+    args = ["arena=marl", "debug=smoke", "arena.league.snapshot_every=5", f"hydra.run.dir={run}"]
+    r = run_case(args, str(ROOT))
+    lines = [ln for ln in r["stderr"].splitlines() if ln.startswith("error:")]
+    assert r["rc"] == 2 and len(lines) == 1 and "arena.league.snapshot_every=5" in lines[0]
+    assert not (run / "checkpoints").exists()

@@ -3,7 +3,8 @@
 ``python run.py arena=marl env=simple_spread``; `MarlArena` (the arena), `GroupPolicy`
 (one group's shared policy, an Agent), `load_policy` (a trained group's policy acting on
 raw PettingZoo observations). Modules: `.envs` (which environment, the groups), `.vector`
-(batched copies), `.rollout`, `.gae`, `.losses`, `.update`, `.media`, `.deploy`.
+(batched copies), `.rollout`, `.gae`, `.losses`, `.update`, `.league` (teams against
+teams: snapshots and ratings), `.media`, `.deploy`.
 """
 
 from paddlecraft.agents.group_policy import GroupPolicy

@@ -5,8 +5,10 @@ named ``<group>_<i>``, or ``arena.groups``) acts with one `GroupPolicy`,
 ``agents.<group>``. A step resets every copy of the environment (seeds from the run's
 seed and the update), rolls ``rollout_steps`` steps, then runs PPO on each group's
 samples: GAE, value and advantage normalisation, ratio and value clipping, an entropy
-bonus. Every draw comes from a stream of ``(seed, purpose, update)``, so a resumed run
-repeats the uninterrupted one bit for bit.
+bonus. Groups that compete (simple_tag) can train in a league (``arena.league``, `.league`):
+some copies against the other groups' past snapshots, rated matches at each evaluation.
+Every draw comes from a stream of ``(seed, purpose, update)``, so a resumed run repeats the
+uninterrupted one bit for bit.
 """
 
 from __future__ import annotations
