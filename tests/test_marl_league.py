@@ -106,7 +106,7 @@ def test_judging_standardises_each_groups_return_over_the_round():
     assert shared[0][("speaker", "listener")].tolist() == [0, 0]  # one reward: draws
 
 
-def test_ratings_move_towards_the_team_that_wins():
+def test_ratings_move_towards_the_team_that_wins(caplog):
     a = arena(every=1)
     for u in range(3):
         a.train_step(u)
@@ -126,6 +126,8 @@ def test_ratings_move_towards_the_team_that_wins():
     assert t.head_to_head("adversary", "agent") == (4, 0, 0)
     assert t.head_to_head("adversary", "agent@2") == (4, 0, 0)
     assert t.history[-1]["step"] == 3 and "agent@2" in t.history[-1]["mu"]
+    league.rate(lambda actors: {"adversary": np.ones(4), "agent": np.ones(4)}, a.updates)
+    assert "every rated episode was a draw" in caplog.text  # one shared reward: no contest
 
 
 # ----------------------------------------------------------------------------- a run

@@ -22,6 +22,7 @@ is pinned at mu 25, the scale's zero point. How an episode is judged: `judge`.
 from __future__ import annotations
 
 import json
+import logging
 from collections.abc import Callable, Mapping, Sequence
 from itertools import combinations
 from pathlib import Path
@@ -40,6 +41,8 @@ from ..engine.league import (
     snapshot_state,
 )
 from ..engine.plots import rating_history_chart, save, to_bgr
+
+log = logging.getLogger("paddlecraft")
 
 #: snapshots per group kept as training opponents and rated (older ones keep their last
 #: rating in the table; the first snapshot is always rated)
@@ -204,7 +207,13 @@ class TeamLeague:
                 OpponentPool.load_into(self.twins[g], snap)
                 actors[g] = self.twins[g]
             played.append(play(actors))
-        for m, pairs in zip(matches, judge(played)):
+        judged = judge(played)
+        if not any(o.any() for pairs in judged for o in pairs.values()):
+            log.warning(
+                "league: every rated episode was a draw; groups that share one reward "
+                "do not compete (arena.league.snapshot_every=0 turns the league off)"
+            )
+        for m, pairs in zip(matches, judged):
             for (a, b), outcomes in pairs.items():
                 if m and not m.keys() & {a, b}:
                     continue  # two learners: the round's first match rates them
