@@ -9,7 +9,7 @@ caption sheets are pictures, not charts, and stay OpenCV images.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -93,6 +93,31 @@ def line_chart(
     if not any(series.values()):
         ax.text(0.5, 0.5, "no data yet", transform=ax.transAxes, ha="center", va="center")
     return fig
+
+
+def rating_history_chart(
+    history: Sequence[Mapping[str, Any]],
+    snapshot: Callable[[str], bool] = lambda name: name.startswith("snap_"),
+) -> Figure:
+    """Each player's rating (openskill mu) at every evaluation (``{"step", "mu": {name: mu}}``,
+    `paddlecraft.arenas.engine.league.LeagueTable.history`).
+
+    The learners and fixed opponents are coloured lines; the players ``snapshot`` names
+    (past snapshots, by default self-play's ``snap_*``) are thin grey lines under them,
+    with one legend entry.
+    """
+    names: list[str] = []
+    for e in history:
+        names += [k for k in e["mu"] if k not in names]
+    series = {n: [(e["step"], e["mu"][n]) for e in history if n in e["mu"]] for n in names}
+    return line_chart(
+        series,
+        title="league ratings (openskill mu)",
+        xlabel="update",
+        ylabel="mu",
+        muted=[n for n in names if snapshot(n)],
+        muted_label="snapshots",
+    )
 
 
 def confusion_chart(

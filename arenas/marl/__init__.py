@@ -4,7 +4,7 @@
 (one group's shared policy, an Agent), `load_policy` (a trained group's policy acting on
 raw PettingZoo observations). Modules: `.envs` (which environment, the groups), `.vector`
 (batched copies), `.rollout`, `.workers` (rollouts on Ray), `.gae`, `.losses`, `.update`,
-`.media`, `.deploy`.
+`.league` (teams against teams: snapshots and ratings), `.media`, `.deploy`.
 """
 
 from paddlecraft.agents.group_policy import GroupPolicy

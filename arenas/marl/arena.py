@@ -5,7 +5,9 @@ named ``<group>_<i>``, or ``arena.groups``) acts with one `GroupPolicy`,
 ``agents.<group>``. A step resets every copy of the environment (seeds from the run's
 seed and the update), rolls ``rollout_steps`` steps (in this process, or split over Ray
 workers: ``arena.workers.count``, `.workers`), then runs PPO on each group's samples: GAE,
-value and advantage normalisation, ratio and value clipping, an entropy bonus. Every draw
+value and advantage normalisation, ratio and value clipping, an entropy bonus. Groups that
+compete (simple_tag) can train in a league (``arena.league``, `.league`): some copies
+against the other groups' past snapshots, rated matches at each evaluation. Every draw
 comes from a stream of ``(seed, purpose, update)`` (a rollout's: one per copy too), so a
 resumed run repeats the uninterrupted one bit for bit, with or without workers.
 """
@@ -28,6 +30,7 @@ from ..engine.ray_pool import require_ray
 from .config import MarlConfig, check_settings
 from .envs import check_groups, default_groups, make_env
 from .gae import ValueNorm
+from .league import TeamLeague, check_league
 from .rollout import collect, copy_streams, critic_size
 from .update import update_group
 from .vector import BatchedEnv
@@ -37,6 +40,7 @@ log = logging.getLogger("paddlecraft")
 
 #: random-stream ids (``[seed, id, update]``)
 ENV_STREAM, ACT_STREAM, MINIBATCH_STREAM, EVAL_STREAM, EVAL_ACT_STREAM = 31, 32, 33, 34, 35
+LEAGUE_STREAM = 36
 
 
 class MarlArena(Arena):
@@ -66,6 +70,7 @@ class MarlArena(Arena):
         groups = cfg.groups if cfg.groups else default_groups(probe.possible_agents)
         self.groups = check_groups(groups, probe)
         probe.close()
+        check_league(cfg.league.snapshot_every, self.groups)
         missing = [g for g in self.groups if g not in self.agents]
         extra = [a for a in self.agents if a not in self.groups]
         if missing or extra:
@@ -92,6 +97,11 @@ class MarlArena(Arena):
         self.eval_env: BatchedEnv | None = None
         # the Ray workers (arena.workers.count > 0), started by the first rollout
         self.rollout_workers: RolloutPool | None = None
+        self.league = (
+            TeamLeague(cfg.league.snapshot_every, cfg.league.past_fraction, self.policies)
+            if cfg.league.snapshot_every
+            else None
+        )
         self.live_gif: tuple[int | None, str | None] = (None, None)  # (evaluations, GIF URL)
         # state that checkpoints carry
         self.norms = {g: ValueNorm() for g in self.groups}
@@ -110,16 +120,18 @@ class MarlArena(Arena):
     def stream(self, purpose: int) -> np.random.Generator:
         return np.random.default_rng([self.seed, purpose, self.updates])
 
-    def rollout(self) -> dict[str, Any]:
-        """This update's rollout of every copy, in this process or on the Ray workers;
+    def rollout(self, actors: Mapping[str, Any] | None = None) -> dict[str, Any]:
+        """This update's rollout of every copy by ``actors`` (default: the learners; a
+        league's lineup rolls in this process only), in this process or on the Ray workers;
         copy ``i`` draws from ``[seed, purpose, update, i]`` either way."""
         cfg: MarlConfig = self.cfg
+        actors = self.policies if actors is None else actors
         act_key = [self.seed, ACT_STREAM, self.updates]
         env_key = [self.seed, ENV_STREAM, self.updates]
         if not cfg.workers.count:
             copies = range(cfg.num_envs)
             return collect(
-                self.venv, self.policies, self.norms, cfg.rollout_steps,
+                self.venv, actors, self.norms, cfg.rollout_steps,
                 copy_streams(act_key, copies), copy_streams(env_key, copies), self.central,
                 check=self.check_interrupt,
             )  # fmt: skip
@@ -135,10 +147,17 @@ class MarlArena(Arena):
 
     def train_step(self, batch: int) -> dict[str, float]:
         cfg: MarlConfig = self.cfg
-        data = self.rollout()
+        actors, frozen = self.policies, {}
+        if self.league is not None:  # teams against teams: some copies play past snapshots
+            self.league.snapshot(self.updates)
+            actors, frozen = self.league.lineup(self.stream(LEAGUE_STREAM), cfg.num_envs)
+        data = self.rollout(actors)
+        TeamLeague.drop_frozen(data, frozen)
         metrics: dict[str, float] = {}
         rng = self.stream(MINIBATCH_STREAM)
         for g, pol in self.policies.items():
+            if not data[g]["alive"].any():  # the group only acted as a snapshot
+                continue
             for k, v in update_group(pol, self.norms[g], data[g], data["ended"], cfg, rng).items():
                 metrics[f"{g}_{k}"] = v
         returns = np.sum([data["episode_returns"][g] for g in self.groups], axis=0)
@@ -151,21 +170,34 @@ class MarlArena(Arena):
 
     def evaluate(self) -> dict[str, float]:
         cfg: MarlConfig = self.cfg
-        if self.eval_env is None:
-            self.eval_env = BatchedEnv(self.make, cfg.eval_episodes, self.groups)
-        copies = range(cfg.eval_episodes)
-        data = collect(
-            self.eval_env, self.policies, self.norms, self._episode_steps(),
-            copy_streams([self.seed, EVAL_ACT_STREAM], copies),
-            copy_streams([self.seed, EVAL_STREAM], copies), self.central, greedy=cfg.eval_greedy,
-        )  # fmt: skip
+        data = self._eval_rollout(self.policies)
         per = {g: np.asarray(data["episode_returns"][g][: cfg.eval_episodes]) for g in self.groups}
         out = {"episode_return": float(np.sum(list(per.values()), axis=0).mean())}
         for g, r in per.items():
             out[f"return_{g}"] = float(r.mean())
         out.update(success_measures(data, cfg.env.name))
+        if self.league is not None:
+            out.update(self.league.rate(self._match, self.updates))
         self.history.append({"update": float(self.updates), **out})
         return out
+
+    def _eval_rollout(self, actors: Mapping[str, Any]) -> dict[str, Any]:
+        """`collect` of the evaluation's episodes (the same seeds and draws every time)."""
+        cfg: MarlConfig = self.cfg
+        if self.eval_env is None:
+            self.eval_env = BatchedEnv(self.make, cfg.eval_episodes, self.groups)
+        copies = range(cfg.eval_episodes)
+        return collect(
+            self.eval_env, actors, self.norms, self._episode_steps(),
+            copy_streams([self.seed, EVAL_ACT_STREAM], copies),
+            copy_streams([self.seed, EVAL_STREAM], copies), self.central, greedy=cfg.eval_greedy,
+        )  # fmt: skip
+
+    def _match(self, actors: Mapping[str, Any]) -> dict[str, np.ndarray]:
+        """A rated league match: each group's summed return per evaluation episode."""
+        data = self._eval_rollout(actors)
+        n = self.cfg.eval_episodes
+        return {g: np.asarray(data["episode_returns"][g][:n]) for g in self.groups}
 
     def _episode_steps(self) -> int:
         """Steps an evaluation rolls: the env's ``max_cycles`` when it has one (MPE), else
@@ -181,6 +213,7 @@ class MarlArena(Arena):
             "env_steps": self.env_steps,
             "norms": {g: n.state() for g, n in self.norms.items()},
             "history": self.history,
+            **({"league": self.league.state()} if self.league is not None else {}),
         }
 
     def load_arena_state(self, state: dict) -> None:
@@ -189,6 +222,8 @@ class MarlArena(Arena):
         for g, s in state["norms"].items():
             self.norms[g].load(s)
         self.history = [dict(h) for h in state.get("history", [])]
+        if self.league is not None:
+            self.league.load_state(state["league"])
 
     def artifacts(self, run_dir: str) -> dict[str, str]:
         from .media import return_curves, write_animation
@@ -198,15 +233,23 @@ class MarlArena(Arena):
             gif = write_animation(self, run_dir)
             if gif:
                 out["episode_gif"] = gif
+        if self.league is not None:
+            out.update(self.league.write(run_dir))
         return out
 
     def live_view(self) -> dict[str, Any]:
         from .media import live_panels
 
-        return {"panels": live_panels(self)}
+        panels = live_panels(self)
+        if self.league is not None and self.league.panel():
+            panels.append(self.league.panel())
+        return {"panels": panels}
 
     def extra_results(self) -> dict[str, Any]:
-        return {"groups": self.groups, "env_steps": self.env_steps, "algo": self.cfg.algo}
+        out = {"groups": self.groups, "env_steps": self.env_steps, "algo": self.cfg.algo}
+        if self.league is not None:
+            out["ratings"] = self.league.table.rows()
+        return out
 
     def close(self) -> None:
         if self.rollout_workers is not None:  # the Ray workers (and a Ray they started)

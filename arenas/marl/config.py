@@ -25,6 +25,19 @@ class EnvConfig:
 
 
 @dataclass
+class LeagueConfig:
+    """``arena.league``: teams against teams (`paddlecraft.arenas.marl.league`), for
+    environments whose groups compete (simple_tag); off by default."""
+
+    #: freeze every group's policy as a snapshot every N updates, update 0 included, and
+    #: rate the snapshots at each evaluation (0: no league)
+    snapshot_every: int = 0
+    #: share of environment copies, in [0, 1], where one group's learner plays the other
+    #: groups' past snapshots (the rest: every group's latest policy)
+    past_fraction: float = 0.2
+
+
+@dataclass
 class MarlConfig(ArenaConfig):
     """Settings of `MarlArena` (one step = one rollout of every copy, then PPO per group)."""
 
@@ -54,6 +67,7 @@ class MarlConfig(ArenaConfig):
     #: rollouts on Ray workers (count > 0: the copies split over them; extra ray), as
     #: arena=selfplay's; evaluation stays in this process
     workers: WorkersConfig = field(default_factory=WorkersConfig)
+    league: LeagueConfig = field(default_factory=LeagueConfig)  #: teams against teams
 
 
 def check_settings(cfg: MarlConfig) -> None:
@@ -72,6 +86,17 @@ def check_settings(cfg: MarlConfig) -> None:
             f"arena.workers.count={cfg.workers.count} is more than arena.num_envs="
             f"{cfg.num_envs}: each worker steps at least one copy; lower the count or raise "
             "num_envs"
+        )
+    if cfg.league.snapshot_every < 0 or not 0 <= cfg.league.past_fraction <= 1:
+        raise ConfigError(
+            f"arena.league: snapshot_every must be >= 0 (0: off) and past_fraction in [0, 1], "
+            f"got {cfg.league.snapshot_every} and {cfg.league.past_fraction}"
+        )
+    if cfg.league.snapshot_every and cfg.workers.count:
+        raise ConfigError(
+            f"arena.league.snapshot_every={cfg.league.snapshot_every} with arena.workers.count="
+            f"{cfg.workers.count}: the team league's past opponents act in this process only; "
+            "set arena.workers.count=0 or arena.league.snapshot_every=0"
         )
     if not cfg.env.name and not cfg.env.cls:
         raise ConfigError("arena.env: no environment; choose one, e.g. env=simple_spread")
