@@ -4,8 +4,9 @@ Sources, each written by the command that measures its figures:
 
 - ``docs/results.json``: arena, data and benchmark figures first reported in the README, one
   entry each ``{section, metric, value, command, cpu, date[, note]}``; and its ``ablations``, one
-  row per self-play setting removed from the code ``{setting, source, seeds, metric, value,
-  default, verdict, last_commit, command, cpu, date}``;
+  row per setting measured against the default ``{setting, source, seeds, metric, value,
+  default, verdict, last_commit, command, cpu, date[, section, note]}``: self-play's removed
+  settings (no ``section``), and a row with ``section`` (``referential``) in that arena's group;
 - ``bench/results.json`` (``python bench/run.py``) and ``bench/results_selfplay.json``
   (``python bench/selfplay_bench.py``): the latest benchmark run, with its machine;
 - ``agents/zoo/*/quality.json`` (``python scripts/build_zoo.py``): each zoo entry's quality.
@@ -54,7 +55,18 @@ SECTIONS: dict[str, tuple[str, str]] = {
     ),
     "referential": (
         "Referential games",
-        "Speaker and listener invent a language (`arena=referential*`); per seed, 1 thread per run.",
+        "Speaker and listener invent a language (`arena=referential*`): the shipped configs' "
+        "figures; per seed, 1 thread per run.",
+    ),
+    "referential_egg": (
+        "Referential games: EGG's compo_vs_generalization",
+        "`+experiment=egg_compo`: EGG's split of the attribute world at three of its grids, "
+        "on a CPU budget (6000 steps of batch 32).",
+    ),
+    "referential_earlier": (
+        "Referential games: earlier defaults",
+        "The attribute world's figures before its vocabulary became 64 symbols, the shapes game "
+        "before its two levers, and what the channel and the world's size did then.",
     ),
     "marl": (
         "Agents acting together (arena=marl)",
@@ -129,8 +141,49 @@ ABLATIONS = (
 )
 
 
+#: each group of ablation rows (a row's ``section``; none: self-play) -> its snippet key, title,
+#: one line on what a row is, the provenance table's title and line, and the entries section
+#: the tables follow on the page
+ABLATION_GROUPS: dict[str, tuple[str, str, str, str, str, str]] = {
+    "selfplay": (
+        "ablations",
+        *ABLATIONS,
+        "Ablations: how each row was measured",
+        "The command that printed each ablation row, on the code of its last commit.",
+        "connect_four_solver",
+    ),
+    "referential": (
+        "referential_ablations",
+        "Referential games: settings measured against the default",
+        "One row per setting of `arena=referential*` measured against the default on the same "
+        "seeds: where the idea comes from, the seeds, its figure against the default's of its "
+        "time, the verdict (kept as a trade a user chooses, or measured not helping). The "
+        "settings are still in the code; the last commit is the one the row was checked at.",
+        "Referential games: how each setting's row was measured",
+        "The command that printed each row (it runs on the row's last commit), with its "
+        "conditions.",
+        "referential_earlier",
+    ),
+}
+
+
+def _ablation_groups(rows: list[dict]) -> dict[str, list[dict]]:
+    """The ablation rows by group, in file order; an unknown group is an error."""
+    groups: dict[str, list[dict]] = {}
+    for r in rows:
+        group = r.get("section", "selfplay")
+        if group not in ABLATION_GROUPS:
+            raise ValueError(
+                f"docs/results.json ablation {r.get('setting')!r}: unknown section {group!r}; "
+                "add it to ABLATION_GROUPS"
+            )
+        groups.setdefault(group, []).append(r)
+    return groups
+
+
 def _ablation_tables(rows: list[dict]) -> tuple[list[str], list[str]]:
-    """The ablation rows as two tables: the verdicts, then each row's command, CPU and date."""
+    """The ablation rows as two tables: the verdicts, then each row's command, CPU and date
+    (and its conditions, where a row of the group has a ``note``)."""
     need = {"setting", "source", "seeds", "metric", "value", "default", "verdict", "last_commit"}
     metrics = sorted({r.get("metric", "") for r in rows})
     verdicts, provenance = [], []
@@ -151,9 +204,11 @@ def _ablation_tables(rows: list[dict]) -> tuple[list[str], list[str]]:
     head = ["Each figure is the metric its number names, the setting's beside the default's:", ""]
     head += [f"{i + 1}. {m}" for i, m in enumerate(metrics)] + [""]
     header = ["setting", "idea from", "seeds", "figure", "default", "verdict", "last commit"]
-    return head + _table(header, verdicts), _table(
-        ["setting", "command", "CPU", "date"], provenance
-    )
+    prov_header = ["setting", "command", "CPU", "date"]
+    if any("note" in r for r in rows):
+        prov_header.append("conditions")
+        provenance = [p + [r.get("note", "")] for p, r in zip(provenance, rows, strict=True)]
+    return head + _table(header, verdicts), _table(prov_header, provenance)
 
 
 def _bench_table(res: dict, selfplay: dict | None) -> list[str]:
@@ -284,18 +339,15 @@ def render(root: Path = ROOT) -> str:
         "follows them. Regenerate this page with `python scripts/results_table.py`.",
         "",
     ]
+    groups = _ablation_groups(data.get("ablations", []))
     for key, (title, about) in SECTIONS.items():
         if key in by_section:
             lines += _section(key, title, about, _entries_table(by_section[key]))
-        if key == "connect_four_solver" and data.get("ablations"):
-            verdicts, provenance = _ablation_tables(data["ablations"])
-            lines += _section("ablations", *ABLATIONS, verdicts)
-            lines += _section(
-                "ablations_provenance",
-                "Ablations: how each row was measured",
-                "The command that printed each ablation row, on the code of its last commit.",
-                provenance,
-            )
+        for group, (snippet, a_title, a_about, p_title, p_about, after) in ABLATION_GROUPS.items():
+            if after == key and groups.get(group):
+                verdicts, provenance = _ablation_tables(groups[group])
+                lines += _section(snippet, a_title, a_about, verdicts)
+                lines += _section(f"{snippet}_provenance", p_title, p_about, provenance)
     bench = root / "bench" / "results.json"
     if bench.is_file():
         sp = root / "bench" / "results_selfplay.json"

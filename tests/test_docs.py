@@ -111,7 +111,7 @@ def test_no_dates_cpu_models_or_run_folders_in_config_comments():
 def test_every_ablation_row_names_its_source_seeds_figure_verdict_and_commit():
     """One row per removed self-play setting, each reproducible from the commit it names."""
     rows = json.loads((ROOT / "docs" / "results.json").read_text())["ablations"]
-    settings = [r["setting"] for r in rows]
+    settings = [r["setting"] for r in rows if "section" not in r]  # self-play's removed ones
     assert len(settings) == len(set(settings)) == 38
     assert all(s.split(".")[0] in ("agents", "arena") for s in settings), settings
     for r in rows:
@@ -130,6 +130,42 @@ def test_every_ablation_row_names_its_source_seeds_figure_verdict_and_commit():
     # the self-play guide shows the table generated from these rows
     guide = (ROOT / "docs" / "guide" / "selfplay.md").read_text()
     assert '--8<-- "results.md:ablations"' in guide
+
+
+def test_every_referential_setting_row_names_a_setting_of_the_composed_configs():
+    """The referential games' ablation rows: settings still in the code (each composes in
+    ``arena=referential`` or ``arena=referential_shapes``), a verdict that says kept or not
+    helping, and the guide shows their table and the shipped configs' figures."""
+    from hydra import compose, initialize_config_dir
+    from hydra.core.global_hydra import GlobalHydra
+    from omegaconf import OmegaConf
+
+    from paddlecraft.arenas import register_configs
+
+    rows = [
+        r
+        for r in json.loads((ROOT / "docs" / "results.json").read_text())["ablations"]
+        if r.get("section") == "referential"
+    ]
+    settings = [r["setting"] for r in rows]
+    assert len(settings) == len(set(settings)) >= 8, settings
+    register_configs()
+    GlobalHydra.instance().clear()
+    with initialize_config_dir(config_dir=str(ROOT / "conf"), version_base="1.3"):
+        cfgs = [
+            compose("config", overrides=[f"arena={a}"])
+            for a in ("referential", "referential_shapes")
+        ]
+    GlobalHydra.instance().clear()
+    for r in rows:
+        for key in r["setting"].split(", "):
+            found = [OmegaConf.select(c, key, default="<missing>") for c in cfgs]
+            assert any(v != "<missing>" for v in found), (key, "not in the composed configs")
+        assert r["verdict"].startswith(("kept", "measured not helping")), r["setting"]
+        assert r["note"].strip(), r["setting"]  # per-seed figures and conditions
+    guide = (ROOT / "docs" / "guide" / "referential.md").read_text()
+    for snippet in ("referential", "referential_ablations", "referential_egg"):
+        assert f'--8<-- "results.md:{snippet}"' in guide, snippet
 
 
 def test_readme_python_example_runs():

@@ -64,6 +64,12 @@ def test_selfplay_guide_is_at_most_500_lines():
     assert sum(guide.values()) <= 500, guide
 
 
+def test_referential_guide_is_at_most_300_lines():
+    """A guide, not a lab notebook: the lever histories are rows of docs/results.json."""
+    lines = _counts().docs_lines()
+    assert lines["docs/guide/referential.md"] <= 300, lines["docs/guide/referential.md"]
+
+
 def test_readme_is_at_most_150_lines_none_over_200_characters():
     readme = _counts().readme()
     assert readme["lines"] <= 150, readme
