@@ -381,6 +381,7 @@ def test_one_step_smoke_run_of_each_chain(chain, extra, tmp_path):
     assert (tmp_path / "run" / "telephone.png").is_file()
 
 
+@pytest.mark.slow
 def test_resume_from_the_command_line_matches_an_uninterrupted_run(tmp_path):
     full = tmp_path / "full"
     args = ["arena=caption", *TINY_RUN, "trainer.checkpoint_every=2", "trainer.keep_checkpoints=10"]

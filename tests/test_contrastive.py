@@ -236,6 +236,7 @@ def _final(run_dir: Path) -> dict[str, np.ndarray]:
             for k, v in load_file(f).items()}  # fmt: skip
 
 
+@pytest.mark.slow
 def test_sigkill_then_resume_matches_an_uninterrupted_run(tmp_path):
     full = tmp_path / "full"
     r = subprocess.run(_cmd(full), cwd=ROOT, capture_output=True, text=True, timeout=600)

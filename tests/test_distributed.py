@@ -63,6 +63,7 @@ GAN_ARGS = ["arena=gan", "arena.loss=wgan_gp", "arena.n_critic=2", "arena.batch_
             "arena.featnet.epochs=1"]  # fmt: skip
 
 
+@pytest.mark.slow
 def test_gan_two_processes_match_one_process(tmp_path):
     """The GAN's loader shards each critic minibatch: two processes take the steps one
     process takes (generator and discriminator weights after 6 steps)."""

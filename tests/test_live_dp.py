@@ -55,6 +55,7 @@ def _check(ranks: list[dict], out: Path, pause: float) -> None:
     assert results["status"] == "finished" and results["step"] == K + 3
 
 
+@pytest.mark.slow
 def test_a_set_at_step_k_reaches_rank_1_at_step_k_through_a_pause(tmp_path):
     """Rank 0 pauses for 3 s, broadcasting every 0.5 s meanwhile (several rounds)."""
     ranks, out = _run(tmp_path, pause=3, heartbeat=0.5)

@@ -268,6 +268,7 @@ def _weights(run: Path) -> dict:
     }
 
 
+@pytest.mark.slow
 def test_sigkill_then_resume_matches_the_uninterrupted_run(tmp_path):
     full = tmp_path / "full"
     r = _cli(full, *KILL_RUN)

@@ -27,6 +27,7 @@ def _namespace_cases(marker: str) -> None:
     run_namespace_cases("ray_netns_cases.py", marker)
 
 
+@pytest.mark.slow
 def test_ray_collection_cases_in_a_loopback_only_namespace():
     _namespace_cases("not slow")
 

@@ -145,6 +145,7 @@ def test_the_readme_stream_command_fed_and_steered_from_the_command_line(tmp_pat
     assert done.returncode == 2 and "the run has ended (status finished)" in done.stderr
 
 
+@pytest.mark.slow
 def test_a_stream_killed_before_any_checkpoint_resumes_from_its_acknowledged_samples(tmp_path):
     """Default settings (trainer.checkpoint_every=0): SIGKILL with 20 acknowledged samples
     and none checkpointed; resume= replays them, takes more, stops; resume= again ends it."""

@@ -373,6 +373,7 @@ def test_summary_command_mistakes_are_one_line(tmp_path, capsys):
 
 
 # ---------------------------------------------------------------- MLflow: one store per sweep
+@pytest.mark.slow
 def test_mlflow_sweep_logs_every_job_into_the_sweeps_experiment(tmp_path, in_process):
     """trainer.mlflow=true in a sweep: both jobs in <sweep>/mlflow/mlflow.db, experiment named
     after the sweep folder, read back through MLflow's client."""
