@@ -11,12 +11,12 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
-from matplotlib.backends.backend_agg import FigureCanvasAgg
-from matplotlib.figure import Figure
-from matplotlib.ticker import MaxNLocator
+
+if TYPE_CHECKING:  # matplotlib is imported where a chart is drawn: every command imports
+    from matplotlib.figure import Figure  # this module, few draw (a second per process)
 
 #: pixels per inch of every chart (size is given in pixels)
 DPI = 100
@@ -26,6 +26,9 @@ Point = tuple[float, float]
 
 def new_figure(size: tuple[int, int] = (900, 520)) -> Figure:
     """An empty ``width x height``-pixel figure on the Agg canvas."""
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+    from matplotlib.figure import Figure
+
     fig = Figure(figsize=(size[0] / DPI, size[1] / DPI), dpi=DPI, layout="constrained")
     FigureCanvasAgg(fig)
     return fig
@@ -83,6 +86,8 @@ def line_chart(
         ax.annotate(label, (1, y), xycoords=("axes fraction", "data"), ha="right", va="bottom",
                     fontsize=9, color="0.3")  # fmt: skip
     if all(float(x).is_integer() for pts in series.values() for x, _ in pts):
+        from matplotlib.ticker import MaxNLocator
+
         ax.xaxis.set_major_locator(MaxNLocator(integer=True))  # steps, updates
     if ylim is not None:
         ax.set_ylim(*ylim)

@@ -16,7 +16,6 @@ Metrics (all functions take numpy arrays):
 from __future__ import annotations
 
 import numpy as np
-from scipy import linalg
 
 __all__ = [
     "class_histogram",
@@ -51,6 +50,8 @@ def frechet_distance(
     """
     mu1, mu2 = np.atleast_1d(mu1).astype(np.float64), np.atleast_1d(mu2).astype(np.float64)
     s1, s2 = np.atleast_2d(sigma1).astype(np.float64), np.atleast_2d(sigma2).astype(np.float64)
+    from scipy import linalg  # here, not at import: every command imports this module
+
     diff = mu1 - mu2
     w, v = linalg.eigh((s1 + s1.T) / 2)
     root1 = (v * np.sqrt(np.clip(w, 0.0, None))) @ v.T  # sqrt(S1)

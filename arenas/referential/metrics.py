@@ -21,8 +21,6 @@ from collections import Counter
 from collections.abc import Sequence
 
 import numpy as np
-from scipy.spatial.distance import pdist
-from scipy.stats import spearmanr
 
 __all__ = [
     "analyse",
@@ -89,6 +87,9 @@ def topsim(meanings: np.ndarray, messages: np.ndarray, eos: int | None = 0) -> f
     msgs = [trim(m, eos) for m in np.asarray(messages)]
     if len(msgs) < 3:
         return 0.0
+    from scipy.spatial.distance import pdist  # here, not at import (every command imports it)
+    from scipy.stats import spearmanr
+
     d_mean = pdist(meanings, metric="hamming")  # [N (N - 1) / 2] share of differing attributes
     d_msg = np.array(
         [

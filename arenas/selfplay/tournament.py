@@ -31,11 +31,12 @@ import sys
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, NoReturn
+from typing import TYPE_CHECKING, Any, NoReturn
 
 import numpy as np
-from matplotlib.figure import Figure
-from scipy.optimize import minimize
+
+if TYPE_CHECKING:
+    from matplotlib.figure import Figure
 
 from paddlecraft.agents.settings import ConfigError
 from paddlecraft.encoders.tensorio import CheckpointError
@@ -130,6 +131,8 @@ def fit_ratings(
         value = -(wins * logp).sum()
         grad = -((wins * (1 - p)).sum(1) - (wins.T * (1 - p.T)).sum(1))
         return value, grad[free]
+
+    from scipy.optimize import minimize  # here: every command imports this module
 
     res = minimize(nll, np.zeros(len(free)), jac=True, method="L-BFGS-B")
     t = full(res.x)

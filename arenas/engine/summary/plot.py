@@ -9,9 +9,10 @@ so two seeds that disagree are seen as two seeds.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from matplotlib.figure import Figure
+if TYPE_CHECKING:
+    from matplotlib.figure import Figure
 
 from ..plots import new_figure
 

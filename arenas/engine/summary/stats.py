@@ -18,7 +18,6 @@ from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 
 import numpy as np
-from scipy import stats
 
 #: coverage of every interval
 CONFIDENCE = 0.95
@@ -37,10 +36,14 @@ CI_NOTE = (
 
 def iqm(values: Sequence[float]) -> float:
     """Interquartile mean: the mean after cutting 25 % from each end (rliable's IQM)."""
+    from scipy import stats  # here, not at import: every command imports this module
+
     return float(stats.trim_mean(np.asarray(values, dtype=float), proportiontocut=0.25))
 
 
 def _iqm_axis(x: np.ndarray, axis: int = -1) -> np.ndarray:
+    from scipy import stats  # here, not at import: every command imports this module
+
     return stats.trim_mean(x, proportiontocut=0.25, axis=axis)
 
 
@@ -49,6 +52,8 @@ def bootstrap_ci(values: Sequence[float], statistic: str = "mean") -> tuple[floa
 
     None for fewer than two values (no spread to resample); ``(v, v)`` when all are equal.
     """
+    from scipy import stats  # here, not at import: every command imports this module
+
     x = np.asarray(values, dtype=float)  # [n]
     if x.size < 2:
         return None
