@@ -164,6 +164,17 @@ ABLATION_GROUPS: dict[str, tuple[str, str, str, str, str, str]] = {
         "conditions.",
         "referential_earlier",
     ),
+    "marl": (
+        "marl_ablations",
+        "Agents acting together: settings measured against the default",
+        "One row per setting of `arena=marl` tried against the default towards a target it "
+        "misses: where the idea comes from, the seeds, its figure against the default's at the "
+        "same environment steps, the verdict. A row whose code is gone names the last commit "
+        "that has it.",
+        "Agents acting together: how each row was measured",
+        "The command that printed each row, on the code of its last commit.",
+        "marl",
+    ),
 }
 
 
