@@ -54,9 +54,10 @@ def test_sections_are_the_listed_ones(bench_run: ModuleType) -> None:
     assert set(bench_run._sections("full")) == set(SECTIONS)
 
 
-#: sections whose tiny run is in the slow tier: a peer framework (PyTorch) or Ray workers
-#: start there, which costs more than the fast tier's share; the others check the report form
-SLOW_SECTIONS = {"gan_vs_torch", "resnet", "selfplay_workers"}
+#: sections whose tiny run is in the slow tier: a peer framework (PyTorch), Ray workers or
+#: fresh processes start there, which costs more than the fast tier's share; the others
+#: check the report form
+SLOW_SECTIONS = {"gan_vs_torch", "resnet", "selfplay_workers", "peak_rss", "flops"}
 
 
 @pytest.mark.parametrize(

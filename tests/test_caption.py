@@ -361,7 +361,11 @@ def _run_here(run_dir: Path, *overrides: str) -> subprocess.CompletedProcess:
     "chain,extra",
     [
         ("spoken", TINY_SPOKEN),
-        ("digits", [o for o in TINY_SPOKEN if "compositional" not in o] + ["arena.data.n_test=20"]),
+        pytest.param(  # the second chain's command line in the slow tier (test_smoke: in-process)
+            "digits",
+            [o for o in TINY_SPOKEN if "compositional" not in o] + ["arena.data.n_test=20"],
+            marks=pytest.mark.slow,
+        ),
     ],
 )
 def test_one_step_smoke_run_of_each_chain(chain, extra, tmp_path):

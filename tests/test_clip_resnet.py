@@ -159,6 +159,7 @@ def test_resnet_tower_errors(make_scope, open_clip_rn, tmp_path):
         CLIPResNetEncoder(make_scope(), image_size=32, size="tiny").load_pretrained(vit_file)
 
 
+@pytest.mark.slow
 def test_resnet_tower_exports_to_paddle_inference_and_onnx(scope, open_clip_rn, tmp_path):
     from paddlecraft.agents.export import export_layer
 

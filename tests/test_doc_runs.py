@@ -23,8 +23,8 @@ tests/test_doc_commands.py), it is not a Hydra run (``summary``, ``live``, ``fee
 placeholder), its block's marker says it needs what no test machine has (`NEEDS_OUTSIDE`), or
 it is in `SKIP` with the test that runs it instead. Each run must exit 0, leave a
 ``results.json`` whose headline is the arena's (`expected_headline`) with a finite value, and
-have written the progress line. Fast tier: the classify arena's commands (seconds each);
-the rest are ``slow``.
+have written the progress line. Fast tier: the README's classify commands (seconds each:
+what a newcomer runs first); the rest are ``slow``.
 """
 
 from __future__ import annotations
@@ -155,12 +155,13 @@ def run_from_the_command_line(cmd: db.RunCommand, where: Path) -> tuple[int, str
 
 
 def _fast(cmd: db.RunCommand) -> bool:
-    """The classify arena's commands (the default arena; seconds each) with its small
+    """The README's classify commands (the default arena; seconds each) with its small
     encoders: the fast tier. Read from the arguments (composing each costs a second)."""
     arena = next((a.split("=", 1)[1] for a in cmd.args if a.startswith("arena=")), "classify")
     heavy = ("resnet", "vit", "pretrained", "experiment", "data=", "mlflow", "visualdl")
     return (
-        arena == "classify"
+        cmd.where.startswith("README.md")
+        and arena == "classify"
         and not cmd.multirun
         and not any(h in a for a in cmd.args for h in heavy)
         and cmd.flag("--config-dir", "-cd") is None

@@ -161,6 +161,7 @@ def test_set_lr_in_a_config_run_equals_stop_and_resume_with_that_lr(
     assert (tmp_path / "set" / "checkpoints" / f"step_{k:08d}").is_dir()
 
 
+@pytest.mark.slow
 def test_data_parallel_rank_0_serves_and_every_rank_stops_at_the_same_step(tmp_path, capsys):
     run_dir = tmp_path / "run"
     env = {**os.environ, "OMP_NUM_THREADS": "1"}

@@ -188,7 +188,7 @@ def test_one_line_errors(scope, make_scope, hf_clip, tmp_path):
     assert lis.embed_texts(["red circle"]).shape == [1, lis.cfg.dim]
 
 
-@pytest.mark.parametrize("tower", ["image", "text"])
+@pytest.mark.parametrize("tower", ["image", pytest.param("text", marks=pytest.mark.slow)])
 def test_loaded_tower_exports_to_paddle_inference_and_onnx(scope, hf_clip, tmp_path, tower):
     """agents/export.py's path: paddle.inference and onnxruntime give the eager outputs."""
     from paddlecraft.agents.export import export_layer

@@ -90,6 +90,7 @@ def _listening(pids: set[int], driver: int) -> set[tuple[str, str]]:
     return out
 
 
+@pytest.mark.slow
 def test_a_local_ray_listens_on_loopback_only_as_the_guide_says(make_scope):
     """The issue's ``arena.workers.count=2`` on one machine, outside any network namespace:
     the Ray the collectors start listens on loopback only, and only the processes the

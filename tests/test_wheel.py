@@ -254,6 +254,7 @@ def test_library_api_from_an_empty_folder(installed):
     assert shape == "[5, 10]"
 
 
+@pytest.mark.slow
 def test_classify_reaches_the_readme_accuracy_and_exports(installed):
     r = installed.run("paddlecraft", "arena=classify", "trainer.progress=false")
     assert r.returncode == 0, r.stderr[-3000:]
