@@ -229,13 +229,14 @@ def test_debug_smoke_writes_the_headline_curves_and_the_animation(tmp_path):
     "args,words",
     [
         (["arena.env.name=simple_sprad_v3"], ["arena.env.name", "simple_spread_v3"]),
-        (["env=simple_sprad"], ["simple_spread"]),
+        # one case per kind of mistake in the fast tier; its variants in the slow one
+        pytest.param(["env=simple_sprad"], ["simple_spread"], marks=pytest.mark.slow),
         (["+arena.groups.agent=[agent_0,agent_1,agent_9]"], ["arena.groups.agent", "agent_9"]),
-        (["+arena.groups.agent=[]"], ["names no agent"]),
+        pytest.param(["+arena.groups.agent=[]"], ["names no agent"], marks=pytest.mark.slow),
         (["encoder@agents.agent.encoder=cnn_small"], ["agents.agent.encoder", "mlp"]),
         (["arena.env.kwargs.continuous_actions=true", "agents.agent.head=categorical"],
          ["head=categorical", "continuous"]),
-        (["arena.algo=maddpg"], ["arena.algo", "mappo"]),
+        pytest.param(["arena.algo=maddpg"], ["arena.algo", "mappo"], marks=pytest.mark.slow),
     ],
 )  # fmt: skip
 def test_mistakes_are_one_line(tmp_path, args, words):

@@ -82,6 +82,7 @@ def _check_best(sweep_dir: Path) -> None:
     )
 
 
+@pytest.mark.slow
 def test_three_trial_study_writes_the_best_trial(tmp_path):
     r = _study(tmp_path / "sweep", "hydra/launcher=basic")
     assert r.returncode == 0, r.stderr[-3000:]
