@@ -360,8 +360,8 @@ def _run_here(run_dir: Path, *overrides: str) -> subprocess.CompletedProcess:
 @pytest.mark.parametrize(
     "chain,extra",
     [
-        ("spoken", TINY_SPOKEN),
-        pytest.param(  # the second chain's command line in the slow tier (test_smoke: in-process)
+        pytest.param("spoken", TINY_SPOKEN, marks=pytest.mark.slow),  # test_smoke: in-process
+        pytest.param(
             "digits",
             [o for o in TINY_SPOKEN if "compositional" not in o] + ["arena.data.n_test=20"],
             marks=pytest.mark.slow,

@@ -52,6 +52,7 @@ def uninterrupted(tmp_path_factory) -> Path:
 # every arena runs two steps, evaluated, checkpointed and resumed, in-process in
 # tests/test_smoke.py; here the command line itself, for one arena
 @pytest.mark.parametrize("arena", ["classify"])
+@pytest.mark.slow
 def test_one_step_run_from_the_command_line(arena, tmp_path):
     run_dir = tmp_path / "run"
     r = subprocess.run(
@@ -118,6 +119,7 @@ def test_sigkill_mid_training_then_resume_matches_uninterrupted(uninterrupted, t
     assert results["metrics"] == ref_results["metrics"]
 
 
+@pytest.mark.slow
 def test_sigint_saves_checkpoint_and_exits_cleanly_then_resumes(uninterrupted, tmp_path):
     run_dir = tmp_path / "run"
     # a checkpoint after every step keeps the run going for seconds after the first one

@@ -411,6 +411,7 @@ def test_a_decoder_in_an_encoder_slot_is_refused_naming_the_slot_and_group(make_
     ],
     ids=["classify-vit_tiny", "selfplay-cnn"],
 )  # fmt: skip
+@pytest.mark.slow
 def test_pairs_run_from_the_command_line_with_the_one_override_form(overrides, tmp_path):
     """The command line's arguments, parsed and run by the command's own ``main`` in this
     process (the interpreter boundary adds nothing to the override form; tests/test_cli.py

@@ -109,6 +109,7 @@ def test_rates_by_class_show_where_moves_fall_short():
     assert move_rates(values, actions) == {"perfect_move_rate": 0.6, "good_move_rate": 1.0}
 
 
+@pytest.mark.slow
 def test_positions_are_seeded_realistic_and_decisive(positions):
     again = solver_positions.__wrapped__(40, seed=0)  # not the cached object
     assert np.array_equal(again.planes, positions.planes)
